@@ -1,0 +1,108 @@
+"""
+The ELMo character-id contract: how a token becomes a fixed-length row of byte ids.
+
+A token is encoded as its UTF-8 bytes (0..255) framed by begin-of-word and end-of-word ids and
+padded to ``max_characters_per_token``. Ids 256-260 are special (begin/end of sentence,
+begin/end of word, padding). Every id is shifted by +1 so that 0 can mean "no token here"
+(masked), which is why prediction-time embedding matrices have 262 rows with row 0 all zeros.
+
+These are exactly the ids of bilm-tf and of AllenNLP's ``ELMoCharacterMapper``, except that
+``max_characters_per_token`` is a parameter here (the Korean model uses 30; AllenNLP hard-codes 50).
+"""
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+BEGINNING_OF_SENTENCE_CHARACTER = 256  # <begin sentence>
+END_OF_SENTENCE_CHARACTER = 257  # <end sentence>
+BEGINNING_OF_WORD_CHARACTER = 258  # <begin word>
+END_OF_WORD_CHARACTER = 259  # <end word>
+PADDING_CHARACTER = 260  # <padding>
+# Ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift).
+NUM_TRAINING_CHARACTER_IDS = 261
+
+BOS_TOKEN = "<S>"
+EOS_TOKEN = "</S>"
+
+DEFAULT_MAX_CHARACTERS_PER_TOKEN = 50
+
+
+def _marker_ids(marker: int, max_characters_per_token: int) -> List[int]:
+    ids = [PADDING_CHARACTER] * max_characters_per_token
+    ids[0] = BEGINNING_OF_WORD_CHARACTER
+    ids[1] = marker
+    ids[2] = END_OF_WORD_CHARACTER
+    return [i + 1 for i in ids]
+
+
+class ElmoCharacterIds:
+    """
+    Maps tokens to ELMo character ids (already shifted by +1).
+
+    # Parameters
+
+    max_characters_per_token : `int`, optional (default = `50`)
+        Length of every token's id row. Tokens longer than ``max_characters_per_token - 2`` bytes
+        are cut, which may split a multi-byte UTF-8 character; bilm-tf does the same.
+    tokens_to_add : `Dict[str, int]`, optional
+        Extra tokens mapped to a single given id (AllenNLP's indexer has the same option).
+    """
+
+    def __init__(
+        self,
+        max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN,
+        tokens_to_add: Optional[Dict[str, int]] = None,
+    ) -> None:
+        if max_characters_per_token < 4:
+            # BOW + at least one byte + EOW, and the sentence markers need 3 positions.
+            raise ValueError(
+                f"max_characters_per_token must be at least 4, got {max_characters_per_token}"
+            )
+        self.max_characters_per_token = max_characters_per_token
+        self.tokens_to_add = dict(tokens_to_add or {})
+        self.beginning_of_sentence_ids = _marker_ids(
+            BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token
+        )
+        self.end_of_sentence_ids = _marker_ids(END_OF_SENTENCE_CHARACTER, max_characters_per_token)
+
+    def token_to_ids(self, token: str) -> List[int]:
+        """The +1-shifted character ids of one token, of length ``max_characters_per_token``."""
+        if token in self.tokens_to_add:
+            ids = [PADDING_CHARACTER] * self.max_characters_per_token
+            ids[0] = BEGINNING_OF_WORD_CHARACTER
+            ids[1] = self.tokens_to_add[token]
+            ids[2] = END_OF_WORD_CHARACTER
+            return [i + 1 for i in ids]
+        if token == BOS_TOKEN:
+            return list(self.beginning_of_sentence_ids)
+        if token == EOS_TOKEN:
+            return list(self.end_of_sentence_ids)
+        # "ignore" drops lone surrogates, which cannot be encoded; this matches AllenNLP.
+        encoded = token.encode("utf-8", "ignore")[: self.max_characters_per_token - 2]
+        ids = [PADDING_CHARACTER] * self.max_characters_per_token
+        ids[0] = BEGINNING_OF_WORD_CHARACTER
+        ids[1 : len(encoded) + 1] = encoded
+        ids[len(encoded) + 1] = END_OF_WORD_CHARACTER
+        return [i + 1 for i in ids]
+
+    def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
+        """
+        A ``(batch_size, max_sentence_length, max_characters_per_token)`` LongTensor for a batch
+        of tokenized sentences, padded with 0 (the mask id). Sentence boundary tokens are *not*
+        added here: the biLM adds them, as AllenNLP's ``_ElmoBiLm`` does.
+        """
+        max_length = max((len(sentence) for sentence in batch), default=0)
+        ids = torch.zeros(len(batch), max_length, self.max_characters_per_token, dtype=torch.long)
+        for row, sentence in enumerate(batch):
+            if sentence:
+                ids[row, : len(sentence)] = torch.tensor(
+                    [self.token_to_ids(token) for token in sentence], dtype=torch.long
+                )
+        return ids
+
+
+def batch_to_ids(
+    batch: Sequence[Sequence[str]], max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN
+) -> torch.Tensor:
+    """Shortcut for ``ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)``."""
+    return ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)
