@@ -69,8 +69,8 @@ class ReduceOnPlateauLearningRateScheduler(_PyTorchLearningRateSchedulerWithMetr
         super().__init__(lr_scheduler)
 
     def step(self, metric: float = None) -> None:
-        before = [group["lr"] for group in self.optimizer.param_groups]
+        before = [group["lr"] for group in self.lr_scheduler.optimizer.param_groups]
         super().step(metric)
-        after = [group["lr"] for group in self.optimizer.param_groups]
+        after = [group["lr"] for group in self.lr_scheduler.optimizer.param_groups]
         if self._verbose and after != before:
             logger.info("reduce_on_plateau: learning rate %s -> %s", before, after)
