@@ -2,10 +2,34 @@
 elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
 
 Importing the package registers its components with AllenNLP (``--include-package elmo_plugin``
-or the ``.allennlp_plugins`` file does this for the ``allennlp`` command).
+or the ``.allennlp_plugins`` file does this for the ``allennlp`` command):
+
+- token indexer ``elmo_characters`` (replaces AllenNLP's; configurable characters per token)
+- model ``elmo_bilm``, dataset reader ``bilm_corpus``, vocabulary ``from_bilm_tf_file``
+- learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x)
+- subcommands ``allennlp elmo``, ``allennlp elmo-vocab``, ``allennlp elmo-export``
+
+It also fills in defaults for the ``ELMO_*`` environment variables that the training configs
+read (see `elmo_plugin.config_defaults`).
 """
-from elmo_plugin.character_ids import ElmoCharacterIds, batch_to_ids
-from elmo_plugin.options import BilmOptions
-from elmo_plugin.bilm import ElmoBiLm
-from elmo_plugin.elmo_characters_indexer import ElmoCharactersIndexer
-from elmo_plugin.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
+import warnings
+
+# torchvision (imported by transformers, imported by allennlp) warns on every start because it
+# has no image extension on CPU-only machines; the warning is irrelevant to ELMo.
+warnings.filterwarnings("ignore", message=".*image Python extension.*")
+warnings.filterwarnings("ignore", message=".*torchvision.datapoints.*")
+
+from elmo_plugin.config_defaults import set_environment_defaults  # noqa: E402
+
+set_environment_defaults()
+
+from elmo_plugin.character_ids import ElmoCharacterIds, batch_to_ids  # noqa: E402
+from elmo_plugin.options import BilmOptions  # noqa: E402
+from elmo_plugin.bilm import ElmoBiLm  # noqa: E402
+from elmo_plugin.elmo_characters_indexer import ElmoCharactersIndexer  # noqa: E402
+from elmo_plugin.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler  # noqa: E402
+from elmo_plugin.embedder import ElmoEmbedder  # noqa: E402
+from elmo_plugin.lm_vocabulary import BilmTfVocabulary, build_lm_vocabulary  # noqa: E402
+from elmo_plugin.lm_dataset_reader import BilmCorpusReader  # noqa: E402
+from elmo_plugin.bilm_model import ElmoBilmModel  # noqa: E402
+from elmo_plugin.commands import ElmoCommand, ElmoExportCommand, ElmoVocabCommand  # noqa: E402

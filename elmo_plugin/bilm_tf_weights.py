@@ -6,7 +6,6 @@ Our parameters keep TensorFlow's conventions (gate order i, j, f, o; highway gat
 split of ``W_0`` into input and recurrent halves, and the zero mask row of the byte embedding.
 """
 import os
-import tempfile
 from typing import Dict, List, Optional, Set, Tuple
 
 import h5py
@@ -15,6 +14,7 @@ import torch
 
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.atomic_output import atomic_output
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import NUM_TRAINING_CHARACTER_IDS
 
@@ -180,19 +180,10 @@ def write_bilm_tf_weights(bilm: ElmoBiLm, weight_file: "os.PathLike[str] | str")
     written under a temporary name and renamed, so an interrupted write leaves no file that
     looks complete.
     """
-    path = os.fspath(weight_file)
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".hdf5", dir=directory)
-    os.close(handle)
-    try:
+    with atomic_output(os.fspath(weight_file)) as temporary:
         with h5py.File(temporary, "w") as out:
             for name, value in bilm_tf_arrays(bilm).items():
                 out.create_dataset(name, data=value)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
 
 
 def write_bilm_tf_model(
@@ -201,6 +192,7 @@ def write_bilm_tf_model(
     weight_file: "os.PathLike[str] | str",
     n_characters: Optional[int] = None,
 ) -> None:
-    """Writes ``options.json`` and ``weights.hdf5`` for ``bilm``."""
+    """Writes ``options.json`` and ``weights.hdf5`` for ``bilm``, each atomically."""
     write_bilm_tf_weights(bilm, weight_file)
-    bilm.options.to_file(options_file, n_characters=n_characters)
+    with atomic_output(os.fspath(options_file)) as temporary:
+        bilm.options.to_file(temporary, n_characters=n_characters)

@@ -102,6 +102,8 @@ class ElmoBiLstm(nn.Module):
         if not self.stateful or self._states is None:
             return None
         stored_h, stored_c = self._states[direction][layer]
+        if stored_h is None:
+            return None
         rows = min(batch_size, stored_h.size(0))
         h = like.new_zeros(batch_size, self.projection_size)
         c = like.new_zeros(batch_size, self.cell_size)
@@ -121,6 +123,39 @@ class ElmoBiLstm(nn.Module):
             h, c = stored_h, stored_c
         self._states[direction][layer] = (h, c)
 
+    def run_direction(
+        self, direction: int, inputs: torch.Tensor, mask: torch.Tensor
+    ) -> List[torch.Tensor]:
+        """
+        Runs one direction's stack (0 = forward, 1 = backward) over ``inputs`` in the order
+        given, and returns each layer's ``(batch, time, projection_size)`` output. The backward
+        stack expects its inputs already reversed: `forward` reverses within each row's length;
+        bilm-tf's stream training feeds the backward LM its own reversed stream.
+        In stateful mode the state of this direction is read and updated row by row.
+        """
+        batch_size = inputs.size(0)
+        layers = self.forward_layers if direction == 0 else self.backward_layers
+        outputs: List[torch.Tensor] = []
+        final_states: List[LstmState] = []
+        x = inputs
+        for layer_index, layer in enumerate(layers):
+            layer_input = x
+            if self.dropout > 0.0:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, self.training)
+            state = self._initial_state(direction, layer_index, batch_size, inputs)
+            output, final_state = layer(layer_input, mask, state)
+            if self.use_skip_connections and layer_index > 0:
+                output = output + x
+            final_states.append(final_state)
+            outputs.append(output)
+            x = output
+        if self.stateful:
+            if self._states is None:
+                self._states = [[(None, None)] * self.num_layers for _ in range(2)]  # type: ignore
+            for layer_index, final_state in enumerate(final_states):
+                self._store_state(direction, layer_index, final_state)
+        return outputs
+
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> List[torch.Tensor]:
         """
         # Parameters
@@ -135,30 +170,10 @@ class ElmoBiLstm(nn.Module):
         One ``(batch, time, 2 * projection_size)`` tensor per layer: forward and backward
         outputs concatenated, zero at padded positions.
         """
-        batch_size = inputs.size(0)
         lengths = mask.sum(dim=1)
-        final_states: List[List[LstmState]] = [[], []]
-        direction_outputs: List[List[torch.Tensor]] = [[], []]
-        for direction, layers in enumerate((self.forward_layers, self.backward_layers)):
-            x = inputs if direction == 0 else reverse_within_lengths(inputs, lengths)
-            for layer_index, layer in enumerate(layers):
-                layer_input = x
-                if self.dropout > 0.0:
-                    layer_input = nn.functional.dropout(layer_input, self.dropout, self.training)
-                state = self._initial_state(direction, layer_index, batch_size, inputs)
-                output, final_state = layer(layer_input, mask, state)
-                if self.use_skip_connections and layer_index > 0:
-                    output = output + x
-                final_states[direction].append(final_state)
-                direction_outputs[direction].append(output)
-                x = output
-        if self.stateful:
-            if self._states is None:
-                self._states = [[(None, None)] * self.num_layers for _ in range(2)]  # type: ignore
-            for direction in range(2):
-                for layer_index in range(self.num_layers):
-                    self._store_state(direction, layer_index, final_states[direction][layer_index])
+        forward_outputs = self.run_direction(0, inputs, mask)
+        backward_outputs = self.run_direction(1, reverse_within_lengths(inputs, lengths), mask)
         return [
             torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
-            for forward, backward in zip(*direction_outputs)
+            for forward, backward in zip(forward_outputs, backward_outputs)
         ]

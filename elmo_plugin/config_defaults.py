@@ -1,0 +1,37 @@
+"""
+Defaults for the environment variables that ``training_configs/*.jsonnet`` read.
+
+Jsonnet's ``std.extVar`` has no default value, and AllenNLP passes the environment to jsonnet as
+external variables. The ``allennlp`` command imports plugins (``--include-package elmo_plugin``
+or ``.allennlp_plugins``) before it evaluates the config, so setting missing ``ELMO_*`` variables
+here gives every config a working default: the built-in sample corpus and a tiny model. A
+variable that is already set is never changed.
+"""
+import os
+from typing import Dict
+
+_SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample_corpus")
+
+DEFAULTS: Dict[str, str] = {
+    # Data: a glob of tokenized files (one sentence per line), and the bilm-tf vocabulary file.
+    "ELMO_TRAIN_DATA": os.path.join(_SAMPLE, "train.txt"),
+    "ELMO_VALIDATION_DATA": os.path.join(_SAMPLE, "heldout.txt"),
+    "ELMO_VOCABULARY": os.path.join(_SAMPLE, "vocabulary.txt"),
+    # Batching: "sentences" (one sentence per row, no state between sentences) or "stream"
+    # (bilm-tf's continuous streams cut into ELMO_UNROLL_STEPS windows, state carried).
+    "ELMO_BATCHING": "sentences",
+    "ELMO_BATCH_SIZE": "32",
+    "ELMO_UNROLL_STEPS": "20",
+    "ELMO_NUM_EPOCHS": "5",
+    "ELMO_NUM_SAMPLES": "64",
+    # Model size (bilm.jsonnet only).
+    "ELMO_LSTM_DIM": "128",
+    "ELMO_PROJECTION_DIM": "32",
+    "ELMO_CUDA_DEVICE": "-1",
+    "ELMO_NUM_WORKERS": "0",
+}
+
+
+def set_environment_defaults() -> None:
+    for name, value in DEFAULTS.items():
+        os.environ.setdefault(name, value)

@@ -1,0 +1,175 @@
+"""
+Files of pre-tokenized sentences: one sentence per line, tokens separated by whitespace.
+
+This is the input format of ``allennlp elmo`` (and of bilm-tf's training data). Two pieces:
+
+- `check_sentence_file` makes one streaming pass over the file and raises a
+  `ConfigurationError` for everything that would otherwise fail (or silently go wrong) in the
+  middle of a long run: a missing file, bytes that are not UTF-8, blank lines, no sentences at
+  all, and, when sentences are used as keys, duplicates.
+- `read_sentences` then yields ``(line_index, tokens)`` one line at a time, so files larger
+  than memory can be embedded or used for training.
+
+Lines end at ``\\n`` (a ``\\r`` before it is whitespace and is stripped with the rest). A UTF-8
+byte order mark at the very start of the file is dropped, so that it does not become part of
+the first token.
+"""
+import os
+from typing import Dict, Iterator, List, Tuple, Union
+
+from allennlp.common.checks import ConfigurationError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_UTF8_BOM = "\ufeff"
+
+# How many line numbers an error message lists before it only gives a count.
+DEFAULT_MAX_LISTED = 20
+
+
+def sentence_text(tokens: List[str]) -> str:
+    """
+    The canonical text of a tokenized sentence: its tokens joined by single spaces. This is what
+    ``sentence_to_index`` maps and what ``--use-sentence-keys`` uses as the key, so two lines that
+    differ only in their whitespace count as the same sentence.
+    """
+    return " ".join(tokens)
+
+
+def format_line_numbers(line_numbers: List[int], max_listed: int = DEFAULT_MAX_LISTED) -> str:
+    """
+    ``"3, 7, 12"``, or the first ``max_listed`` numbers followed by ``"... (45 in all)"``, so that a
+    file with millions of bad lines still gives a one-line message.
+    """
+    listed = ", ".join(str(number) for number in line_numbers[:max_listed])
+    if len(line_numbers) > max_listed:
+        listed += f", ... ({len(line_numbers)} in all)"
+    return listed
+
+
+def _check_is_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise ConfigurationError(f"input file not found: {path}")
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"input path is not a file: {path}")
+
+
+def _decoded_lines(path: str) -> Iterator[Tuple[int, str]]:
+    """
+    Yields ``(line_index, text)`` for every line of ``path``, reading it as bytes so that a
+    decoding error can name the exact byte offset. Raises `ConfigurationError` at the first line
+    that is not valid UTF-8.
+    """
+    offset = 0
+    with open(path, "rb") as handle:
+        for line_index, raw_line in enumerate(handle):
+            try:
+                text = raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                bad_bytes = raw_line[error.start : error.end].hex(" ")
+                raise ConfigurationError(
+                    f"{path}: line {line_index + 1} is not valid UTF-8 (byte offset "
+                    f"{offset + error.start} in the file, bytes {bad_bytes}: {error.reason}); "
+                    "the input must be UTF-8 text, e.g. convert it with "
+                    "'iconv -f <its encoding> -t UTF-8'"
+                ) from None
+            if line_index == 0 and text.startswith(_UTF8_BOM):
+                text = text[len(_UTF8_BOM) :]
+            offset += len(raw_line)
+            yield line_index, text
+
+
+def check_sentence_file(
+    path: PathLike, use_sentence_keys: bool = False, max_listed: int = DEFAULT_MAX_LISTED
+) -> int:
+    """
+    Checks a file of tokenized sentences in one streaming pass, before any expensive work, and
+    returns the number of sentences (= lines) in it.
+
+    # Parameters
+
+    path : `PathLike`
+        The file: one sentence per line, tokens separated by whitespace, UTF-8.
+    use_sentence_keys : `bool`, optional (default = `False`)
+        The sentences will be used as keys (``allennlp elmo --use-sentence-keys``), so every
+        sentence must be unique. This keeps the text of every sentence in memory for the pass.
+    max_listed : `int`, optional (default = `20`)
+        At most this many line numbers are spelled out in an error message; the rest are counted.
+
+    # Raises
+
+    `ConfigurationError`
+        If the file does not exist, is not UTF-8 (naming the first bad line and its byte offset),
+        has blank or whitespace-only lines (naming all of them, 1-based), has no lines at all, or,
+        with ``use_sentence_keys``, repeats a sentence (naming the lines of the repeats and of
+        their first occurrence).
+    """
+    path = os.fspath(path)
+    _check_is_file(path)
+    num_sentences = 0
+    blank_lines: List[int] = []
+    first_line_of: Dict[str, int] = {}
+    duplicates: List[Tuple[int, int]] = []  # (line, line of its first occurrence), 1-based
+    for line_index, text in _decoded_lines(path):
+        num_sentences += 1
+        tokens = text.split()
+        if not tokens:
+            blank_lines.append(line_index + 1)
+            continue
+        if use_sentence_keys:
+            key = sentence_text(tokens)
+            first_line = first_line_of.setdefault(key, line_index + 1)
+            if first_line != line_index + 1:
+                duplicates.append((line_index + 1, first_line))
+
+    if blank_lines:
+        raise ConfigurationError(
+            f"{path}: {len(blank_lines)} blank or whitespace-only line(s), at line(s) "
+            f"{format_line_numbers(blank_lines, max_listed)} (1-based). Every line must hold "
+            "one tokenized sentence; please remove them."
+        )
+    if num_sentences == 0:
+        raise ConfigurationError(f"{path}: the file is empty; there are no sentences to read")
+    if duplicates:
+        pairs = ", ".join(
+            f"line {line} repeats line {first}" for line, first in duplicates[:max_listed]
+        )
+        if len(duplicates) > max_listed:
+            pairs += f", ... ({len(duplicates)} in all)"
+        raise ConfigurationError(
+            f"{path}: sentences are used as keys, but {len(duplicates)} line(s) repeat an "
+            f"earlier sentence: {pairs}. Remove the duplicates or key the sentences by line "
+            "number instead."
+        )
+    return num_sentences
+
+
+def read_sentences(
+    path: PathLike, skip_blank_lines: bool = False
+) -> Iterator[Tuple[int, List[str]]]:
+    """
+    Yields ``(line_index, tokens)`` for every line of ``path``, lazily: only one line is in
+    memory at a time. ``line_index`` is 0-based (the HDF5 key ``allennlp elmo`` writes).
+    Run `check_sentence_file` first to reject bad files before any work is done; this generator
+    raises the same `ConfigurationError` if it meets bytes that are not UTF-8.
+
+    # Parameters
+
+    path : `PathLike`
+        The file: one sentence per line, tokens separated by whitespace, UTF-8.
+    skip_blank_lines : `bool`, optional (default = `False`)
+        Leave out blank and whitespace-only lines (useful for training corpora, where blank lines
+        separate documents) instead of yielding them as empty token lists. Line indices still
+        count them, so they always match the file.
+    """
+    path = os.fspath(path)
+    # Checked here rather than inside the generator, so that a missing file fails at the call.
+    _check_is_file(path)
+    return _tokenized_lines(path, skip_blank_lines)
+
+
+def _tokenized_lines(path: str, skip_blank_lines: bool) -> Iterator[Tuple[int, List[str]]]:
+    for line_index, text in _decoded_lines(path):
+        tokens = text.split()
+        if tokens or not skip_blank_lines:
+            yield line_index, tokens

@@ -1,0 +1,169 @@
+"""
+Shared test helpers: fixture paths, random biLMs written in the bilm-tf layout, small batches.
+"""
+import math
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+
+import h5py
+import numpy as np
+import torch
+
+from elmo_plugin.bilm import ElmoBiLm
+from elmo_plugin.bilm_tf_weights import write_bilm_tf_model
+from elmo_plugin.options import BilmOptions
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# ../shared/fixtures/elmo_allennlp next to the repository (elmo-facts §4).
+FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp"
+FIXTURE_OPTIONS = FIXTURES / "options.json"
+FIXTURE_WEIGHTS = FIXTURES / "lm_weights.hdf5"
+
+# The fixture's architecture, as keyword arguments of `BilmOptions`.
+TINY_ARCH: Dict[str, Any] = dict(
+    filters=[[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]],
+    char_embedding_dim=4,
+    n_highway=2,
+    max_characters_per_token=50,
+    activation="relu",
+    lstm_dim=64,
+    projection_dim=16,
+    n_layers=2,
+    cell_clip=3.0,
+    proj_clip=3.0,
+    use_skip_connections=True,
+)
+
+# Sentences of varied lengths: a token longer than 48 bytes, non-ASCII (Korean, accented,
+# emoji: 4-byte UTF-8) tokens and an empty sentence.
+LONG_TOKEN = "Pneumonoultramicroscopicsilicovolcanoconiosis-and-then-some-more"  # 64 bytes
+assert len(LONG_TOKEN.encode("utf-8")) > 48
+KOREAN_LONG = "아버지가방에들어가신다"  # 11 syllables, 33 bytes
+VARIED_BATCH: List[List[str]] = [
+    ["The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "."],
+    ["아버지가방에들어가신다", "밥", "을", "먹었다", "."],
+    [],
+    ["A", LONG_TOKEN, "token", "and", "café", "naïve", "😀", "!"],
+    ["one"],
+]
+
+
+class BilmFiles(NamedTuple):
+    options_file: Path
+    weight_file: Path
+
+
+def randomize_bilm_(bilm: ElmoBiLm, seed: int = 0, scale: float = 1.0) -> ElmoBiLm:
+    """
+    Overwrites every parameter of ``bilm`` with random values at a moderate scale: large enough
+    that the gates, the highway carry and the clipping are all exercised, small enough that
+    they are not all saturated. ``scale`` multiplies the LSTM weight scale.
+    """
+    generator = torch.Generator().manual_seed(seed)
+
+    def normal_(tensor: torch.Tensor, std: float) -> None:
+        tensor.copy_(torch.randn(tensor.shape, generator=generator) * std)
+
+    def uniform_(tensor: torch.Tensor, bound: float) -> None:
+        tensor.copy_((torch.rand(tensor.shape, generator=generator) * 2 - 1) * bound)
+
+    encoder = bilm.character_encoder
+    with torch.no_grad():
+        uniform_(encoder.char_embedding.weight, 1.0)
+        encoder.char_embedding.weight[0].zero_()
+        char_dim = encoder.char_embedding.embedding_dim
+        for (width, _), conv in zip(encoder.filters, encoder.convolutions):
+            normal_(conv.weight, 1.0 / math.sqrt(width * char_dim))
+            normal_(conv.bias, 0.2)
+        n_filters = encoder.n_filters
+        for layer in encoder.highway.layers:
+            normal_(layer.weight, 1.0 / math.sqrt(n_filters))
+            normal_(layer.bias, 0.5)
+        if encoder.projection is not None:
+            normal_(encoder.projection.weight, 1.5 / math.sqrt(n_filters))
+            normal_(encoder.projection.bias, 0.2)
+        for layers in (bilm.lstm.forward_layers, bilm.lstm.backward_layers):
+            for layer in layers:
+                normal_(layer.input_weight, scale / math.sqrt(layer.input_size))
+                normal_(layer.recurrent_weight, scale / math.sqrt(layer.projection_size))
+                normal_(layer.bias, 0.5)
+                normal_(layer.projection_weight, 2.0 * scale / math.sqrt(layer.cell_size))
+    return bilm
+
+
+def make_random_bilm(seed: int = 0, scale: float = 1.0, stateful: bool = False, **arch: Any) -> ElmoBiLm:
+    """An `ElmoBiLm` with the given architecture (defaults: `TINY_ARCH`) and random weights."""
+    options = BilmOptions(**{**TINY_ARCH, **arch})
+    torch.manual_seed(seed)
+    return randomize_bilm_(ElmoBiLm(options, stateful=stateful), seed=seed, scale=scale).eval()
+
+
+def make_random_bilm_files(
+    tmp_path: Path, seed: int = 0, scale: float = 1.0, n_characters: int = 262, **arch: Any
+) -> BilmFiles:
+    """
+    Builds a random biLM (see `make_random_bilm`) and writes ``options.json`` (with the given
+    ``n_characters``) and ``weights.hdf5`` for it under ``tmp_path``; returns both paths.
+    """
+    tmp_path = Path(tmp_path)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    bilm = make_random_bilm(seed=seed, scale=scale, **arch)
+    files = BilmFiles(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    write_bilm_tf_model(bilm, files.options_file, files.weight_file, n_characters=n_characters)
+    return files
+
+
+def read_hdf5_datasets(path: Path) -> Dict[str, np.ndarray]:
+    """Every dataset of an HDF5 file, by full name."""
+    arrays: Dict[str, np.ndarray] = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(
+            lambda name, obj: arrays.__setitem__(name, obj[...])
+            if isinstance(obj, h5py.Dataset)
+            else None
+        )
+    return arrays
+
+
+def write_hdf5_datasets(path: Path, arrays: Dict[str, np.ndarray]) -> None:
+    with h5py.File(path, "w") as handle:
+        for name, value in arrays.items():
+            handle.create_dataset(name, data=value)
+
+
+def masked_max_abs_diff(
+    ours: torch.Tensor, theirs: torch.Tensor, mask: Optional[torch.Tensor] = None
+) -> float:
+    """Largest absolute difference over the positions where ``mask`` (batch, time) is True."""
+    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    diff = (ours.double() - theirs.double()).abs()
+    if mask is not None:
+        diff = diff * mask.unsqueeze(-1).double()
+    return float(diff.max()) if diff.numel() else 0.0
+
+
+def lengths_of(batch: Sequence[Sequence[str]]) -> List[int]:
+    return [len(sentence) for sentence in batch]
+
+
+def assert_clips_exercised(bilm: ElmoBiLm, ids: torch.Tensor, min_effect: float = 1e-4) -> None:
+    """
+    Checks that the inputs make every configured clip (cell and projection) bite: switching it
+    off changes the outputs. Otherwise a parity test could not see a clipping bug.
+    """
+    layers = list(bilm.lstm.forward_layers) + list(bilm.lstm.backward_layers)
+    with torch.no_grad():
+        reference = bilm(ids)["activations"][-1]
+        for attribute in ("cell_clip", "proj_clip"):
+            saved = [getattr(layer, attribute) for layer in layers]
+            if all(value is None for value in saved):
+                continue
+            try:
+                for layer in layers:
+                    setattr(layer, attribute, None)
+                unclipped = bilm(ids)["activations"][-1]
+            finally:
+                for layer, value in zip(layers, saved):
+                    setattr(layer, attribute, value)
+            effect = float((unclipped - reference).abs().max())
+            assert effect > min_effect, f"{attribute} never bites on these inputs ({effect:.3g})"
