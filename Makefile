@@ -9,8 +9,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
+SHARED ?= ../shared
+SMALL_DIR ?= build/en_small
+ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean
+.PHONY: venv demo test clean pretrain-small
 
 venv: $(STAMP)
 
@@ -28,3 +31,17 @@ test: venv
 
 clean:
 	rm -rf $(DEMO_DIR) build *.egg-info
+
+# The English biLM that BENCHMARKS.md reports and the downstream configs use (about an hour on
+# 2 CPU cores): vocabulary, training (resumed with -r if interrupted), export, held-out metrics.
+pretrain-small: venv
+	mkdir -p $(SMALL_DIR)
+	test -f $(SMALL_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(SHARED)/data/en/lm/train/*.txt" \
+		$(SMALL_DIR)/vocabulary.txt --min-count 3 --no-progress
+	ELMO_TRAIN_DATA="$(SHARED)/data/en/lm/train/*.txt" ELMO_VALIDATION_DATA=$(SHARED)/data/en/lm/heldout.txt \
+		ELMO_VOCABULARY=$(SMALL_DIR)/vocabulary.txt \
+		$(ALLENNLP) train training_configs/bilm_small.jsonnet --include-package elmo_plugin \
+		-s $(SMALL_DIR)/run --file-friendly-logging $$(test -d $(SMALL_DIR)/run && echo --recover)
+	$(ALLENNLP) elmo-export $(SMALL_DIR)/run $(SMALL_DIR)/bilm
+	$(ALLENNLP) evaluate $(SMALL_DIR)/run/model.tar.gz $(SHARED)/data/en/lm/heldout.txt \
+		--include-package elmo_plugin --output-file $(SMALL_DIR)/heldout_metrics.json

@@ -5,12 +5,14 @@ reads: AllenNLP core's ``Elmo``, bilm-tf, and this plugin.
 """
 import logging
 import os
+import tarfile
 from typing import Dict, Optional
 
 import h5py
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.models.archival import load_archive
+from allennlp.models.archival import CONFIG_NAME, load_archive
+from allennlp.models.model import _DEFAULT_WEIGHTS  # "best.th", what load_archive reads
 
 from elmo_plugin.atomic_output import atomic_output
 from elmo_plugin.bilm_model import ElmoBilmModel
@@ -23,6 +25,22 @@ def load_bilm_model(archive_or_directory: str) -> ElmoBilmModel:
     """Loads a ``model.tar.gz`` or a serialization directory of an ``elmo_bilm`` model."""
     if not os.path.exists(archive_or_directory):
         raise ConfigurationError(f"no model archive or serialization directory at {archive_or_directory}")
+    if os.path.isdir(archive_or_directory):
+        missing = [
+            name
+            for name in (CONFIG_NAME, _DEFAULT_WEIGHTS)
+            if not os.path.isfile(os.path.join(archive_or_directory, name))
+        ]
+        if missing:
+            raise ConfigurationError(
+                f"{archive_or_directory} is not the serialization directory of a trained model: "
+                f"it has no {' and no '.join(missing)} (has training finished an epoch yet?)"
+            )
+    elif not tarfile.is_tarfile(archive_or_directory):
+        raise ConfigurationError(
+            f"{archive_or_directory} is neither a model archive (model.tar.gz) nor a "
+            "serialization directory"
+        )
     model = load_archive(archive_or_directory).model
     if not isinstance(model, ElmoBilmModel):
         raise ConfigurationError(

@@ -27,6 +27,7 @@ DEFAULTS: Dict[str, str] = {
     # Model size (bilm.jsonnet only).
     "ELMO_LSTM_DIM": "128",
     "ELMO_PROJECTION_DIM": "32",
+    "ELMO_SMALL_NUM_EPOCHS": "1",
     "ELMO_CUDA_DEVICE": "-1",
     "ELMO_NUM_WORKERS": "0",
 }

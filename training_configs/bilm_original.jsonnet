@@ -1,0 +1,47 @@
+// The published "Original" ELMo (2x4096_512_2048cnn_2xhighway, 93.6M parameters without the
+// softmax) and bilm-tf's recipe (elmo-facts §2, §5): Adagrad 0.2 with initial accumulator 1.0,
+// global gradient norm 10, batches of 128 rows cut into windows of 20 tokens with the LSTM state
+// carried between windows (stream batching), 8192 sampled negatives, dropout 0.1, 10 epochs.
+// On the 1B Word Benchmark (vocabulary of 793,471 tokens) this is two weeks of 3 GTX 1080s in
+// bilm-tf. Needs a GPU:
+//   ELMO_TRAIN_DATA="1b/training-monolingual.tokenized.shuffled/*" ELMO_VALIDATION_DATA=... \
+//   ELMO_VOCABULARY=vocab-2016-09-10.txt ELMO_CUDA_DEVICE=0 \
+//   allennlp train training_configs/bilm_original.jsonnet --include-package elmo_plugin -s OUT
+local common = import "bilm_common.libsonnet";
+
+local options = {
+  bidirectional: true,
+  char_cnn: {
+    activation: "relu",
+    embedding: { dim: 16 },
+    filters: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+    max_characters_per_token: 50,
+    n_characters: 261,
+    n_highway: 2,
+  },
+  lstm: {
+    dim: 4096,
+    projection_dim: 512,
+    n_layers: 2,
+    cell_clip: 3,
+    proj_clip: 3,
+    use_skip_connections: true,
+  },
+  dropout: 0.1,
+  // The recipe's own keys, kept so the exported options.json reads like the released one.
+  all_clip_norm_val: 10.0,
+  n_epochs: 10,
+  batch_size: 128,
+  unroll_steps: 20,
+  n_negative_samples_batch: 8192,
+};
+
+common.config(
+  options=options,
+  batch_size=128,
+  num_epochs=10,
+  num_samples=8192,
+  unroll_steps=20,
+  batching="stream",
+  checkpoint_seconds=1800,
+)

@@ -1,0 +1,35 @@
+// A biLM that trains on ../shared/data/en/lm (5.0M tokens) on 2 CPU cores in about an hour:
+// ELMo's architecture at a size a CPU can afford (512 char filters, 1 highway layer, 2 LSTM
+// layers of 512 cells projected to 128, skip connections, clips 3), one epoch.
+// `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see README).
+//   ELMO_TRAIN_DATA="../shared/data/en/lm/train/*.txt" \
+//   ELMO_VALIDATION_DATA=../shared/data/en/lm/heldout.txt ELMO_VOCABULARY=vocab.txt \
+//   allennlp train training_configs/bilm_small.jsonnet --include-package elmo_plugin -s OUT
+local common = import "bilm_common.libsonnet";
+
+common.config(
+  options={
+    char_cnn: {
+      activation: "relu",
+      embedding: { dim: 16 },
+      filters: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]],
+      max_characters_per_token: 50,
+      n_characters: 261,
+      n_highway: 1,
+    },
+    lstm: {
+      dim: 512,
+      projection_dim: 128,
+      n_layers: 2,
+      cell_clip: 3,
+      proj_clip: 3,
+      use_skip_connections: true,
+    },
+    dropout: 0.1,
+  },
+  batch_size=64,
+  num_epochs=std.parseInt(std.extVar("ELMO_SMALL_NUM_EPOCHS")),
+  num_samples=1024,
+  max_sentence_length=200,
+  checkpoint_seconds=600,
+)
