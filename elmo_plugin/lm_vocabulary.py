@@ -32,6 +32,7 @@ from allennlp.data.vocabulary import (
 )
 
 from elmo_plugin.atomic_output import atomic_output
+from elmo_plugin.sentence_file import decoded_lines
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,6 @@ DEFAULT_LM_NAMESPACE = "lm_targets"
 # `set_from_file` turns the marker back into "\n": a token containing it would not survive a
 # model archive, so such tokens are left out of (and refused in) vocabulary files.
 _ALLENNLP_NEWLINE_MARKER = "@@NEWLINE@@"
-_UTF8_BOM = "\ufeff"
 _PROGRESS_EVERY_LINES = 10_000
 
 PathOrGlob = Union[str, "os.PathLike[str]"]
@@ -74,28 +74,11 @@ def expand_corpus_glob(file_glob_or_paths: Union[PathOrGlob, Sequence[PathOrGlob
 
 def iter_corpus_lines(path: str) -> Iterator[Tuple[int, str]]:
     """
-    Yields ``(line_number, text)`` (1-based) for every line of the file, blank ones included,
-    decoding each line as UTF-8; a `ConfigurationError` names ``file:line`` of the first line
-    that is not UTF-8.
+    Yields ``(line_number, text)`` (1-based) for every line of the file, blank ones included;
+    a `ConfigurationError` names ``file:line`` of the first line that is not UTF-8.
     """
-    for line_number, text, _ in _iter_corpus_lines_with_sizes(path):
-        yield line_number, text
-
-
-def _iter_corpus_lines_with_sizes(path: str) -> Iterator[Tuple[int, str, int]]:
-    with open(path, "rb") as handle:
-        for line_number, raw_line in enumerate(handle, start=1):
-            try:
-                text = raw_line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ConfigurationError(
-                    f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte "
-                    f"{error.start} of the line); the corpus must be UTF-8 text, e.g. convert it "
-                    "with 'iconv -f <its encoding> -t UTF-8'"
-                ) from None
-            if line_number == 1 and text.startswith(_UTF8_BOM):
-                text = text[len(_UTF8_BOM) :]
-            yield line_number, text, len(raw_line)
+    for line_index, text, _ in decoded_lines(path):
+        yield line_index + 1, text
 
 
 @dataclass
@@ -167,7 +150,8 @@ def build_lm_vocabulary(
         for path in files:
             bar.set_postfix_str(os.path.basename(path))
             unreported = 0
-            for line_number, text, size in _iter_corpus_lines_with_sizes(path):
+            for line_index, text, size in decoded_lines(path):
+                line_number = line_index + 1
                 tokens = text.split()
                 if tokens:
                     counts.update(tokens)
@@ -247,21 +231,11 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
         raise ConfigurationError(f"vocabulary file not found: {vocabulary_file} ({error})") from None
     if not os.path.isfile(path):
         raise ConfigurationError(f"vocabulary file is not a file: {vocabulary_file}")
-    with open(path, "rb") as handle:
-        data = handle.read()
-    raw_lines = data.split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
     tokens: List[str] = []
     first_line = {}
-    for line_number, raw_line in enumerate(raw_lines, start=1):
+    for line_index, text, _ in decoded_lines(path):
+        line_number = line_index + 1
         where = f"{vocabulary_file}:{line_number}"
-        try:
-            text = raw_line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ConfigurationError(f"{where}: not valid UTF-8 ({error.reason})") from None
-        if line_number == 1 and text.startswith(_UTF8_BOM):
-            text = text[len(_UTF8_BOM) :]
         parts = text.split()
         if not parts:
             raise ConfigurationError(

@@ -158,7 +158,7 @@ def test_invalid_utf8_is_an_error_naming_the_line(tmp_path, capsys):
     status = run_elmo(input_file, tmp_path / "out.hdf5", "--all")
     assert status == 1
     error = capsys.readouterr().err
-    assert f"{input_file}: line 2 is not valid UTF-8 (byte offset 9" in error
+    assert f"{input_file}:2: not valid UTF-8 (byte offset 9" in error
     assert os.listdir(tmp_path) == ["in.txt"]
 
 

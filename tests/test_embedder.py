@@ -121,7 +121,7 @@ def test_check_sentence_file_reports_invalid_utf8_with_line_and_byte_offset(tmp_
     with pytest.raises(ConfigurationError) as error:
         check_sentence_file(path)
     message = str(error.value)
-    assert f"{path}: line 2 is not valid UTF-8" in message
+    assert f"{path}:2: not valid UTF-8" in message
     assert "byte offset 8" in message
     assert "ff" in message
 
@@ -134,7 +134,7 @@ def test_read_sentences_streams_lazily(tmp_path):
     # read (or decode) the whole file up front.
     assert next(sentences) == (0, ["first", "line"])
     assert next(sentences) == (1, ["second"])
-    with pytest.raises(ConfigurationError, match="line 3 is not valid UTF-8"):
+    with pytest.raises(ConfigurationError, match=":3: not valid UTF-8"):
         next(sentences)
 
 
