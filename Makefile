@@ -13,7 +13,7 @@ SHARED ?= ../shared
 SMALL_DIR ?= build/en_small
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small
+.PHONY: venv demo test clean pretrain-small kn-baseline-small
 
 venv: $(STAMP)
 
@@ -45,3 +45,10 @@ pretrain-small: venv
 	$(ALLENNLP) elmo-export $(SMALL_DIR)/run $(SMALL_DIR)/bilm
 	$(ALLENNLP) evaluate $(SMALL_DIR)/run/model.tar.gz $(SHARED)/data/en/lm/heldout.txt \
 		--include-package elmo_plugin --output-file $(SMALL_DIR)/heldout_metrics.json
+
+# The count-based anchor for the small biLM: an interpolated modified Kneser-Ney trigram model on
+# the same split with the same vocabulary (run pretrain-small first, for the vocabulary).
+kn-baseline-small: venv
+	$(PY) benchmarks/kneser_ney_trigram.py --train "$(SHARED)/data/en/lm/train/*.txt" \
+		--heldout $(SHARED)/data/en/lm/heldout.txt --vocabulary $(SMALL_DIR)/vocabulary.txt \
+		--check --json $(SMALL_DIR)/kn_trigram.json

@@ -32,12 +32,11 @@ from allennlp.data.vocabulary import (
 )
 
 from elmo_plugin.atomic_output import atomic_output
+from elmo_plugin.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.sentence_file import decoded_lines
 
 logger = logging.getLogger(__name__)
 
-BOS_TOKEN = "<S>"
-EOS_TOKEN = "</S>"
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 DEFAULT_LM_NAMESPACE = "lm_targets"
