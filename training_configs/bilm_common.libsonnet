@@ -10,7 +10,8 @@
   int(name):: std.parseInt(std.extVar(name)),
 
   config(options, batch_size, num_epochs, num_samples, max_sentence_length=400,
-         unroll_steps=20, checkpoint_seconds=null, lr=0.2, batching=null)::
+         unroll_steps=20, checkpoint_seconds=null, batching=null,
+         optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 })::
     local batching_mode = if batching == null then $.env("ELMO_BATCHING") else batching;
     local stream = batching_mode == "stream";
     local reader = {
@@ -50,7 +51,8 @@
         num_epochs: num_epochs,
         cuda_device: $.int("ELMO_CUDA_DEVICE"),
         grad_norm: 10.0,
-        optimizer: { type: "adagrad", lr: lr, initial_accumulator_value: 1.0 },
+        // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0.
+        optimizer: optimizer,
         validation_metric: "-ppl",
         callbacks: [{ type: "tensorboard" }],
       } + (
