@@ -1,4 +1,4 @@
-// A biLM that trains on ../shared/data/en/lm (5.0M tokens) on 2 CPU cores in about an hour:
+// A biLM that trains on ../shared/data/en/lm (5.0M tokens) on 2 CPU cores in 1-1.5 hours:
 // ELMo's architecture at a size a CPU can afford (512 char filters, 1 highway layer, 2 LSTM
 // layers of 512 cells projected to 128, skip connections, clips 3), one epoch.
 // `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see README).
