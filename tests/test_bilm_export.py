@@ -365,7 +365,7 @@ def test_export_errors(tmp_path, capsys):
     missing = tmp_path / "no_such_model"
     with pytest.raises(ConfigurationError, match="no model archive or serialization directory"):
         load_bilm_model(str(missing))
-    assert run_export(missing, tmp_path / "out") == 2
+    assert run_export(missing, tmp_path / "out") == 1
     assert f"elmo-export: error: no model archive or serialization directory at {missing}" in (
         capsys.readouterr().err
     )
@@ -374,7 +374,7 @@ def test_export_errors(tmp_path, capsys):
     for path in (other, other / "model.tar.gz"):
         with pytest.raises(ConfigurationError, match="holds a BasicClassifier, not an elmo_bilm"):
             load_bilm_model(str(path))
-        assert run_export(path, tmp_path / "out") == 2
+        assert run_export(path, tmp_path / "out") == 1
         assert "not an elmo_bilm model" in capsys.readouterr().err
 
     empty = tmp_path / "empty"
@@ -383,6 +383,6 @@ def test_export_errors(tmp_path, capsys):
         load_bilm_model(str(empty))
     not_an_archive = tmp_path / "model.tar.gz"
     not_an_archive.write_text("not a tar file")
-    assert run_export(not_an_archive, tmp_path / "out") == 2
+    assert run_export(not_an_archive, tmp_path / "out") == 1
     assert "neither a model archive" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

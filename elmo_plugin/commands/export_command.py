@@ -47,7 +47,8 @@ def export_from_args(args: argparse.Namespace) -> None:
         model = load_bilm_model(args.model)
         paths = export_bilm(model, args.output_directory, args.include_softmax, args.n_characters)
     except ConfigurationError as error:
-        print(f"elmo-export: error: {error}", file=sys.stderr)
-        sys.exit(2)
+        # One line and status 1, as `allennlp elmo` and `allennlp elmo-vocab` report bad input.
+        print(f"allennlp elmo-export: error: {error}", file=sys.stderr)
+        sys.exit(1)
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
