@@ -23,6 +23,7 @@ from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder
+from elmo_plugin.commands.arguments import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +49,6 @@ _MISSING_MODEL_MESSAGE = (
     "weights.hdf5 that goes with it, e.g. --options-file elmo_options.json "
     "--weight-file elmo_weights.hdf5"
 )
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
 
 
 @Subcommand.register("elmo")
@@ -104,7 +98,7 @@ class ElmoCommand(Subcommand):
         )
         subparser.add_argument(
             "--batch-size",
-            type=_positive_int,
+            type=positive_int,
             default=DEFAULT_BATCH_SIZE,
             help="sentences per biLM call",
         )

@@ -14,6 +14,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.lm_vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
+from elmo_plugin.commands.arguments import positive_int
 
 _DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
 pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first, then the tokens
@@ -25,18 +26,8 @@ training config as
   "vocabulary": {"type": "from_bilm_tf_file", "vocabulary_file": "OUTPUT_FILE"}"""
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
-
-
 def _max_size(value: str) -> int:
-    number = _positive_int(value)
+    number = positive_int(value)
     if number < len(SPECIAL_TOKENS):
         raise argparse.ArgumentTypeError(
             f"must be at least {len(SPECIAL_TOKENS)} (the special tokens count), got {value}"
@@ -61,7 +52,7 @@ class ElmoVocabCommand(Subcommand):
         subparser.add_argument("output_file", type=str, help="the vocabulary file to write")
         subparser.add_argument(
             "--min-count",
-            type=_positive_int,
+            type=positive_int,
             default=1,
             help="leave out tokens seen fewer times than this (default 1: keep all)",
         )
