@@ -28,6 +28,9 @@ DEFAULTS: Dict[str, str] = {
     "ELMO_LSTM_DIM": "128",
     "ELMO_PROJECTION_DIM": "32",
     "ELMO_SMALL_NUM_EPOCHS": "1",
+    # bilm_small.jsonnet's learning rate decays linearly to zero over this many updates per
+    # epoch: the batch count of ../shared/data/en/lm/train (202,527 sentences, batches of 64).
+    "ELMO_SMALL_STEPS_PER_EPOCH": "3165",
     "ELMO_CUDA_DEVICE": "-1",
     "ELMO_NUM_WORKERS": "0",
 }

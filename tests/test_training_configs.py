@@ -117,6 +117,15 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
     )
     expected_class = torch.optim.Adam if config.stem == "bilm_small" else torch.optim.Adagrad
     assert isinstance(trainer.optimizer, expected_class)
+    if config.stem == "bilm_small":
+        # Linear decay to zero over ELMO_SMALL_STEPS_PER_EPOCH updates per epoch.
+        scheduler = trainer._learning_rate_scheduler
+        assert scheduler is not None and scheduler.total_steps == 3165 * int(
+            env["ELMO_SMALL_NUM_EPOCHS"]
+        )
+        scheduler.step_batch(3165 // 2 * int(env["ELMO_SMALL_NUM_EPOCHS"]))
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.001, rel=1e-3)
+        scheduler.step_batch(0)
 
     batch = next(iter(loader))
     if stream:

@@ -11,7 +11,8 @@
 
   config(options, batch_size, num_epochs, num_samples, max_sentence_length=400,
          unroll_steps=20, checkpoint_seconds=null, batching=null,
-         optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 })::
+         optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 },
+         learning_rate_scheduler=null)::
     local batching_mode = if batching == null then $.env("ELMO_BATCHING") else batching;
     local stream = batching_mode == "stream";
     local reader = {
@@ -56,6 +57,9 @@
         validation_metric: "-ppl",
         callbacks: [{ type: "tensorboard" }],
       } + (
+        if learning_rate_scheduler == null then {}
+        else { learning_rate_scheduler: learning_rate_scheduler }
+      ) + (
         if checkpoint_seconds == null then {}
         else {
           // Mid-epoch checkpoints: `allennlp train -r` after a kill resumes from the last one.

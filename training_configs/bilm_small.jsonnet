@@ -36,4 +36,15 @@ common.config(
   // 3,165. Measured on 400 updates (BENCHMARKS.md): held-out perplexity 378 with Adam 0.002
   // against 966 with Adagrad 0.2 (and 431 for Adagrad after the whole epoch).
   optimizer={ type: "adam", lr: 0.002 },
+  // Linear decay to zero over the run: with so few updates, the last ones at a small step size
+  // are worth more than a constant rate. The lazy loader can't count its batches, so the count
+  // comes from ELMO_SMALL_STEPS_PER_EPOCH (default 3165: 202,527 sentences of
+  // ../shared/data/en/lm/train in batches of 64); set it when you train on another corpus.
+  learning_rate_scheduler={
+    type: "polynomial_decay",
+    power: 1.0,
+    warmup_steps: 0,
+    end_learning_rate: 0.0,
+    num_steps_per_epoch: std.parseInt(std.extVar("ELMO_SMALL_STEPS_PER_EPOCH")),
+  },
 )
