@@ -3,7 +3,7 @@ The ELMo biLM as one module: character encoder + bidirectional LSTM, producing e
 """
 import logging
 import os
-from typing import Dict, List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Union
 
 import torch
 from torch import nn
@@ -12,6 +12,7 @@ from elmo_plugin.bilstm import ElmoBiLstm
 from elmo_plugin.character_encoder import CharacterEncoder
 from elmo_plugin.character_ids import ElmoCharacterIds
 from elmo_plugin.options import BilmOptions
+from elmo_plugin.token_cache import TokenEncodingCache
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class ElmoBiLm(nn.Module):
             dropout=options.dropout,
             stateful=stateful,
         )
+        # Character-encoder outputs of frequent tokens (`cache_tokens`); None: encode everything.
+        self.token_cache: Optional[TokenEncodingCache] = None
         self.register_buffer(
             "_bos_ids", torch.tensor(self.character_ids.beginning_of_sentence_ids), persistent=False
         )
@@ -117,12 +120,38 @@ class ElmoBiLm(nn.Module):
         )
         return with_boundaries, (with_boundaries > 0).any(dim=-1)
 
+    def cache_tokens(self, tokens: Optional[Iterable[str]]) -> None:
+        """
+        Computes the character encoder's output once for each of ``tokens`` (and ``<S>``,
+        ``</S>``) and reuses it while the encoder is frozen; ``None`` drops the cache. The cache is
+        not saved with the weights; call this again after loading new ones.
+        """
+        self.token_cache = (
+            None
+            if tokens is None
+            else TokenEncodingCache.build(tokens, self.character_ids, self.character_encoder)
+        )
+
+    def _cache_usable(self) -> bool:
+        # A cache of a trainable encoder would go stale after the first update.
+        return self.token_cache is not None and not any(
+            parameter.requires_grad for parameter in self.character_encoder.parameters()
+        )
+
     def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions."""
         batch_size, num_tokens, num_chars = character_ids.shape
         flat_mask = mask.reshape(-1)
         flat_ids = character_ids.reshape(-1, num_chars)[flat_mask]
-        encoded = self.character_encoder(flat_ids)
+        if self._cache_usable():
+            found, cached = self.token_cache.lookup(flat_ids)
+            encoded = cached.new_empty(flat_ids.size(0), cached.size(-1))
+            encoded[found] = cached
+            missing = ~found
+            if missing.any():
+                encoded[missing] = self.character_encoder(flat_ids[missing])
+        else:
+            encoded = self.character_encoder(flat_ids)
         tokens = encoded.new_zeros(batch_size * num_tokens, encoded.size(-1))
         tokens[flat_mask] = encoded
         return tokens.view(batch_size, num_tokens, -1)
