@@ -10,7 +10,11 @@ variable that is already set is never changed.
 import os
 from typing import Dict
 
-_SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample_corpus")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_SAMPLE = os.path.join(_PACKAGE, "sample_corpus")
+# In a source checkout (`pip install -e .`), the repository and the shared data beside it.
+_REPOSITORY = os.path.dirname(_PACKAGE)
+_SMALL_BILM = os.path.join(_REPOSITORY, "build", "en_small", "bilm")
 
 DEFAULTS: Dict[str, str] = {
     # Data: a glob of tokenized files (one sentence per line), and the bilm-tf vocabulary file.
@@ -31,6 +35,13 @@ DEFAULTS: Dict[str, str] = {
     # bilm_small.jsonnet's learning rate decays linearly to zero over this many updates per
     # epoch: the batch count of ../shared/data/en/lm/train (202,527 sentences, batches of 64).
     "ELMO_SMALL_STEPS_PER_EPOCH": "3165",
+    # Downstream task configs (training_configs/tasks/): the data root, the biLM that the +ELMo
+    # variants load (the English biLM `make pretrain-small` exports) and its output size.
+    "ELMO_TASK_DATA": os.path.join(os.path.dirname(_REPOSITORY), "shared", "data"),
+    "ELMO_OPTIONS_FILE": os.path.join(_SMALL_BILM, "options.json"),
+    "ELMO_WEIGHT_FILE": os.path.join(_SMALL_BILM, "weights.hdf5"),
+    "ELMO_TASK_ELMO_DIM": "256",
+    "ELMO_TASK_NUM_EPOCHS": "",
     "ELMO_CUDA_DEVICE": "-1",
     "ELMO_NUM_WORKERS": "0",
 }

@@ -1,0 +1,2 @@
+// Baseline (no ELMo); see ner_wikiann.libsonnet.
+(import "ner_wikiann.libsonnet")(use_elmo=false)
