@@ -12,7 +12,7 @@ from elmo_plugin.bilstm import ElmoBiLstm
 from elmo_plugin.character_encoder import CharacterEncoder
 from elmo_plugin.character_ids import ElmoCharacterIds
 from elmo_plugin.options import BilmOptions
-from elmo_plugin.token_cache import TokenEncodingCache
+from elmo_plugin.token_cache import TokenEncodingCache, unique_rows
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,19 @@ class ElmoBiLm(nn.Module):
             parameter.requires_grad for parameter in self.character_encoder.parameters()
         )
 
+    def _encode_unique(self, flat_ids: torch.Tensor) -> torch.Tensor:
+        """
+        The character encoder's output for ``(n, max_characters)`` ids, each distinct token
+        encoded once: in running text most tokens of a batch repeat ("the", ".", "<S>"), and
+        the character CNN and highway layers cost more than the LSTM at ELMo's Small size.
+        Gradients flow back through the gather to every occurrence.
+        """
+        deduplicated = unique_rows(flat_ids) if flat_ids.size(0) > 1 else None
+        if deduplicated is None:
+            return self.character_encoder(flat_ids)
+        unique_ids, inverse = deduplicated
+        return self.character_encoder(unique_ids)[inverse]
+
     def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions."""
         batch_size, num_tokens, num_chars = character_ids.shape
@@ -149,9 +162,9 @@ class ElmoBiLm(nn.Module):
             encoded[found] = cached
             missing = ~found
             if missing.any():
-                encoded[missing] = self.character_encoder(flat_ids[missing])
+                encoded[missing] = self._encode_unique(flat_ids[missing])
         else:
-            encoded = self.character_encoder(flat_ids)
+            encoded = self._encode_unique(flat_ids)
         tokens = encoded.new_zeros(batch_size * num_tokens, encoded.size(-1))
         tokens[flat_mask] = encoded
         return tokens.view(batch_size, num_tokens, -1)

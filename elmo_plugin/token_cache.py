@@ -2,13 +2,52 @@
 A cache of character-encoder outputs for a fixed list of tokens (``vocab_to_cache``).
 """
 import logging
-from typing import Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import torch
 
 from elmo_plugin.character_ids import BOS_TOKEN, EOS_TOKEN, ElmoCharacterIds
 
 logger = logging.getLogger(__name__)
+
+
+_MULTIPLIERS: Dict[Tuple[int, torch.device], torch.Tensor] = {}
+
+
+def row_keys(character_ids: torch.Tensor) -> torch.Tensor:
+    """
+    One int64 key per row of ``(..., max_characters)`` character ids: equal rows get equal keys,
+    different rows almost surely different ones. Callers that need certainty compare the rows of
+    equal keys (a collision must only ever cost speed).
+    """
+    num_chars = character_ids.size(-1)
+    key = (num_chars, character_ids.device)
+    if key not in _MULTIPLIERS:
+        # Fixed odd multipliers below 2**31: ids are < 263 and rows are short, so the sum stays
+        # far inside int64.
+        generator = torch.Generator().manual_seed(20180215)
+        multipliers = torch.randint(1, 2**31 - 1, (num_chars,), generator=generator) | 1
+        _MULTIPLIERS[key] = multipliers.to(character_ids.device)
+    return (character_ids * _MULTIPLIERS[key]).sum(dim=-1)
+
+
+def unique_rows(character_ids: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """
+    ``(unique, inverse)`` with ``unique[inverse] == character_ids`` for ``(n, max_characters)``
+    ids, or None if there is nothing to gain (no repeats) or a key collision was found. Much
+    faster than ``torch.unique(dim=0)``, which sorts whole rows.
+    """
+    keys = row_keys(character_ids)
+    unique_keys, inverse = torch.unique(keys, return_inverse=True)
+    if unique_keys.numel() == keys.numel():
+        return None
+    representative = torch.empty_like(unique_keys).scatter_(
+        0, inverse, torch.arange(keys.numel(), device=keys.device)
+    )
+    unique = character_ids[representative]
+    if not torch.equal(unique[inverse], character_ids):
+        return None
+    return unique, inverse
 
 
 class TokenEncodingCache(torch.nn.Module):
@@ -31,13 +70,7 @@ class TokenEncodingCache(torch.nn.Module):
 
     def __init__(self, character_ids: torch.Tensor, vectors: torch.Tensor) -> None:
         super().__init__()
-        num_chars = character_ids.size(-1)
-        # Fixed odd multipliers below 2**31: ids are < 263 and rows < 2**8 long, so the sum stays
-        # far inside int64.
-        generator = torch.Generator().manual_seed(20180215)
-        multipliers = torch.randint(1, 2**31 - 1, (num_chars,), generator=generator) | 1
-        self.register_buffer("_multipliers", multipliers, persistent=False)
-        keys = self.hash(character_ids)
+        keys = row_keys(character_ids)
         order = torch.argsort(keys)
         self.register_buffer("_keys", keys[order], persistent=False)
         self.register_buffer("_character_ids", character_ids[order], persistent=False)
@@ -77,9 +110,6 @@ class TokenEncodingCache(torch.nn.Module):
     def __len__(self) -> int:
         return self._keys.numel()
 
-    def hash(self, character_ids: torch.Tensor) -> torch.Tensor:
-        return (character_ids * self._multipliers).sum(dim=-1)
-
     def lookup(self, character_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         For ``(n, max_characters_per_token)`` ids returns ``(found, vectors)``: a bool ``(n,)``
@@ -87,7 +117,7 @@ class TokenEncodingCache(torch.nn.Module):
         """
         if len(self) == 0:
             return character_ids.new_zeros(character_ids.size(0), dtype=torch.bool), self._vectors
-        keys = self.hash(character_ids)
+        keys = row_keys(character_ids)
         position = torch.searchsorted(self._keys, keys).clamp_(max=len(self) - 1)
         found = (self._keys[position] == keys) & (
             self._character_ids[position] == character_ids

@@ -368,3 +368,29 @@ def test_token_embedder_with_30_characters_per_token(tmp_path):
     assert torch.allclose(vectors[0, :3], equal_mix, atol=ATOL)
     with pytest.raises(ValueError, match="30"):
         embedder(character_ids())  # 50-character ids into a 30-character biLM
+
+
+def test_repeated_tokens_are_encoded_once_with_the_same_vectors(monkeypatch):
+    from elmo_plugin import token_cache
+    from elmo_plugin.bilm import ElmoBiLm
+
+    bilm = ElmoBiLm.from_files(str(FIXTURE_OPTIONS), str(FIXTURE_WEIGHTS)).eval()
+    ids = character_ids([["the", "cat", "the", "."], ["the", ".", KOREAN_LONG]])
+    ids, mask = bilm.add_sentence_boundaries(ids)
+    rows = []
+    bilm.character_encoder.register_forward_hook(
+        lambda module, inputs, output: rows.append(inputs[0].size(0))
+    )
+    deduplicated = bilm.encode_tokens(ids, mask)
+    # <S> twice, </S> twice, "the" three times, "." twice: 11 tokens, 6 distinct.
+    assert rows == [6]
+    one_by_one = torch.stack(
+        [bilm.character_encoder(ids[b, t : t + 1])[0] for b, t in mask.nonzero().tolist()]
+    )
+    assert torch.allclose(deduplicated[mask], one_by_one, atol=1e-6, rtol=0)
+    # A key collision (forced here) only costs the deduplication, never a wrong vector.
+    monkeypatch.setattr(token_cache, "row_keys", lambda ids: ids.new_zeros(ids.shape[:-1]))
+    assert token_cache.unique_rows(ids[mask]) is None
+    rows.clear()
+    assert torch.allclose(bilm.encode_tokens(ids, mask), deduplicated, atol=1e-6, rtol=0)
+    assert rows == [int(mask.sum())]

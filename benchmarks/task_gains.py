@@ -1,0 +1,163 @@
+"""
+Downstream gains of ELMo: trains each task config of ``training_configs/tasks/`` as the baseline
+and as +ELMo, then prints the BENCHMARKS.md table (test score, epochs, wall time) and plots the
+learned softmax-normalised layer weights of every +ELMo model (the paper's Figure 2).
+
+    .venv/bin/python benchmarks/task_gains.py --train            # all 8 runs, then the table
+    .venv/bin/python benchmarks/task_gains.py --train --tasks pos_ewt --variants elmo
+    .venv/bin/python benchmarks/task_gains.py --figure docs/layer_weights.png   # table + figure
+
+Runs go to ``build/tasks/CONFIG`` (an existing run is kept unless ``--train`` is given for it).
+Each run uses ``--threads`` torch threads (default 1), so two can share a 2-core machine.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt"]
+METRIC = {
+    "ner_wikiann": ("test_f1-measure-overall", "span F1"),
+    "pos_ewt": ("test_accuracy", "accuracy"),
+    "srl_up_ewt": ("test_f1-measure-overall", "span F1"),
+    "genre_ewt": ("test_accuracy", "accuracy"),
+}
+TITLE = {
+    "ner_wikiann": "NER (WikiANN)",
+    "pos_ewt": "POS (EWT UPOS)",
+    "srl_up_ewt": "SRL (UP EWT)",
+    "genre_ewt": "Genre (EWT)",
+}
+
+
+def config_name(task: str, variant: str) -> str:
+    return task if variant == "baseline" else f"{task}_elmo"
+
+
+def train(config: str, runs: Path, threads: int) -> None:
+    serialization_dir = runs / config
+    if serialization_dir.exists():
+        subprocess.run(["rm", "-rf", str(serialization_dir)], check=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    command = [
+        str(REPO / ".venv" / "bin" / "allennlp"), "train",
+        str(REPO / "training_configs" / "tasks" / f"{config}.jsonnet"),
+        "--include-package", "elmo_plugin", "-s", str(serialization_dir), "--file-friendly-logging",
+    ]
+    print("+", " ".join(command), flush=True)
+    start = time.time()
+    with open(runs / f"{config}.log", "w") as log:
+        result = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        sys.exit(f"{config} failed (exit {result.returncode}); see {runs / (config + '.log')}")
+    (serialization_dir / "wall_seconds.txt").write_text(f"{time.time() - start:.0f}\n")
+
+
+def read_run(runs: Path, config: str) -> Optional[Dict]:
+    metrics_file = runs / config / "metrics.json"
+    if not metrics_file.is_file():
+        return None
+    metrics = json.loads(metrics_file.read_text())
+    wall = runs / config / "wall_seconds.txt"
+    metrics["wall_seconds"] = float(wall.read_text()) if wall.is_file() else None
+    return metrics
+
+
+def layer_weights(runs: Path, config: str) -> Optional[List[float]]:
+    """softmax(s) of the +ELMo model's mix, from its best weights."""
+    weights_file = runs / config / "best.th"
+    if not weights_file.is_file():
+        return None
+    state = torch.load(weights_file, map_location="cpu")
+    for name, value in state.items():
+        if name.endswith("scalar_mix_0.scalar_parameters"):
+            return torch.softmax(value.float(), dim=0).tolist()
+    return None
+
+
+def minutes(seconds: Optional[float]) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def table(runs: Path) -> str:
+    lines = [
+        "| task | metric | baseline | +ELMo | gain | epochs | wall time baseline / +ELMo | ELMo layer weights softmax(s) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for task in TASKS:
+        key, label = METRIC[task]
+        base, elmo = read_run(runs, task), read_run(runs, f"{task}_elmo")
+        score = lambda m: None if m is None or key not in m else 100 * m[key]  # noqa: E731
+        b, e = score(base), score(elmo)
+        gain = f"{e - b:+.2f}" if b is not None and e is not None else "-"
+        epochs = "/".join(
+            str(m.get("training_epochs", m.get("epoch", -1)) + 1) if m else "-" for m in (base, elmo)
+        )
+        weights = layer_weights(runs, f"{task}_elmo")
+        lines.append(
+            f"| {TITLE[task]} | {label} | {'-' if b is None else f'{b:.2f}'} | "
+            f"{'-' if e is None else f'{e:.2f}'} | {gain} | {epochs} | "
+            f"{minutes(base and base['wall_seconds'])} / {minutes(elmo and elmo['wall_seconds'])} | "
+            f"{'-' if weights is None else ', '.join(f'{w:.2f}' for w in weights)} |"
+        )
+    return "\n".join(lines)
+
+
+def figure(runs: Path, output: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    found = {task: layer_weights(runs, f"{task}_elmo") for task in TASKS}
+    found = {task: w for task, w in found.items() if w is not None}
+    if not found:
+        sys.exit(f"no +ELMo runs with weights under {runs}")
+    num_layers = max(len(w) for w in found.values())
+    figure_, axis = plt.subplots(figsize=(6.4, 3.2))
+    width = 0.8 / len(found)
+    for i, (task, weights) in enumerate(found.items()):
+        positions = [layer + (i - (len(found) - 1) / 2) * width for layer in range(len(weights))]
+        axis.bar(positions, weights, width=width, label=TITLE[task])
+    axis.axhline(1.0 / num_layers, color="gray", linestyle=":", linewidth=1, label="equal mix")
+    axis.set_xticks(range(num_layers))
+    axis.set_xticklabels(["0: characters"] + [f"{j}: LSTM {j}" for j in range(1, num_layers)])
+    axis.set_ylabel("softmax(s)$_j$")
+    axis.set_title("Learned ELMo layer weights (our English bilm_small, frozen)")
+    axis.legend(fontsize=8, ncol=2)
+    figure_.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure_.savefig(output, dpi=120)
+    print(f"wrote {output}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--runs", type=Path, default=REPO / "build" / "tasks")
+    parser.add_argument("--train", action="store_true", help="train the selected runs first")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=TASKS)
+    parser.add_argument("--variants", nargs="+", choices=["baseline", "elmo"], default=["baseline", "elmo"])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--figure", type=Path, help="also plot the layer weights to this PNG")
+    args = parser.parse_args()
+    args.runs.mkdir(parents=True, exist_ok=True)
+    if args.train:
+        for task in args.tasks:
+            for variant in args.variants:
+                train(config_name(task, variant), args.runs, args.threads)
+    print(f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+    print(table(args.runs))
+    if args.figure:
+        figure(args.runs, args.figure)
+
+
+if __name__ == "__main__":
+    main()
