@@ -17,9 +17,10 @@ ALLENNLP := $(VENV)/bin/allennlp
 
 venv: $(STAMP)
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt pyproject.toml
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -r requirements/korean.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

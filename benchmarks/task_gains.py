@@ -67,7 +67,12 @@ def read_run(runs: Path, config: str) -> Optional[Dict]:
         return None
     metrics = json.loads(metrics_file.read_text())
     wall = runs / config / "wall_seconds.txt"
-    metrics["wall_seconds"] = float(wall.read_text()) if wall.is_file() else None
+    if wall.is_file():
+        metrics["wall_seconds"] = float(wall.read_text())
+    else:
+        # A run started by hand: AllenNLP's own training time (without start-up and the test).
+        hours, mins, secs = metrics.get("training_duration", "0:0:0").split(":")
+        metrics["wall_seconds"] = int(hours) * 3600 + int(mins) * 60 + float(secs)
     return metrics
 
 

@@ -35,7 +35,12 @@ from elmo_plugin.token_tag_reader import TokenTagConllReader  # noqa: E402
 from elmo_plugin.conllu_readers import ConlluSentenceGenreReader, ConlluTaggingReader  # noqa: E402
 from elmo_plugin.universal_propbank_reader import UniversalPropBankSrlReader  # noqa: E402
 from elmo_plugin.bilm_model import ElmoBilmModel  # noqa: E402
-from elmo_plugin.commands import ElmoCommand, ElmoExportCommand, ElmoVocabCommand  # noqa: E402
+from elmo_plugin.commands import (  # noqa: E402
+    ElmoCommand,
+    ElmoExportCommand,
+    ElmoTokenizeCommand,
+    ElmoVocabCommand,
+)
 from elmo_plugin.scalar_mix import ScalarMix, SingleLayerMix  # noqa: E402
 from elmo_plugin.elmo import Elmo  # noqa: E402
 from elmo_plugin.elmo_token_embedder import ElmoTokenEmbedder  # noqa: E402

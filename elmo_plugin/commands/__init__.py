@@ -3,4 +3,5 @@
 """
 from elmo_plugin.commands.elmo_command import ElmoCommand
 from elmo_plugin.commands.export_command import ElmoExportCommand
+from elmo_plugin.commands.tokenize_command import ElmoTokenizeCommand
 from elmo_plugin.commands.vocab_command import ElmoVocabCommand
