@@ -1,0 +1,148 @@
+"""
+Training throughput of elmo_plugin's biLM against the same architecture built from AllenNLP
+core's pieces (``allennlp.modules.elmo._ElmoBiLm``: ``_ElmoCharacterEncoder`` + ``ElmoLstm``),
+side by side in one process: tokens/s of a full training step (forward, sampled softmax loss of
+both directions, backward, Adagrad update) on the same bilm-tf weights and the same batches.
+
+    .venv/bin/python benchmarks/training_throughput.py [--sizes tiny small original]
+        [--batch-size 64] [--tokens-per-sentence 20] [--steps 3] [--num-samples 8192]
+        [--vocabulary-size 100000] [--device cpu|cuda] [--amp]
+
+Both sides use the same softmax module (this plugin's sampled softmax, the same negatives each
+step), so the ratio measures the biLM. The first step of each side is a warm-up; the same steps
+check that the two losses agree. Each step draws a new batch of real English sentences from
+``../shared/data/en/lm/heldout.txt``; targets are random word ids (speed does not depend on them).
+``--amp`` (CUDA only) runs our side's forward in bfloat16 autocast as well, as a third column.
+"""
+import argparse
+import copy
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from typing import Callable, Dict, List
+
+import torch
+
+from allennlp.modules.elmo import _ElmoBiLm
+
+from bilm_sizes import SIZES, load_sentences, write_random_bilm
+from elmo_plugin.bilm import ElmoBiLm
+from elmo_plugin.character_ids import batch_to_ids
+from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
+
+
+def lm_loss(activations: List[torch.Tensor], mask: torch.Tensor, targets: torch.Tensor,
+            softmax: SampledSoftmaxLoss, sampled) -> torch.Tensor:
+    """Mean loss of both directions from the top layer (positions include <S> and </S>)."""
+    top = activations[-1]
+    half = top.size(-1) // 2
+    # Forward: position t predicts t + 1; backward: position t predicts t - 1.
+    forward_mask = mask[:, :-1] & mask[:, 1:]
+    forward = softmax(top[:, :-1, :half][forward_mask], targets[:, 1:][forward_mask], sampled)
+    backward = softmax(top[:, 1:, half:][forward_mask], targets[:, :-1][forward_mask], sampled)
+    return (forward.mean() + backward.mean()) / 2
+
+
+def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callable[[], None],
+              amp: bool = False) -> Callable:
+    parameters = list(bilm.parameters()) + list(softmax.parameters())
+    optimizer = torch.optim.Adagrad(parameters, lr=0.2, initial_accumulator_value=1.0)
+
+    def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> float:
+        reset()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            output = bilm(ids)
+            loss = lm_loss(output["activations"], output["mask"], targets, softmax, sampled)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, 10.0)
+        optimizer.step()
+        return float(loss.detach())
+
+    return step
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "small", "original"])
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--tokens-per-sentence", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per side (after 1 warm-up)")
+    parser.add_argument("--num-samples", type=int, default=8192)
+    parser.add_argument("--vocabulary-size", type=int, default=100_000)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--amp", action="store_true", help="also time our side in bf16 autocast")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f", {time.strftime('%Y-%m-%d')}")
+    print(f"# batch {args.batch_size} x {args.tokens_per_sentence} tokens, "
+          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad")
+    header = "| size | ours tokens/s | AllenNLP tokens/s | ratio | loss diff at step 1 |"
+    if args.amp:
+        header += " ours bf16 tokens/s |"
+    print(header)
+    print("|---|---:|---:|---:|---:|" + ("---:|" if args.amp else ""))
+    num_batches = args.steps + 1
+    batches = [
+        batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence, skip=k * args.batch_size))
+        for k in range(num_batches)
+    ]
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory() as directory:
+            options_file, weight_file = write_random_bilm(size, directory)
+            ours = ElmoBiLm.from_files(options_file, weight_file, requires_grad=True).to(device)
+            theirs = _ElmoBiLm(options_file, weight_file, requires_grad=True).to(device)
+        ours.train()
+        theirs.train()
+        projection_dim = SIZES[size]["projection_dim"]
+        softmax = SampledSoftmaxLoss(args.vocabulary_size, projection_dim, args.num_samples).to(device)
+        softmax.train()
+        sides: Dict[str, Callable] = {
+            "ours": make_step(ours, copy.deepcopy(softmax), lambda: None),
+            "allennlp": make_step(theirs, copy.deepcopy(softmax), theirs._elmo_lstm.reset_states),
+        }
+        if args.amp:
+            ours_amp = copy.deepcopy(ours)
+            sides["ours_bf16"] = make_step(ours_amp, copy.deepcopy(softmax), lambda: None, amp=True)
+        generator = torch.Generator(device=device).manual_seed(1)
+        times: Dict[str, List[float]] = {name: [] for name in sides}
+        losses: Dict[str, float] = {}
+        tokens = 0
+        for k, ids in enumerate(batches):
+            ids = ids.to(device)
+            targets = torch.randint(3, args.vocabulary_size, ids.shape[:2], device=device)
+            # <S> and </S> positions: the bilm adds them; targets cover time + 2.
+            targets = torch.nn.functional.pad(targets, (1, 1), value=1)
+            sampled = softmax.sample(device, generator=generator)
+            for name, step in sides.items():
+                synchronize(device)
+                start = time.perf_counter()
+                loss = step(ids, targets, sampled)
+                synchronize(device)
+                if k == 0:
+                    losses[name] = loss
+                else:
+                    times[name].append(time.perf_counter() - start)
+            if k > 0:
+                tokens = int((ids > 0).any(-1).sum())
+        rate = {name: tokens / statistics.median(values) for name, values in times.items()}
+        row = (f"| {size} | {rate['ours']:,.0f} | {rate['allennlp']:,.0f} | "
+               f"{rate['ours'] / rate['allennlp']:.2f}x | {abs(losses['ours'] - losses['allennlp']):.1e} (loss {losses['ours']:.4f}) |")
+        if args.amp:
+            row += f" {rate['ours_bf16']:,.0f} |"
+        print(row, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
