@@ -11,9 +11,10 @@ STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
 SHARED ?= ../shared
 SMALL_DIR ?= build/en_small
+KO_SMALL_DIR ?= build/ko_small
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small kn-baseline-small
+.PHONY: venv demo test clean pretrain-small kn-baseline-small tokenize-ko-small pretrain-ko-small
 
 venv: $(STAMP)
 
@@ -53,3 +54,27 @@ kn-baseline-small: venv
 	$(PY) benchmarks/kneser_ney_trigram.py --train "$(SHARED)/data/en/lm/train/*.txt" \
 		--heldout $(SHARED)/data/en/lm/heldout.txt --vocabulary $(SMALL_DIR)/vocabulary.txt \
 		--check --json $(SMALL_DIR)/kn_trigram.json
+
+# The Korean corpus of bilm_ko_small: 200,000 raw reviews of ../shared/data/ko/lm (shards 000 and
+# 001) and the held-out reviews, tokenized into Mecab morphemes (one review per line). The command
+# is resumable: a rerun skips the output files that are complete.
+tokenize-ko-small: venv
+	$(ALLENNLP) elmo-tokenize "$(SHARED)/data/ko/lm/train/shard_00[01].txt" $(KO_SMALL_DIR)/tokens/train \
+		--tokenizer mecab_ko --no-progress
+	$(ALLENNLP) elmo-tokenize $(SHARED)/data/ko/lm/heldout.txt $(KO_SMALL_DIR)/tokens/heldout \
+		--tokenizer mecab_ko --no-progress
+
+# The Korean biLM the nsmc_sentiment_elmo config uses (bilm_ko_small.jsonnet, CPU-sized), as
+# pretrain-small: vocabulary (100,000 lines: <S> </S> <UNK> and the most frequent morphemes),
+# training (resumed with -r if interrupted), export, held-out metrics.
+pretrain-ko-small: tokenize-ko-small
+	mkdir -p $(KO_SMALL_DIR)
+	test -f $(KO_SMALL_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(KO_SMALL_DIR)/tokens/train/*.txt" \
+		$(KO_SMALL_DIR)/vocabulary.txt --max-size 100000 --no-progress
+	ELMO_TRAIN_DATA="$(KO_SMALL_DIR)/tokens/train/*.txt" ELMO_VALIDATION_DATA=$(KO_SMALL_DIR)/tokens/heldout/heldout.txt \
+		ELMO_VOCABULARY=$(KO_SMALL_DIR)/vocabulary.txt \
+		$(ALLENNLP) train training_configs/bilm_ko_small.jsonnet --include-package elmo_plugin \
+		-s $(KO_SMALL_DIR)/run --file-friendly-logging $$(test -d $(KO_SMALL_DIR)/run && echo --recover)
+	$(ALLENNLP) elmo-export $(KO_SMALL_DIR)/run $(KO_SMALL_DIR)/bilm
+	$(ALLENNLP) evaluate $(KO_SMALL_DIR)/run/model.tar.gz $(KO_SMALL_DIR)/tokens/heldout/heldout.txt \
+		--include-package elmo_plugin --output-file $(KO_SMALL_DIR)/heldout_metrics.json

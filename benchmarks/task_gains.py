@@ -23,18 +23,20 @@ from typing import Dict, List, Optional
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt"]
+TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment"]
 METRIC = {
     "ner_wikiann": ("test_f1-measure-overall", "span F1"),
     "pos_ewt": ("test_accuracy", "accuracy"),
     "srl_up_ewt": ("test_f1-measure-overall", "span F1"),
     "genre_ewt": ("test_accuracy", "accuracy"),
+    "nsmc_sentiment": ("test_accuracy", "accuracy"),
 }
 TITLE = {
     "ner_wikiann": "NER (WikiANN)",
     "pos_ewt": "POS (EWT UPOS)",
     "srl_up_ewt": "SRL (UP EWT)",
     "genre_ewt": "Genre (EWT)",
+    "nsmc_sentiment": "Sentiment (NSMC, Korean)",
 }
 
 
@@ -136,7 +138,7 @@ def figure(runs: Path, output: Path) -> None:
     axis.set_xticks(range(num_layers))
     axis.set_xticklabels(["0: characters"] + [f"{j}: LSTM {j}" for j in range(1, num_layers)])
     axis.set_ylabel("softmax(s)$_j$")
-    axis.set_title("Learned ELMo layer weights (our English bilm_small, frozen)")
+    axis.set_title("Learned ELMo layer weights (our bilm_small biLMs, frozen)")
     axis.legend(fontsize=8, ncol=2)
     figure_.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from elmo_plugin.lm_dataset_reader import BilmCorpusReader  # noqa: E402
 from elmo_plugin.token_tag_reader import TokenTagConllReader  # noqa: E402
 from elmo_plugin.conllu_readers import ConlluSentenceGenreReader, ConlluTaggingReader  # noqa: E402
 from elmo_plugin.universal_propbank_reader import UniversalPropBankSrlReader  # noqa: E402
+from elmo_plugin.sentiment_tsv_reader import SentimentTsvReader  # noqa: E402
 from elmo_plugin.bilm_model import ElmoBilmModel  # noqa: E402
 from elmo_plugin.commands import (  # noqa: E402
     ElmoCommand,

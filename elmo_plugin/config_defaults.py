@@ -15,6 +15,7 @@ _SAMPLE = os.path.join(_PACKAGE, "sample_corpus")
 # In a source checkout (`pip install -e .`), the repository and the shared data beside it.
 _REPOSITORY = os.path.dirname(_PACKAGE)
 _SMALL_BILM = os.path.join(_REPOSITORY, "build", "en_small", "bilm")
+_KO_SMALL_BILM = os.path.join(_REPOSITORY, "build", "ko_small", "bilm")
 
 DEFAULTS: Dict[str, str] = {
     # Data: a glob of tokenized files (one sentence per line), and the bilm-tf vocabulary file.
@@ -43,6 +44,12 @@ DEFAULTS: Dict[str, str] = {
     "ELMO_OPTIONS_FILE": os.path.join(_SMALL_BILM, "options.json"),
     "ELMO_WEIGHT_FILE": os.path.join(_SMALL_BILM, "weights.hdf5"),
     "ELMO_TASK_ELMO_DIM": "256",
+    # The same for the Korean task configs (nsmc_sentiment_elmo.jsonnet): the Korean biLM that
+    # `make pretrain-ko-small` exports (bilm_ko_small: 2 x projection_dim 128 = 256; the
+    # course's bilm_ko model has the same size).
+    "ELMO_KO_OPTIONS_FILE": os.path.join(_KO_SMALL_BILM, "options.json"),
+    "ELMO_KO_WEIGHT_FILE": os.path.join(_KO_SMALL_BILM, "weights.hdf5"),
+    "ELMO_KO_TASK_ELMO_DIM": "256",
     "ELMO_TASK_NUM_EPOCHS": "",
     "ELMO_CUDA_DEVICE": "-1",
     "ELMO_NUM_WORKERS": "0",

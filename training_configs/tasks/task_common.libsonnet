@@ -6,6 +6,9 @@
 //   ELMO_OPTIONS_FILE       bilm-tf options.json of the biLM   (default build/en_small/bilm/...;
 //   ELMO_WEIGHT_FILE        bilm-tf weights.hdf5 of the biLM    `make pretrain-small` makes them)
 //   ELMO_TASK_ELMO_DIM      the biLM's output size, 2 x projection_dim (256 for bilm_small)
+//   ELMO_KO_OPTIONS_FILE, ELMO_KO_WEIGHT_FILE, ELMO_KO_TASK_ELMO_DIM
+//                           the same for the Korean biLM (build/ko_small/bilm/...; made by
+//                           `make pretrain-ko-small`), read by the Korean task configs
 //   ELMO_TASK_NUM_EPOCHS    overrides every task's epoch count ("" keeps each config's own)
 //   ELMO_CUDA_DEVICE        -1 for the CPU
 {
@@ -18,15 +21,29 @@
   word_dim:: 100,
   character_dim:: 64,
 
-  // The three edits that add ELMo to a model (README, "Adding ELMo to a model"):
-  // 1. an `elmo_characters` indexer next to the model's own indexers,
-  token_indexers(use_elmo):: {
+  // The three edits that add ELMo to a model (README, "Adding ELMo to a model"). Their defaults
+  // are the English biLM's; a task on another biLM passes its own (nsmc_sentiment.libsonnet).
+  // 1. an `elmo_characters` indexer next to the model's own indexers; `max_characters` is the
+  //    biLM's max_characters_per_token (null: the indexer's default, 50, as the English biLM),
+  token_indexers(use_elmo, max_characters=null):: {
     tokens: { type: "single_id", lowercase_tokens: true },
     token_characters: { type: "characters", min_padding_length: 3 },
-  } + (if use_elmo then { elmo: { type: "elmo_characters" } } else {}),
+  } + (
+    if use_elmo then {
+      elmo: { type: "elmo_characters" } + (
+        if max_characters == null then {} else { max_characters_per_token: max_characters }
+      ),
+    } else {}
+  ),
 
-  // 2. an `elmo_token_embedder` under the same key,
-  text_field_embedder(use_elmo):: {
+  // 2. an `elmo_token_embedder` under the same key, its biLM files named by the environment
+  //    variables `options_var` and `weight_var`,
+  text_field_embedder(
+    use_elmo,
+    options_var="ELMO_OPTIONS_FILE",
+    weight_var="ELMO_WEIGHT_FILE",
+    do_layer_norm=false,
+  ):: {
     token_embedders: {
       tokens: { type: "embedding", embedding_dim: $.word_dim },
       token_characters: {
@@ -38,18 +55,18 @@
       if use_elmo then {
         elmo: {
           type: "elmo_token_embedder",
-          options_file: std.extVar("ELMO_OPTIONS_FILE"),
-          weight_file: std.extVar("ELMO_WEIGHT_FILE"),
-          do_layer_norm: false,
+          options_file: std.extVar(options_var),
+          weight_file: std.extVar(weight_var),
+          do_layer_norm: do_layer_norm,
           dropout: 0.5,
         },
       } else {}
     ),
   },
 
-  // 3. the encoder's input grown by ELMo's size.
-  embedding_dim(use_elmo)::
-    $.word_dim + $.character_dim + (if use_elmo then std.parseInt(std.extVar("ELMO_TASK_ELMO_DIM")) else 0),
+  // 3. the encoder's input grown by ELMo's size, read from the environment variable `elmo_dim_var`.
+  embedding_dim(use_elmo, elmo_dim_var="ELMO_TASK_ELMO_DIM")::
+    $.word_dim + $.character_dim + (if use_elmo then std.parseInt(std.extVar(elmo_dim_var)) else 0),
 
   // The paper's penalty on the layer weights, lambda * ||s||^2 (lambda = 0.001).
   regularizer(use_elmo)::

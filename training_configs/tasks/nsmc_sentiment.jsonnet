@@ -1,0 +1,2 @@
+// Baseline (no ELMo); see nsmc_sentiment.libsonnet.
+(import "nsmc_sentiment.libsonnet")(use_elmo=false)
