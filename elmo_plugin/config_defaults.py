@@ -36,8 +36,9 @@ DEFAULTS: Dict[str, str] = {
     # bilm_small.jsonnet's learning rate decays linearly to zero over this many updates per
     # epoch: the batch count of ../shared/data/en/lm/train (202,527 sentences, batches of 64).
     "ELMO_SMALL_STEPS_PER_EPOCH": "3165",
-    # The same for bilm_ko_small.jsonnet: 200,000 tokenized reviews in batches of 64.
-    "ELMO_KO_SMALL_STEPS_PER_EPOCH": "3125",
+    # The same for bilm_ko_small.jsonnet: the 198,819 reviews with Hangul among the 200,000 that
+    # `make tokenize-ko-small` tokenizes, in chunks of 6,400 then batches of 64.
+    "ELMO_KO_SMALL_STEPS_PER_EPOCH": "3107",
     # Downstream task configs (training_configs/tasks/): the data root, the biLM that the +ELMo
     # variants load (the English biLM `make pretrain-small` exports) and its output size.
     "ELMO_TASK_DATA": os.path.join(os.path.dirname(_REPOSITORY), "shared", "data"),

@@ -32,7 +32,8 @@ common.config(
   checkpoint_seconds=600,
   optimizer={ type: "adam", lr: 0.002 },
   // Linear decay to zero over the run; the lazy loader can't count its batches, so the count
-  // comes from ELMO_KO_SMALL_STEPS_PER_EPOCH (default 3125: 200,000 reviews in batches of 64).
+  // comes from ELMO_KO_SMALL_STEPS_PER_EPOCH (default 3107: the 198,819 tokenized reviews that
+  // `make tokenize-ko-small` writes, in batches of 64).
   learning_rate_scheduler={
     type: "polynomial_decay",
     power: 1.0,
