@@ -22,5 +22,6 @@ function(use_elmo) {
     },
   } + common.regularizer(use_elmo),
   data_loader: common.data_loader(32),
-  trainer: common.trainer(common.epochs(5), "-loss"),
+  // 15 epochs: the training set is small (4,977 predicates); 5 left the baseline at 25 F1.
+  trainer: common.trainer(common.epochs(15), "-loss"),
 }
