@@ -14,7 +14,7 @@ SMALL_DIR ?= build/en_small
 KO_SMALL_DIR ?= build/ko_small
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small kn-baseline-small tokenize-ko-small pretrain-ko-small
+.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko-small pretrain-ko-small
 
 venv: $(STAMP)
 
@@ -78,3 +78,11 @@ pretrain-ko-small: tokenize-ko-small
 	$(ALLENNLP) elmo-export $(KO_SMALL_DIR)/run $(KO_SMALL_DIR)/bilm
 	$(ALLENNLP) evaluate $(KO_SMALL_DIR)/run/model.tar.gz $(KO_SMALL_DIR)/tokens/heldout/heldout.txt \
 		--include-package elmo_plugin --output-file $(KO_SMALL_DIR)/heldout_metrics.json
+
+# Issue 4's table: every English task config as baseline and +ELMo (loads the biLM that
+# pretrain-small exported), then the table of gains and docs/layer_weights.png (matplotlib is
+# installed from requirements/figures.txt for this target only).
+tasks-en: venv
+	$(PY) -m pip install --quiet --no-deps -r requirements/figures.txt
+	$(PY) benchmarks/task_gains.py --train --tasks ner_wikiann pos_ewt srl_up_ewt genre_ewt \
+		--threads 2 --figure docs/layer_weights.png

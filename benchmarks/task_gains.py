@@ -138,6 +138,8 @@ def figure(runs: Path, output: Path) -> None:
     axis.set_xticks(range(num_layers))
     axis.set_xticklabels(["0: characters"] + [f"{j}: LSTM {j}" for j in range(1, num_layers)])
     axis.set_ylabel("softmax(s)$_j$")
+    # Head room above the bars for the legend.
+    axis.set_ylim(0, 1.45 * max(max(w) for w in found.values()))
     axis.set_title("Learned ELMo layer weights (our bilm_small biLMs, frozen)")
     axis.legend(fontsize=8, ncol=2)
     figure_.tight_layout()
