@@ -6,7 +6,8 @@ Dataset readers for CoNLL-U files (Universal Dependencies), for the ELMo downstr
   comment (UD English-EWT: answers, email, newsgroup, reviews, weblog).
 
 Both, and the ``universal_propbank_srl`` reader, parse the files with `read_conllu_sentences`,
-so that every CoNLL-U file in the plugin is split, checked and reported on in the same way.
+so that every CoNLL-U file in the plugin is split, checked and reported on in the same way; the
+instances, sharding and indexing are `elmo_plugin.task_readers.ShardedTaskReader`'s.
 """
 import logging
 import os
@@ -17,12 +18,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Union
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
-from allennlp.data.fields import Field, LabelField, MetadataField, SequenceLabelField, TextField
 from allennlp.data.instance import Instance
-from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.sentence_file import decoded_lines
+from elmo_plugin.task_readers import ShardedTaskReader, no_instance_error
 
 logger = logging.getLogger(__name__)
 
@@ -129,16 +130,8 @@ def _finished(path: str, sentence: ConlluSentence) -> ConlluSentence:
     return sentence
 
 
-def _as_tokens(tokens: Sequence[Union[str, Token]]) -> List[Token]:
-    return [token if isinstance(token, Token) else Token(token) for token in tokens]
-
-
-def _no_instances(path: str, what: str) -> ConfigurationError:
-    return ConfigurationError(f"{path}: no {what} in the file; is it empty or in another format?")
-
-
 @DatasetReader.register("conllu_tagging")
-class ConlluTaggingReader(DatasetReader):
+class ConlluTaggingReader(ShardedTaskReader):
     """
     Reads a CoNLL-U file for part-of-speech tagging: one instance per sentence, over its words
     (multiword-token lines and empty nodes are skipped; see `read_conllu_sentences`).
@@ -170,20 +163,13 @@ class ConlluTaggingReader(DatasetReader):
         label_namespace: str = "labels",
         **kwargs,
     ) -> None:
-        # Sharding by sentence is cheap and exact, so it is always on (as in bilm_corpus).
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(token_indexers, label_namespace, **kwargs)
         if tag_column not in TAG_COLUMNS:
             raise ConfigurationError(
                 f"conllu_tagging: tag_column must be one of {sorted(TAG_COLUMNS)}, "
                 f"got {tag_column!r}"
             )
-        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
         self.tag_column = tag_column
-        self.label_namespace = label_namespace
 
     def _read(self, file_path) -> Iterator[Instance]:
         path = cached_path(file_path)
@@ -199,7 +185,7 @@ class ConlluTaggingReader(DatasetReader):
             count += 1
             yield sentence.words, [row[column] for row in sentence.rows]
         if count == 0:
-            raise _no_instances(path, "CoNLL-U sentences")
+            raise no_instance_error(path, "CoNLL-U sentences")
 
     def text_to_instance(  # type: ignore
         self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
@@ -208,21 +194,11 @@ class ConlluTaggingReader(DatasetReader):
         ``tokens`` are the words (strings or `Token`s); ``tags``, one per word, are left out
         when predicting.
         """
-        text_field = TextField(_as_tokens(tokens))
-        fields: Dict[str, Field] = {
-            "tokens": text_field,
-            "metadata": MetadataField({"words": [token.text for token in text_field.tokens]}),
-        }
-        if tags is not None:
-            fields["tags"] = SequenceLabelField(tags, text_field, self.label_namespace)
-        return Instance(fields)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
+        return self.tagging_instance(tokens, tags)
 
 
 @DatasetReader.register("conllu_sentence_genre")
-class ConlluSentenceGenreReader(DatasetReader):
+class ConlluSentenceGenreReader(ShardedTaskReader):
     """
     Reads a CoNLL-U file as a sentence classification task: the label of a sentence is the
     genre prefix of its ``sent_id`` comment, the text before the first ``-`` (UD English-EWT's
@@ -252,20 +228,6 @@ class ConlluSentenceGenreReader(DatasetReader):
     `read_conllu_sentences`.
     """
 
-    def __init__(
-        self,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        label_namespace: str = "labels",
-        **kwargs,
-    ) -> None:
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
-        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
-        self.label_namespace = label_namespace
-
     def _read(self, file_path) -> Iterator[Instance]:
         path = cached_path(file_path)
         for words, genre, sent_id in self.shard_iterable(self._sentences(path)):
@@ -289,7 +251,7 @@ class ConlluSentenceGenreReader(DatasetReader):
             count += 1
             yield sentence.words, genre, sent_id
         if count == 0:
-            raise _no_instances(path, "CoNLL-U sentences")
+            raise no_instance_error(path, "CoNLL-U sentences")
 
     def text_to_instance(  # type: ignore
         self,
@@ -298,16 +260,4 @@ class ConlluSentenceGenreReader(DatasetReader):
         sent_id: Optional[str] = None,
     ) -> Instance:
         """``label`` (the genre) is left out when predicting."""
-        text_field = TextField(_as_tokens(tokens))
-        fields: Dict[str, Field] = {
-            "tokens": text_field,
-            "metadata": MetadataField(
-                {"words": [token.text for token in text_field.tokens], "sent_id": sent_id}
-            ),
-        }
-        if label is not None:
-            fields["label"] = LabelField(label, label_namespace=self.label_namespace)
-        return Instance(fields)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
+        return self.classification_instance(tokens, label, sent_id=sent_id)

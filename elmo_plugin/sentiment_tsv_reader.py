@@ -11,13 +11,13 @@ from allennlp.common import util
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
-from allennlp.data.fields import Field, LabelField, MetadataField, TextField
 from allennlp.data.instance import Instance
-from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token, Tokenizer
 
 from elmo_plugin.korean_tokenizers import MecabKoTokenizer, is_blank
 from elmo_plugin.sentence_file import decoded_lines
+from elmo_plugin.task_readers import ShardedTaskReader, no_instance_error
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ Row = Tuple[int, Optional[str], str, str]
 
 
 @DatasetReader.register("sentiment_tsv")
-class SentimentTsvReader(DatasetReader):
+class SentimentTsvReader(ShardedTaskReader):
     """
     Reads a TSV file for text classification: one instance per row, the text tokenized by
     ``tokenizer``. The first line is the header, naming the columns (at least ``text_column``
@@ -88,12 +88,7 @@ class SentimentTsvReader(DatasetReader):
         label_namespace: str = "labels",
         **kwargs,
     ) -> None:
-        # Sharding by row is cheap and exact, so it is always on (as in the other readers).
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(token_indexers, label_namespace, **kwargs)
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(
                 f"sentiment_tsv: max_tokens must be at least 1 (or null), got {max_tokens}"
@@ -103,12 +98,10 @@ class SentimentTsvReader(DatasetReader):
                 f"sentiment_tsv: text_column and label_column are both {text_column!r}"
             )
         self._tokenizer = tokenizer or MecabKoTokenizer()
-        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
         self.text_column = text_column
         self.label_column = label_column
         self.id_column = id_column
         self.max_tokens = max_tokens
-        self.label_namespace = label_namespace
 
     def _read(self, file_path) -> Iterator[Instance]:
         path = cached_path(file_path)
@@ -135,9 +128,11 @@ class SentimentTsvReader(DatasetReader):
             # With several shards, a shard may get no row of a small file; `_rows` has checked
             # that the file as a whole has a non-blank text.
             if shards == 1:
-                raise ConfigurationError(
-                    f"{path}: no instance in the file: every text gives no token "
-                    f"({skipped} row(s) skipped)"
+                raise no_instance_error(
+                    path,
+                    "instance",
+                    f": every text gives no token ({skipped} row(s) skipped)",
+                    hint=None,
                 )
             logger.warning("sentiment_tsv: no instance from %s%s", path, where)
         logger.info(
@@ -194,10 +189,13 @@ class SentimentTsvReader(DatasetReader):
         if header is None:
             raise ConfigurationError(f"{path}: empty file, no header and no instance")
         if non_blank_texts == 0:
-            raise ConfigurationError(
-                f"{path}: no instance in the file: {rows} row(s)"
+            raise no_instance_error(
+                path,
+                "instance",
+                f": {rows} row(s)"
                 + (", every text blank" if rows else "")
-                + (f", {empty_lines} empty line(s)" if empty_lines else "")
+                + (f", {empty_lines} empty line(s)" if empty_lines else ""),
+                hint=None,
             )
         if empty_lines:
             logger.info("sentiment_tsv: skipped %d empty line(s) in %s", empty_lines, path)
@@ -238,21 +236,7 @@ class SentimentTsvReader(DatasetReader):
                 tokens = tokens[: self.max_tokens]
         else:
             tokens = text
-        text_field = TextField(
-            [token if isinstance(token, Token) else Token(token) for token in tokens]
-        )
-        fields: Dict[str, Field] = {
-            "tokens": text_field,
-            "metadata": MetadataField(
-                {"words": [token.text for token in text_field.tokens], "id": instance_id}
-            ),
-        }
-        if label is not None:
-            fields["label"] = LabelField(label, label_namespace=self.label_namespace)
-        return Instance(fields)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
+        return self.classification_instance(tokens, label, id=instance_id)
 
     def _num_shards(self) -> int:
         """How many shards `shard_iterable` splits the rows into here (ranks x workers)."""

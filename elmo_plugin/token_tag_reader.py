@@ -4,17 +4,16 @@ layout (``token<TAB>tag`` per line, a blank line after every sentence), e.g. the
 WNUT-17 NER sets. Its instances fit allennlp-models' ``crf_tagger`` and ``simple_tagger``.
 """
 import logging
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
-from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextField
 from allennlp.data.instance import Instance
-from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.sentence_file import decoded_lines
+from elmo_plugin.task_readers import ShardedTaskReader, no_instance_error
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]
 
 
 @DatasetReader.register("token_tag_conll")
-class TokenTagConllReader(DatasetReader):
+class TokenTagConllReader(ShardedTaskReader):
     """
     Reads a sequence tagging file with one ``token<TAB>tag`` per line and a blank line after
     every sentence (the last sentence may or may not have one), e.g.
@@ -99,21 +98,6 @@ class TokenTagConllReader(DatasetReader):
     `read_token_tag_sentences`), and ``path: ...`` for a file without any sentence.
     """
 
-    def __init__(
-        self,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        label_namespace: str = "labels",
-        **kwargs,
-    ) -> None:
-        # Sharding by sentence is cheap and exact, so it is always on (as in bilm_corpus).
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
-        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
-        self.label_namespace = label_namespace
-
     def _read(self, file_path) -> Iterator[Instance]:
         path = cached_path(file_path)
         logger.info("Reading token<TAB>tag sentences from %s", path)
@@ -129,8 +113,8 @@ class TokenTagConllReader(DatasetReader):
             count += 1
             yield sentence
         if count == 0:
-            raise ConfigurationError(
-                f"{path}: no sentences in the file (expected token<TAB>tag lines); is it empty?"
+            raise no_instance_error(
+                path, "sentences", " (expected token<TAB>tag lines)", hint="is it empty?"
             )
 
     def text_to_instance(  # type: ignore
@@ -140,16 +124,4 @@ class TokenTagConllReader(DatasetReader):
         ``tokens`` are strings or `Token`s; ``tags``, one per token, are left out when
         predicting.
         """
-        text_field = TextField(
-            [token if isinstance(token, Token) else Token(token) for token in tokens]
-        )
-        fields: Dict[str, Field] = {
-            "tokens": text_field,
-            "metadata": MetadataField({"words": [token.text for token in text_field.tokens]}),
-        }
-        if tags is not None:
-            fields["tags"] = SequenceLabelField(tags, text_field, self.label_namespace)
-        return Instance(fields)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
+        return self.tagging_instance(tokens, tags)

@@ -9,17 +9,18 @@ into BIO tags (see `UniversalPropBankSrlReader` for the heuristic).
 """
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
-from allennlp.data.fields import Field, MetadataField, SequenceLabelField, TextField
+from allennlp.data.fields import Field, MetadataField, SequenceLabelField
 from allennlp.data.instance import Instance
-from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.conllu_readers import CONLLU_COLUMNS, HEAD, ConlluSentence, read_conllu_sentences
+from elmo_plugin.task_readers import ShardedTaskReader, no_instance_error, tokens_and_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def propbank_frame_to_bio(
 
 
 @DatasetReader.register("universal_propbank_srl")
-class UniversalPropBankSrlReader(DatasetReader):
+class UniversalPropBankSrlReader(ShardedTaskReader):
     """
     Reads Universal PropBank CoNLL-U files (e.g. UP 1.0's ``en_ewt-up-{dev,test}.conllu``) for
     span-based semantic role labelling, one instance per predicate, exactly as
@@ -198,13 +199,10 @@ class UniversalPropBankSrlReader(DatasetReader):
     def __init__(
         self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, **kwargs
     ) -> None:
-        # Sharding by instance is cheap and exact, so it is always on (as in bilm_corpus).
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
-        self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
+        # No label_namespace parameter: the srl model reads its tags from "labels". Passing it
+        # here makes a config's label_namespace an error (as any unknown parameter is) rather
+        # than a setting that would be silently ignored.
+        super().__init__(token_indexers, label_namespace="labels", **kwargs)
         self.last_read_stats = PropBankReadStats()
 
     def _read(self, file_path) -> Iterator[Instance]:
@@ -256,9 +254,8 @@ class UniversalPropBankSrlReader(DatasetReader):
                 instances += 1
                 yield words, verb_label, conversion.tags
         if instances == 0:
-            raise ConfigurationError(
-                f"{path}: no SRL instances in the file (no sentences, or only "
-                "'# propbank = no-up' ones); is it empty or in another format?"
+            raise no_instance_error(
+                path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)"
             )
         logger.info(
             "%s: %d sentences, %d skipped as '# propbank = no-up', %d predicates, %d "
@@ -284,12 +281,11 @@ class UniversalPropBankSrlReader(DatasetReader):
         indicator (all zeros for a sentence without predicate); ``tags`` are the gold BIO tags,
         left out when predicting.
         """
-        text_field = TextField(tokens)
+        text_field, metadata = tokens_and_metadata(tokens)
         fields: Dict[str, Field] = {
             "tokens": text_field,
             "verb_indicator": SequenceLabelField(verb_label, text_field),
         }
-        metadata: Dict[str, Any] = {"words": [token.text for token in tokens]}
         if all(value == 0 for value in verb_label):
             metadata["verb"] = None
             metadata["verb_index"] = None
@@ -302,9 +298,6 @@ class UniversalPropBankSrlReader(DatasetReader):
             metadata["gold_tags"] = tags
         fields["metadata"] = MetadataField(metadata)
         return Instance(fields)
-
-    def apply_token_indexers(self, instance: Instance) -> None:
-        instance["tokens"].token_indexers = self._token_indexers  # type: ignore
 
 
 def _has_sense(row: List[str]) -> bool:
