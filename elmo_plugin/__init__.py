@@ -6,8 +6,14 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command):
 
 - token indexer ``elmo_characters`` (replaces AllenNLP's; configurable characters per token)
 - model ``elmo_bilm``, dataset reader ``bilm_corpus``, vocabulary ``from_bilm_tf_file``
+- token embedder ``elmo_token_embedder`` (replaces AllenNLP's) and scalar mixes ``softmax``,
+  ``single_layer``
+- task dataset readers ``token_tag_conll``, ``conllu_tagging``, ``conllu_sentence_genre``,
+  ``universal_propbank_srl``, ``sentiment_tsv``
+- Korean tokenizers ``korean`` / ``mecab_ko`` and ``kiwi``
 - learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x)
-- subcommands ``allennlp elmo``, ``allennlp elmo-vocab``, ``allennlp elmo-export``
+- subcommands ``allennlp elmo``, ``allennlp elmo-vocab``, ``allennlp elmo-export``,
+  ``allennlp elmo-tokenize``
 
 It also fills in defaults for the ``ELMO_*`` environment variables that the training configs
 read (see `elmo_plugin.config_defaults`).
