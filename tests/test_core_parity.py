@@ -190,3 +190,67 @@ def test_allennlp_stateful_parity(model_files):
                 fresh = stateless(ids)
                 assert masked_max_abs_diff(fresh["activations"][-1], ours["activations"][-1]) > 1e-3
     print(f"stateful parity [{name}]: worst |diff| = {worst:.3g}")
+
+
+def core_parameter_name(ours: str) -> str:
+    """The name of the parameter of AllenNLP's ``_ElmoBiLm`` that holds the same weights."""
+    names = {
+        "character_encoder.char_embedding.weight": "_token_embedder._char_embedding_weights",
+        "character_encoder.projection.weight": "_token_embedder._projection.weight",
+        "character_encoder.projection.bias": "_token_embedder._projection.bias",
+    }
+    if ours in names:
+        return names[ours]
+    parts = ours.split(".")
+    if parts[1] == "convolutions":  # character_encoder.convolutions.K.weight
+        return f"_token_embedder.char_conv_{parts[2]}.{parts[3]}"
+    if parts[1] == "highway":  # character_encoder.highway.layers.K.weight
+        return f"_token_embedder._highways._layers.{parts[3]}.{parts[4]}"
+    # lstm.forward_layers.K.input_weight
+    direction = parts[1].split("_")[0]
+    suffix = {
+        "input_weight": "input_linearity.weight",
+        "recurrent_weight": "state_linearity.weight",
+        "bias": "state_linearity.bias",
+        "projection_weight": "state_projection.weight",
+    }[parts[3]]
+    return f"_elmo_lstm.{direction}_layer_{parts[2]}.{suffix}"
+
+
+def test_allennlp_gradient_parity(model_files):
+    """
+    Training needs the backward pass to be right too: the gradient of a fixed random function of
+    every output layer, with respect to every weight, against AllenNLP's ``_ElmoBiLm``.
+    AllenNLP stores the LSTM gates in the order (i, f, j, o), bilm-tf and we in (i, j, f, o), and
+    the highway gate negated (its gate multiplies the carried input, ours the transform).
+    """
+    name, files = model_files
+    ours_bilm = ElmoBiLm.from_files(files.options_file, files.weight_file).train()
+    theirs_bilm = _ElmoBiLm(str(files.options_file), str(files.weight_file), requires_grad=True)
+    theirs_bilm.train()
+    ours_bilm.requires_grad_(True)
+    ids = our_ids(VARIED_BATCH)
+    ours = ours_bilm(ids)
+    theirs = theirs_bilm(ids)
+    generator = torch.Generator().manual_seed(0)
+    directions = [torch.randn(a.shape, generator=generator) for a in ours["activations"]]
+    mask = ours["mask"].unsqueeze(-1)
+    sum(((a * d) * mask).sum() for a, d in zip(ours["activations"], directions)).backward()
+    sum(((a * d) * mask).sum() for a, d in zip(theirs["activations"], directions)).backward()
+
+    theirs_parameters = dict(theirs_bilm.named_parameters())
+    compared = 0
+    for parameter_name, parameter in ours_bilm.named_parameters():
+        core_gradient = theirs_parameters[core_parameter_name(parameter_name)].grad
+        if parameter_name.startswith("lstm.") and not parameter_name.endswith("projection_weight"):
+            i, f, j, o = core_gradient.chunk(4, dim=0)
+            core_gradient = torch.cat([i, j, f, o], dim=0)
+        if ".highway." in parameter_name:
+            transform, gate = core_gradient.chunk(2, dim=0)
+            core_gradient = torch.cat([transform, -gate], dim=0)
+        assert parameter.grad is not None, parameter_name
+        scale = float(core_gradient.abs().max()) + 1e-6
+        diff = float((parameter.grad - core_gradient).abs().max())
+        assert diff <= 1e-4 * scale + 1e-5, (name, parameter_name, diff, scale)
+        compared += 1
+    assert compared == len(theirs_parameters)
