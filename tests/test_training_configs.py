@@ -121,12 +121,12 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
     assert isinstance(trainer.optimizer, expected_class)
     if small:
         # Linear decay to zero over ELMO_[KO_]SMALL_STEPS_PER_EPOCH updates per epoch.
-        steps = 3107 if config.stem == "bilm_ko_small" else 3165
+        korean = config.stem == "bilm_ko_small"
+        steps = 3107 if korean else 3165
+        epochs = int(env["ELMO_KO_SMALL_NUM_EPOCHS" if korean else "ELMO_SMALL_NUM_EPOCHS"])
         scheduler = trainer._learning_rate_scheduler
-        assert scheduler is not None and scheduler.total_steps == steps * int(
-            env["ELMO_SMALL_NUM_EPOCHS"]
-        )
-        scheduler.step_batch(steps // 2 * int(env["ELMO_SMALL_NUM_EPOCHS"]))
+        assert scheduler is not None and scheduler.total_steps == steps * epochs
+        scheduler.step_batch(steps // 2 * epochs)
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.001, rel=1e-3)
         scheduler.step_batch(0)
 

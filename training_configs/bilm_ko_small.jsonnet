@@ -26,7 +26,7 @@ common.config(
     dropout: 0.1,
   },
   batch_size=64,
-  num_epochs=std.parseInt(std.extVar("ELMO_SMALL_NUM_EPOCHS")),
+  num_epochs=std.parseInt(std.extVar("ELMO_KO_SMALL_NUM_EPOCHS")),
   num_samples=1024,
   max_sentence_length=200,
   checkpoint_seconds=600,
