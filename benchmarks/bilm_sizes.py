@@ -43,16 +43,19 @@ def write_random_bilm(size: str, directory: str) -> Tuple[str, str]:
 
 
 def load_sentences(count: int, length: int, skip: int = 0) -> List[List[str]]:
-    """``count`` sentences of at least ``length`` tokens from the held-out file, cut to ``length``."""
+    """
+    ``count`` sentences of at least ``length`` tokens from the held-out file, cut to ``length``;
+    with ``length`` 0, ``count`` consecutive sentences at their own lengths (real padding).
+    """
     sentences = []
     with open(DATA, encoding="utf-8") as handle:
         for line in handle:
             tokens = line.split()
-            if len(tokens) >= length:
+            if len(tokens) >= max(length, 1):
                 if skip > 0:
                     skip -= 1
                     continue
-                sentences.append(tokens[:length])
+                sentences.append(tokens[:length] if length > 0 else tokens)
             if len(sentences) == count:
                 break
     return sentences

@@ -7,7 +7,8 @@ and the same batches, with a check that both give the same vectors.
         [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20]
 
 Random weights are fine for speed. Sentences are real English text from
-``../shared/data/en/lm/heldout.txt``, cut to a fixed length so both sides do the same work.
+``../shared/data/en/lm/heldout.txt``, cut to a fixed length so both sides do the same work
+(``--tokens-per-sentence 0``: consecutive sentences at their own lengths, padding included).
 Each (size, batch size) row times the two implementations alternately, ``--repeats`` times, and
 reports the median.
 """
@@ -53,7 +54,7 @@ def main() -> None:
             theirs = _ElmoBiLm(options_file, weight_file).eval()
         for batch_size in args.batch_sizes:
             ids = batch_to_ids(load_sentences(batch_size, args.tokens_per_sentence))
-            tokens = batch_size * args.tokens_per_sentence
+            tokens = int((ids > 0).any(-1).sum())
 
             def run_theirs():
                 theirs._elmo_lstm.reset_states()  # stateless, like ours

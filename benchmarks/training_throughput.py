@@ -11,13 +11,14 @@ both directions, backward, Adagrad update) on the same bilm-tf weights and the s
 Both sides use the same softmax module (this plugin's sampled softmax, the same negatives each
 step), so the ratio measures the biLM. The first step of each side is a warm-up; the same steps
 check that the two losses agree. Each step draws a new batch of real English sentences from
-``../shared/data/en/lm/heldout.txt``; targets are random word ids (speed does not depend on them).
+``../shared/data/en/lm/heldout.txt`` (cut to ``--tokens-per-sentence``; 0: consecutive
+sentences at their own lengths, padding included); targets are random word ids (speed does not
+depend on them).
 ``--amp`` (CUDA only) runs our side's forward in bfloat16 autocast as well, as a third column.
 """
 import argparse
 import copy
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -86,7 +87,7 @@ def main() -> None:
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
           + f", {time.strftime('%Y-%m-%d')}")
-    print(f"# batch {args.batch_size} x {args.tokens_per_sentence} tokens, "
+    print(f"# batch {args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens, "
           f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad")
     header = "| size | ours tokens/s | AllenNLP tokens/s | ratio | loss diff at step 1 |"
     if args.amp:
@@ -135,8 +136,9 @@ def main() -> None:
                 else:
                     times[name].append(time.perf_counter() - start)
             if k > 0:
-                tokens = int((ids > 0).any(-1).sum())
-        rate = {name: tokens / statistics.median(values) for name, values in times.items()}
+                tokens += int((ids > 0).any(-1).sum())
+        # All timed steps together: with natural lengths every batch has its own token count.
+        rate = {name: tokens / sum(values) for name, values in times.items()}
         row = (f"| {size} | {rate['ours']:,.0f} | {rate['allennlp']:,.0f} | "
                f"{rate['ours'] / rate['allennlp']:.2f}x | {abs(losses['ours'] - losses['allennlp']):.1e} (loss {losses['ours']:.4f}) |")
         if args.amp:
