@@ -33,7 +33,7 @@ DEFAULTS: Dict[str, str] = {
     "ELMO_LSTM_DIM": "128",
     "ELMO_PROJECTION_DIM": "32",
     # Epochs of bilm_small.jsonnet and of bilm_ko_small.jsonnet (BENCHMARKS.md has both runs).
-    "ELMO_SMALL_NUM_EPOCHS": "1",
+    "ELMO_SMALL_NUM_EPOCHS": "2",
     "ELMO_KO_SMALL_NUM_EPOCHS": "1",
     # bilm_small.jsonnet's learning rate decays linearly to zero over this many updates per
     # epoch: the batch count of ../shared/data/en/lm/train (202,527 sentences, batches of 64).

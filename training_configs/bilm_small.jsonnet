@@ -1,6 +1,7 @@
-// A biLM that trains on ../shared/data/en/lm (5.0M tokens) on 2 CPU cores in 1-1.5 hours:
+// A biLM that trains on ../shared/data/en/lm (5.0M tokens) on 2 CPU cores in about 70 minutes:
 // ELMo's architecture at a size a CPU can afford (512 char filters, 1 highway layer, 2 LSTM
-// layers of 512 cells projected to 128, skip connections, clips 3), one epoch.
+// layers of 512 cells projected to 128, skip connections, clips 3), two epochs by default
+// (ELMO_SMALL_NUM_EPOCHS; BENCHMARKS.md, Run 3, trained three: held-out perplexity 104).
 // `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see README).
 //   ELMO_TRAIN_DATA="../shared/data/en/lm/train/*.txt" \
 //   ELMO_VALIDATION_DATA=../shared/data/en/lm/heldout.txt ELMO_VOCABULARY=vocab.txt \
