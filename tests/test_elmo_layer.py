@@ -387,10 +387,11 @@ def test_repeated_tokens_are_encoded_once_with_the_same_vectors(monkeypatch):
     one_by_one = torch.stack(
         [bilm.character_encoder(ids[b, t : t + 1])[0] for b, t in mask.nonzero().tolist()]
     )
-    assert torch.allclose(deduplicated[mask], one_by_one, atol=1e-6, rtol=0)
+    # To float rounding: the encoder's matrix multiplies take other shapes one token at a time.
+    assert torch.allclose(deduplicated[mask], one_by_one, atol=1e-5, rtol=0)
     # A key collision (forced here) only costs the deduplication, never a wrong vector.
     monkeypatch.setattr(token_cache, "row_keys", lambda ids: ids.new_zeros(ids.shape[:-1]))
     assert token_cache.unique_rows(ids[mask]) is None
     rows.clear()
-    assert torch.allclose(bilm.encode_tokens(ids, mask), deduplicated, atol=1e-6, rtol=0)
+    assert torch.allclose(bilm.encode_tokens(ids, mask), deduplicated, atol=1e-5, rtol=0)
     assert rows == [int(mask.sum())]
