@@ -1,0 +1,72 @@
+"""
+`ProjectedLstmLayer` on batches of mixed lengths, in any order, against each row run alone with
+TensorFlow's ``LSTMCell`` equations written out here: outputs, final states and gradients, in
+float64 so that a difference beyond rounding is a bug.
+"""
+import torch
+
+from elmo_plugin.projected_lstm import ProjectedLstmLayer
+
+
+def one_row(layer, inputs, length, h, c):
+    """The TensorFlow cell, one step at a time, over one row's real positions."""
+    outputs = []
+    for step in range(length):
+        gates = inputs[step] @ layer.input_weight.t() + h @ layer.recurrent_weight.t() + layer.bias
+        i, j, f, o = gates.chunk(4)
+        c = torch.sigmoid(i) * torch.tanh(j) + torch.sigmoid(f + layer.forget_bias) * c
+        c = c.clamp(-layer.cell_clip, layer.cell_clip)
+        h = (torch.sigmoid(o) * torch.tanh(c)) @ layer.projection_weight.t()
+        h = h.clamp(-layer.proj_clip, layer.proj_clip)
+        outputs.append(h)
+    return outputs, h, c
+
+
+def test_mixed_lengths_in_any_order_match_each_row_alone():
+    torch.manual_seed(0)
+    layer = ProjectedLstmLayer(5, 8, 3, cell_clip=0.5, proj_clip=0.4).double()
+    with torch.no_grad():
+        layer.bias.normal_()
+    # Unsorted, with ties, a row of length 0 and none as long as the tensor (time 9).
+    lengths = [3, 7, 0, 7, 1, 5, 2]
+    batch, time = len(lengths), 9
+    inputs = torch.randn(batch, time, 5, dtype=torch.double) * 2
+    mask = torch.arange(time).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    inputs = inputs * mask.unsqueeze(-1)
+    h0 = torch.randn(batch, 3, dtype=torch.double)
+    c0 = torch.randn(batch, 8, dtype=torch.double)
+
+    output, (h, c) = layer(inputs, mask, (h0, c0))
+    assert output.shape == (batch, time, 3)
+    weights = torch.randn_like(output)
+    loss = (output * weights).sum() + h.sum() * 0.3 + (c * c).sum()
+    ours = torch.autograd.grad(loss, list(layer.parameters()))
+
+    expected_loss = 0.0
+    for row, length in enumerate(lengths):
+        steps, row_h, row_c = one_row(layer, inputs[row], length, h0[row], c0[row])
+        expected = torch.zeros(time, 3, dtype=torch.double)
+        if steps:
+            expected[:length] = torch.stack(steps)
+        assert torch.allclose(output[row], expected, atol=1e-12), row
+        assert torch.allclose(h[row], row_h, atol=1e-12), row
+        assert torch.allclose(c[row], row_c, atol=1e-12), row
+        expected_loss = expected_loss + (expected * weights[row]).sum() + row_h.sum() * 0.3
+        expected_loss = expected_loss + (row_c * row_c).sum()
+    theirs = torch.autograd.grad(expected_loss, list(layer.parameters()))
+    for (name, _), a, b in zip(layer.named_parameters(), ours, theirs):
+        assert torch.allclose(a, b, atol=1e-10), name
+
+
+def test_all_rows_full_and_all_rows_empty():
+    torch.manual_seed(1)
+    layer = ProjectedLstmLayer(4, 6, 2, cell_clip=3.0, proj_clip=3.0).double()
+    inputs = torch.randn(3, 4, 4, dtype=torch.double)
+    output, (h, c) = layer(inputs, torch.ones(3, 4, dtype=torch.bool))
+    for row in range(3):
+        steps, row_h, row_c = one_row(layer, inputs[row], 4, torch.zeros(2).double(),
+                                      torch.zeros(6).double())
+        assert torch.allclose(output[row], torch.stack(steps), atol=1e-12)
+        assert torch.allclose(h[row], row_h, atol=1e-12)
+    output, (h, c) = layer(inputs, torch.zeros(3, 4, dtype=torch.bool))
+    assert not output.any() and not h.any() and not c.any()
