@@ -133,11 +133,11 @@ def load_bilm_tf_weights(
                 kernel = reader.read(
                     f"{scope}/W_0", (layer.input_size + layer.projection_size, gates)
                 )
-                layer.input_weight.copy_(kernel[: layer.input_size].t())
-                layer.recurrent_weight.copy_(kernel[layer.input_size :].t())
+                layer.input_weight.copy_(kernel[: layer.input_size])
+                layer.recurrent_weight.copy_(kernel[layer.input_size :])
                 layer.bias.copy_(reader.read(f"{scope}/B", (gates,)))
                 layer.projection_weight.copy_(
-                    reader.read(f"{scope}/W_P_0", (layer.cell_size, layer.projection_size)).t()
+                    reader.read(f"{scope}/W_P_0", (layer.cell_size, layer.projection_size))
                 )
         reader.check_nothing_left()
 
@@ -166,10 +166,10 @@ def bilm_tf_arrays(bilm: ElmoBiLm) -> Dict[str, np.ndarray]:
     for direction, layers in enumerate((bilm.lstm.forward_layers, bilm.lstm.backward_layers)):
         for index, layer in enumerate(layers):
             scope = lstm_scope(direction, index)
-            kernel = torch.cat([layer.input_weight.t(), layer.recurrent_weight.t()], dim=0)
+            kernel = torch.cat([layer.input_weight, layer.recurrent_weight], dim=0)
             arrays[f"{scope}/W_0"] = array(kernel)
             arrays[f"{scope}/B"] = array(layer.bias)
-            arrays[f"{scope}/W_P_0"] = array(layer.projection_weight.t())
+            arrays[f"{scope}/W_P_0"] = array(layer.projection_weight)
     return arrays
 
 

@@ -208,10 +208,10 @@ def test_exported_files(trained, exports, source):
     assert np.array_equal(weights["CNN_proj/W_proj"], numpy_of(encoder.projection.weight.t()))
     cell = bilm.lstm.backward_layers[1]
     scope = "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell"
-    assert np.array_equal(weights[f"{scope}/W_0"][:8], numpy_of(cell.input_weight.t()))
-    assert np.array_equal(weights[f"{scope}/W_0"][8:], numpy_of(cell.recurrent_weight.t()))
+    assert np.array_equal(weights[f"{scope}/W_0"][:8], numpy_of(cell.input_weight))
+    assert np.array_equal(weights[f"{scope}/W_0"][8:], numpy_of(cell.recurrent_weight))
     assert np.array_equal(weights[f"{scope}/B"], numpy_of(cell.bias))
-    assert np.array_equal(weights[f"{scope}/W_P_0"], numpy_of(cell.projection_weight.t()))
+    assert np.array_equal(weights[f"{scope}/W_P_0"], numpy_of(cell.projection_weight))
 
     assert (out / "vocabulary.txt").read_bytes() == (SAMPLE / "vocabulary.txt").read_bytes()
 

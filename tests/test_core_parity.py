@@ -245,6 +245,8 @@ def test_allennlp_gradient_parity(model_files):
         if parameter_name.startswith("lstm.") and not parameter_name.endswith("projection_weight"):
             i, f, j, o = core_gradient.chunk(4, dim=0)
             core_gradient = torch.cat([i, j, f, o], dim=0)
+        if parameter_name.startswith("lstm.") and not parameter_name.endswith("bias"):
+            core_gradient = core_gradient.t()  # Linear's (out, in); ours TensorFlow's (in, out).
         if ".highway." in parameter_name:
             transform, gate = core_gradient.chunk(2, dim=0)
             core_gradient = torch.cat([transform, -gate], dim=0)

@@ -12,11 +12,11 @@ def one_row(layer, inputs, length, h, c):
     """The TensorFlow cell, one step at a time, over one row's real positions."""
     outputs = []
     for step in range(length):
-        gates = inputs[step] @ layer.input_weight.t() + h @ layer.recurrent_weight.t() + layer.bias
+        gates = inputs[step] @ layer.input_weight + h @ layer.recurrent_weight + layer.bias
         i, j, f, o = gates.chunk(4)
         c = torch.sigmoid(i) * torch.tanh(j) + torch.sigmoid(f + layer.forget_bias) * c
         c = c.clamp(-layer.cell_clip, layer.cell_clip)
-        h = (torch.sigmoid(o) * torch.tanh(c)) @ layer.projection_weight.t()
+        h = (torch.sigmoid(o) * torch.tanh(c)) @ layer.projection_weight
         h = h.clamp(-layer.proj_clip, layer.proj_clip)
         outputs.append(h)
     return outputs, h, c
@@ -70,3 +70,17 @@ def test_all_rows_full_and_all_rows_empty():
         assert torch.allclose(h[row], row_h, atol=1e-12)
     output, (h, c) = layer(inputs, torch.zeros(3, 4, dtype=torch.bool))
     assert not output.any() and not h.any() and not c.any()
+
+
+def test_state_dicts_in_the_old_out_in_layout_still_load():
+    """Archives trained before the (in, out) layout hold PyTorch-style (out, in) matrices."""
+    torch.manual_seed(2)
+    layer = ProjectedLstmLayer(5, 8, 3, cell_clip=3.0, proj_clip=3.0)
+    old_layout = {
+        name: value.t() if value.dim() == 2 else value for name, value in layer.state_dict().items()
+    }
+    assert old_layout["input_weight"].shape == (32, 5)
+    loaded = ProjectedLstmLayer(5, 8, 3, cell_clip=3.0, proj_clip=3.0)
+    loaded.load_state_dict(old_layout)
+    for name, value in layer.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
