@@ -6,7 +6,7 @@ both directions, backward, Adagrad update) on the same bilm-tf weights and the s
 
     .venv/bin/python benchmarks/training_throughput.py [--sizes tiny small original]
         [--batch-size 64] [--tokens-per-sentence 20] [--steps 3] [--num-samples 8192]
-        [--vocabulary-size 100000] [--device cpu|cuda] [--amp]
+        [--vocabulary-size 100000] [--device cpu|cuda] [--amp] [--allocator default|keep]
 
 Both sides use the same softmax module (this plugin's sampled softmax, the same negatives each
 step), so the ratio measures the biLM. The first step of each side is a warm-up; the same steps
@@ -15,6 +15,8 @@ check that the two losses agree. Each step draws a new batch of real English sen
 sentences at their own lengths, padding included); targets are random word ids (speed does not
 depend on them).
 ``--amp`` (CUDA only) runs our side's forward in bfloat16 autocast as well, as a third column.
+``--allocator keep`` applies the malloc settings that the training configs' ``keep_freed_memory``
+callback applies (process-wide, so to both sides); the default leaves glibc's defaults.
 """
 import argparse
 import copy
@@ -31,6 +33,7 @@ from allennlp.modules.elmo import _ElmoBiLm
 from bilm_sizes import SIZES, load_sentences, write_random_bilm
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
+from elmo_plugin.memory_allocator import keep_freed_memory_for_reuse
 from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
 
 
@@ -80,7 +83,10 @@ def main() -> None:
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--amp", action="store_true", help="also time our side in bf16 autocast")
+    parser.add_argument("--allocator", choices=["default", "keep"], default="default")
     args = parser.parse_args()
+    if args.allocator == "keep" and not keep_freed_memory_for_reuse():
+        raise SystemExit("--allocator keep needs glibc")
     device = torch.device(args.device)
     torch.manual_seed(0)
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
@@ -88,7 +94,8 @@ def main() -> None:
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
           + f", {time.strftime('%Y-%m-%d')}")
     print(f"# batch {args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens, "
-          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad")
+          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad, "
+          f"{args.allocator} allocator")
     header = "| size | ours tokens/s | AllenNLP tokens/s | ratio | loss diff at step 1 |"
     if args.amp:
         header += " ours bf16 tokens/s |"

@@ -12,6 +12,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command):
   ``universal_propbank_srl``, ``sentiment_tsv``
 - Korean tokenizers ``korean`` / ``mecab_ko`` and ``kiwi``
 - learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x)
+- trainer callback ``keep_freed_memory`` (faster CPU training steps; see `memory_allocator`)
 - subcommands ``allennlp elmo``, ``allennlp elmo-vocab``, ``allennlp elmo-export``,
   ``allennlp elmo-tokenize``
 
@@ -34,6 +35,7 @@ from elmo_plugin.options import BilmOptions  # noqa: E402
 from elmo_plugin.bilm import ElmoBiLm  # noqa: E402
 from elmo_plugin.elmo_characters_indexer import ElmoCharactersIndexer  # noqa: E402
 from elmo_plugin.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler  # noqa: E402
+from elmo_plugin.memory_allocator import KeepFreedMemoryCallback  # noqa: E402
 from elmo_plugin.embedder import ElmoEmbedder  # noqa: E402
 from elmo_plugin.lm_vocabulary import BilmTfVocabulary, build_lm_vocabulary  # noqa: E402
 from elmo_plugin.lm_dataset_reader import BilmCorpusReader  # noqa: E402

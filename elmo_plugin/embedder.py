@@ -13,7 +13,6 @@ with the same methods, shapes and HDF5 layout, and three differences:
 - In stateless mode ``embed_file`` embeds sentences of similar length together (less padding);
   the output is the same as in file order, up to float rounding.
 """
-import ctypes
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.atomic_output import atomic_output
 from elmo_plugin.bilm import ElmoBiLm
+from elmo_plugin.memory_allocator import release_freed_memory
 from elmo_plugin.sentence_file import (
     check_sentence_file,
     format_line_numbers,
@@ -52,25 +52,6 @@ OUTPUT_FORMATS = ("all", "top", "average")
 SENTENCE_TO_INDEX = "sentence_to_index"
 
 
-def _release_freed_memory() -> None:
-    """
-    Hands memory that has been freed back to the operating system (glibc's ``malloc_trim``).
-
-    Batches sorted by length give tensors of ever-different shapes; glibc keeps the freed
-    blocks, and without this the resident memory of ``allennlp elmo`` grew with the input
-    (measured with the demo model: peak 682 MB for 1k sentences, 1,526 MB for 50k; trimming
-    after every batch: 872 MB for 50k). No-op where glibc is not the allocator.
-    """
-    try:
-        _LIBC.malloc_trim(0)
-    except AttributeError:
-        pass
-
-
-try:
-    _LIBC = ctypes.CDLL("libc.so.6")
-except OSError:  # not glibc (macOS, musl): nothing to trim
-    _LIBC = None
 
 
 def _device_for(cuda_device: int) -> torch.device:
@@ -421,7 +402,7 @@ class ElmoEmbedder:
         ) as progress_bar:
             batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
             for batch in batches:
-                _release_freed_memory()  # keeps memory flat however long the input is
+                release_freed_memory()  # keeps memory flat however long the input is
                 arrays = self._embed_to_arrays([tokens for _, tokens in batch], output_format)
                 for (line_index, tokens), array in zip(batch, arrays):
                     text = sentence_text(tokens)
