@@ -2,7 +2,7 @@
 One direction of one ELMo LSTM layer: an LSTM with a projection, cell and projection clipping,
 in TensorFlow's ``LSTMCell(num_proj=..., cell_clip=..., proj_clip=...)`` arithmetic.
 """
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -144,12 +144,39 @@ class ProjectedLstmLayer(nn.Module):
             step_sizes
         )
 
+        needs_gradient = torch.is_grad_enabled() and any(
+            tensor.requires_grad
+            for tensor in (inputs, h, c, self.input_weight, self.recurrent_weight,
+                           self.bias, self.projection_weight)
+        )
+        run_steps = self._steps_with_autograd if needs_gradient else self._steps_in_place
+        packed_output, h, c = run_steps(step_input_gates, step_sizes, h, c)
+        if full:
+            output = packed_output.view(num_steps, batch_size, self.projection_size)
+        else:
+            output = packed_output.new_zeros(num_steps, batch_size, self.projection_size)
+            output = output.index_put((mask.t(),), packed_output)
+        output = output.transpose(0, 1)
+        if not in_order:
+            restore = torch.empty_like(order)
+            restore[order] = torch.arange(batch_size, device=order.device)
+            output, h, c = output[restore], h[restore], c[restore]
+        return output, (h, c)
+
+    def _steps_with_autograd(
+        self, step_input_gates: Sequence[torch.Tensor], step_sizes: List[int],
+        h: torch.Tensor, c: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """
+        The recurrence over packed steps, differentiable. Returns the packed outputs
+        ``(real positions, projection_size)`` and the final ``h``, ``c`` in sorted row order.
+        """
         # The final states of rows that have ended, in the order they ended: the shortest rows,
         # at the bottom of the batch, first.
         ended_h: List[torch.Tensor] = []
         ended_c: List[torch.Tensor] = []
         outputs: List[torch.Tensor] = []
-        running = batch_size
+        running = h.size(0)
         for step, rows in enumerate(step_sizes):
             if rows < running:
                 ended_h.append(h[rows:running])
@@ -164,20 +191,51 @@ class ProjectedLstmLayer(nn.Module):
             if self.proj_clip is not None:
                 h = torch.clamp(h, -self.proj_clip, self.proj_clip)
             outputs.append(h)
-        if running < batch_size or ended_h:
-            h = torch.cat([h] + ended_h[::-1])
-            c = torch.cat([c] + ended_c[::-1])
-        if full:
-            output = torch.stack(outputs, dim=1)
-        else:
-            packed_output = torch.cat(outputs)
-            output = packed_output.new_zeros(num_steps, batch_size, self.projection_size)
-            output = output.index_put((mask.t(),), packed_output).transpose(0, 1)
-        if not in_order:
-            restore = torch.empty_like(order)
-            restore[order] = torch.arange(batch_size, device=order.device)
-            output, h, c = output[restore], h[restore], c[restore]
-        return output, (h, c)
+        return torch.cat(outputs), torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1])
+
+    def _steps_in_place(
+        self, step_input_gates: Sequence[torch.Tensor], step_sizes: List[int],
+        h: torch.Tensor, c: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """
+        `_steps_with_autograd` without autograd, into buffers allocated once: each step writes its
+        gates, cell and output over the same memory instead of allocating ten new tensors.
+        Fresh tensors cost more than their arithmetic here: with glibc's default settings every
+        step's 4 MB of Original-size gates came from newly mapped pages, and the page faults
+        doubled the time of the non-matrix-multiply work of the LSTM (profiled with
+        ``benchmarks/embedding_profile.py``).
+        """
+        batch_size = h.size(0)
+        gates_buffer = h.new_empty(batch_size, 4 * self.cell_size)
+        cell_buffers = [h.new_empty(batch_size, self.cell_size) for _ in range(2)]
+        hidden_buffer = h.new_empty(batch_size, self.cell_size)
+        packed_output = h.new_empty(sum(step_sizes), self.projection_size)
+        ended_h: List[torch.Tensor] = []
+        ended_c: List[torch.Tensor] = []
+        running, offset = batch_size, 0
+        for step, rows in enumerate(step_sizes):
+            if rows < running:
+                ended_h.append(h[rows:running])  # a slice of packed_output: never overwritten
+                ended_c.append(c[rows:running].clone())  # the cell buffers are
+                h, c, running = h[:rows], c[:rows], rows
+            gates = torch.addmm(step_input_gates[step], h, self.recurrent_weight,
+                                out=gates_buffer[:rows])
+            i, j, f, o = gates.chunk(4, dim=1)
+            i.sigmoid_()
+            j.tanh_()
+            f.sigmoid_()
+            o.sigmoid_()
+            new_c = torch.mul(f, c, out=cell_buffers[step % 2][:rows])
+            new_c.addcmul_(i, j)
+            if self.cell_clip is not None:
+                new_c.clamp_(-self.cell_clip, self.cell_clip)
+            hidden = torch.tanh(new_c, out=hidden_buffer[:rows]).mul_(o)
+            h = torch.mm(hidden, self.projection_weight, out=packed_output[offset : offset + rows])
+            if self.proj_clip is not None:
+                h.clamp_(-self.proj_clip, self.proj_clip)
+            c = new_c
+            offset += rows
+        return packed_output, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1])
 
     @staticmethod
     def _rows_per_step(sorted_lengths: List[int]) -> List[int]:

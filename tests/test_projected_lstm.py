@@ -36,8 +36,17 @@ def test_mixed_lengths_in_any_order_match_each_row_alone():
     h0 = torch.randn(batch, 3, dtype=torch.double)
     c0 = torch.randn(batch, 8, dtype=torch.double)
 
+    initial = (h0.clone(), c0.clone())
     output, (h, c) = layer(inputs, mask, (h0, c0))
     assert output.shape == (batch, time, 3)
+    # Inference runs its own in-place loop over reused buffers: the same numbers, and the
+    # caller's initial state untouched.
+    with torch.no_grad():
+        inference_output, (inference_h, inference_c) = layer(inputs, mask, (h0, c0))
+    assert torch.allclose(inference_output, output, atol=1e-12, rtol=0)
+    assert torch.allclose(inference_h, h, atol=1e-12, rtol=0)
+    assert torch.allclose(inference_c, c, atol=1e-12, rtol=0)
+    assert torch.equal(h0, initial[0]) and torch.equal(c0, initial[1])
     weights = torch.randn_like(output)
     loss = (output * weights).sum() + h.sum() * 0.3 + (c * c).sum()
     ours = torch.autograd.grad(loss, list(layer.parameters()))
