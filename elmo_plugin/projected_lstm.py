@@ -207,7 +207,7 @@ class ProjectedLstmLayer(nn.Module):
         """
         batch_size = h.size(0)
         gates_buffer = h.new_empty(batch_size, 4 * self.cell_size)
-        cell_buffers = [h.new_empty(batch_size, self.cell_size) for _ in range(2)]
+        cell_buffer = h.new_empty(batch_size, self.cell_size)
         hidden_buffer = h.new_empty(batch_size, self.cell_size)
         packed_output = h.new_empty(sum(step_sizes), self.projection_size)
         ended_h: List[torch.Tensor] = []
@@ -215,8 +215,10 @@ class ProjectedLstmLayer(nn.Module):
         running, offset = batch_size, 0
         for step, rows in enumerate(step_sizes):
             if rows < running:
-                ended_h.append(h[rows:running])  # a slice of packed_output: never overwritten
-                ended_c.append(c[rows:running].clone())  # the cell buffers are
+                # Later steps write only the rows still running, a prefix, so these slices of the
+                # buffers keep the ended rows' final states.
+                ended_h.append(h[rows:running])
+                ended_c.append(c[rows:running])
                 h, c, running = h[:rows], c[:rows], rows
             gates = torch.addmm(step_input_gates[step], h, self.recurrent_weight,
                                 out=gates_buffer[:rows])
@@ -225,15 +227,16 @@ class ProjectedLstmLayer(nn.Module):
             j.tanh_()
             f.sigmoid_()
             o.sigmoid_()
-            new_c = torch.mul(f, c, out=cell_buffers[step % 2][:rows])
-            new_c.addcmul_(i, j)
+            # Elementwise, so it may overwrite c in place (the first step reads the caller's
+            # initial state and writes the buffer).
+            c = torch.mul(f, c, out=cell_buffer[:rows])
+            c.addcmul_(i, j)
             if self.cell_clip is not None:
-                new_c.clamp_(-self.cell_clip, self.cell_clip)
-            hidden = torch.tanh(new_c, out=hidden_buffer[:rows]).mul_(o)
+                c.clamp_(-self.cell_clip, self.cell_clip)
+            hidden = torch.tanh(c, out=hidden_buffer[:rows]).mul_(o)
             h = torch.mm(hidden, self.projection_weight, out=packed_output[offset : offset + rows])
             if self.proj_clip is not None:
                 h.clamp_(-self.proj_clip, self.proj_clip)
-            c = new_c
             offset += rows
         return packed_output, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1])
 
