@@ -1,13 +1,16 @@
 """
-Where embedding time goes, ours against AllenNLP core's ``_ElmoBiLm``: one batch of each under
-``torch.profiler``, each operator's own CPU time attributed to the part of the biLM it ran in
-(character encoder or LSTM) and split into matrix multiplies and everything else.
+Where the time goes, ours against AllenNLP core's ``_ElmoBiLm``, under ``torch.profiler``.
 
     .venv/bin/python benchmarks/embedding_profile.py [--size original] [--batch-size 64]
-        [--tokens-per-sentence 20]
+        [--tokens-per-sentence 20] [--training]
 
-Same weights and sentences as ``embedding_throughput.py``. Profiler times include its own
-overhead (a few percent here); they explain a ratio, they do not replace the throughput run.
+Embedding (the default): one batch of each, each operator's own CPU time attributed to the part
+of the biLM it ran in (character encoder or LSTM) and split into matrix multiplies and everything
+else. ``--training``: one training step of each as in ``training_throughput.py`` (after one
+warm-up step), each operator's own CPU time by operator and input shapes, the largest first
+(backward runs outside the modules, so it is not attributed to parts).
+Same weights and sentences as the throughput benchmarks. Profiler times include its own
+overhead; they explain a ratio, they do not replace the throughput runs.
 """
 import argparse
 import platform
@@ -66,13 +69,60 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor) -> Dict[Tuple[str, str
     return totals
 
 
+def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int) -> None:
+    from bilm_sizes import SIZES
+    from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
+    from training_throughput import make_step
+
+    ids = [batch_to_ids(load_sentences(batch_size, tokens_per_sentence, skip=k * batch_size))
+           for k in range(2)]
+    with tempfile.TemporaryDirectory() as directory:
+        options_file, weight_file = write_random_bilm(size, directory)
+        sides = {
+            "ours": ElmoBiLm.from_files(options_file, weight_file, requires_grad=True),
+            "AllenNLP": _ElmoBiLm(options_file, weight_file, requires_grad=True),
+        }
+    tables = {}
+    for name, bilm in sides.items():
+        bilm.train()
+        softmax = SampledSoftmaxLoss(100_000, SIZES[size]["projection_dim"], 8192)
+        reset = bilm._elmo_lstm.reset_states if name == "AllenNLP" else (lambda: None)
+        step = make_step(bilm, softmax, reset)
+        generator = torch.Generator().manual_seed(1)
+        for k, batch in enumerate(ids):
+            targets = torch.randint(3, 100_000, batch.shape[:2], generator=generator)
+            targets = torch.nn.functional.pad(targets, (1, 1), value=1)
+            sampled = softmax.sample(torch.device("cpu"), generator=generator)
+            if k == 0:
+                step(batch, targets, sampled)
+                continue
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                step(batch, targets, sampled)
+            rows = [(e.self_cpu_time_total / 1000.0, e.key, e.count, e.input_shapes)
+                    for e in prof.key_averages(group_by_input_shape=True)]
+            tables[name] = (sorted(rows, key=lambda row: -row[0]), sum(r[0] for r in rows))
+    for name, (rows, total) in tables.items():
+        print(f"\n{name}: {total:,.0f} ms of operator time in one step")
+        print("| operator | input shapes | calls | ms |")
+        print("|---|---|---:|---:|")
+        for ms, key, count, shapes in rows[:12]:
+            shown = ", ".join(str(list(shape)) for shape in shapes if shape)
+            print(f"| {key} | {shown} | {count} | {ms:,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="original")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
+    parser.add_argument("--training", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
+    if args.training:
+        print(f"# {platform.node()}, torch {torch.__version__}, {torch.get_num_threads()} "
+              f"threads, {time.strftime('%Y-%m-%d')}; training step, {args.size}, batch "
+              f"{args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens")
+        return profile_training_step(args.size, args.batch_size, args.tokens_per_sentence)
     with tempfile.TemporaryDirectory() as directory:
         options_file, weight_file = write_random_bilm(args.size, directory)
         ours = ElmoBiLm.from_files(options_file, weight_file).eval()
