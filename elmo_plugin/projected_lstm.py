@@ -7,6 +7,8 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from elmo_plugin.projected_lstm_recurrence import ProjectedLstmRecurrence
+
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
 
 
@@ -136,21 +138,22 @@ class ProjectedLstmLayer(nn.Module):
         # The real positions, step by step, each step's rows a prefix: (real positions, input).
         packed = time_major.reshape(-1, self.input_size) if full else time_major[mask.t()]
         # The input half of every gate for all steps at once: one large matrix multiply instead
-        # of one per step. Split once, so that backward concatenates the step gradients once;
-        # indexing one step at a time instead makes autograd zero-fill and add a gradient the
-        # size of all the gates per step, which is quadratic in the sentence length and was a
-        # third of a training step.
-        step_input_gates = torch.addmm(self._effective_bias(), packed, self.input_weight).split(
-            step_sizes
-        )
+        # of one per step, and in training one for its gradient too (the recurrence's backward
+        # returns the gradient of all steps' gates as one tensor).
+        input_gates = torch.addmm(self._effective_bias(), packed, self.input_weight)
 
         needs_gradient = torch.is_grad_enabled() and any(
             tensor.requires_grad
             for tensor in (inputs, h, c, self.input_weight, self.recurrent_weight,
                            self.bias, self.projection_weight)
         )
-        run_steps = self._steps_with_autograd if needs_gradient else self._steps_in_place
-        packed_output, h, c = run_steps(step_input_gates, step_sizes, h, c)
+        if needs_gradient:
+            packed_output, h, c = ProjectedLstmRecurrence.apply(
+                input_gates, h, c, self.recurrent_weight, self.projection_weight, step_sizes,
+                self.cell_clip, self.proj_clip,
+            )
+        else:
+            packed_output, h, c = self._steps_in_place(input_gates.split(step_sizes), step_sizes, h, c)
         if full:
             output = packed_output.view(num_steps, batch_size, self.projection_size)
         else:
@@ -163,43 +166,15 @@ class ProjectedLstmLayer(nn.Module):
             output, h, c = output[restore], h[restore], c[restore]
         return output, (h, c)
 
-    def _steps_with_autograd(
-        self, step_input_gates: Sequence[torch.Tensor], step_sizes: List[int],
-        h: torch.Tensor, c: torch.Tensor,
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """
-        The recurrence over packed steps, differentiable. Returns the packed outputs
-        ``(real positions, projection_size)`` and the final ``h``, ``c`` in sorted row order.
-        """
-        # The final states of rows that have ended, in the order they ended: the shortest rows,
-        # at the bottom of the batch, first.
-        ended_h: List[torch.Tensor] = []
-        ended_c: List[torch.Tensor] = []
-        outputs: List[torch.Tensor] = []
-        running = h.size(0)
-        for step, rows in enumerate(step_sizes):
-            if rows < running:
-                ended_h.append(h[rows:running])
-                ended_c.append(c[rows:running])
-                h, c, running = h[:rows], c[:rows], rows
-            gates = torch.addmm(step_input_gates[step], h, self.recurrent_weight)
-            i, j, f, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(i) * torch.tanh(j) + torch.sigmoid(f) * c
-            if self.cell_clip is not None:
-                c = torch.clamp(c, -self.cell_clip, self.cell_clip)
-            h = torch.mm(torch.sigmoid(o) * torch.tanh(c), self.projection_weight)
-            if self.proj_clip is not None:
-                h = torch.clamp(h, -self.proj_clip, self.proj_clip)
-            outputs.append(h)
-        return torch.cat(outputs), torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1])
-
     def _steps_in_place(
         self, step_input_gates: Sequence[torch.Tensor], step_sizes: List[int],
         h: torch.Tensor, c: torch.Tensor,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """
-        `_steps_with_autograd` without autograd, into buffers allocated once: each step writes its
-        gates, cell and output over the same memory instead of allocating ten new tensors.
+        The recurrence for inference, into buffers allocated once: each step writes its gates,
+        cell and output over the same memory instead of allocating ten new tensors (training uses
+        `ProjectedLstmRecurrence`, which keeps every step's values for backward). Returns the
+        packed outputs and the final ``h``, ``c`` in sorted row order.
         Fresh tensors cost more than their arithmetic here: with glibc's default settings every
         step's 4 MB of Original-size gates came from newly mapped pages, and the page faults
         doubled the time of the non-matrix-multiply work of the LSTM (profiled with

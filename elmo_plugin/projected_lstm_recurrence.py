@@ -1,0 +1,150 @@
+"""
+The recurrent loop of `ProjectedLstmLayer` as one autograd function with a hand-written backward
+(backpropagation through time), so that the weight gradients are two large matrix multiplies
+over all steps instead of two small ones per step.
+
+Why: with autograd's per-step graph, each step's backward multiplies (projection x batch) by
+(batch x 4 cell) for the recurrent weight and writes a whole weight-sized gradient that is then
+added to the running sum: at the Original size 32 MB written and added per step and direction,
+and the largest item of a CPU training step (2.7 s of 12.4 s of operator time, profiled with
+``benchmarks/embedding_profile.py --training``). Collecting the step gradients of the gates and
+multiplying once does the same arithmetic in one large, fast multiply.
+"""
+from typing import List, Optional, Tuple
+
+import torch
+
+
+class ProjectedLstmRecurrence(torch.autograd.Function):
+    """
+    Inputs: ``input_gates`` ``(real positions, 4 * cell)``, the input half of every gate plus
+    bias, packed step by step (each step's running rows are a prefix of the batch, rows sorted
+    longest first); ``h0`` ``(batch, projection)``, ``c0`` ``(batch, cell)``;
+    ``recurrent_weight`` ``(projection, 4 * cell)``; ``projection_weight`` ``(cell, projection)``;
+    ``step_sizes`` (running rows per step); the clips (None for none).
+
+    Outputs: the packed outputs ``(real positions, projection)`` and each row's final ``h``, ``c``
+    (its state after its own last step; the initial state for rows of length 0).
+
+    The arithmetic is TensorFlow's ``LSTMCell`` with gates (i, j, f, o), as in
+    `ProjectedLstmLayer`; gradients through the clips follow ``torch.clamp`` (passed where the
+    value was within the bounds, ends included).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx,
+        input_gates: torch.Tensor,
+        h0: torch.Tensor,
+        c0: torch.Tensor,
+        recurrent_weight: torch.Tensor,
+        projection_weight: torch.Tensor,
+        step_sizes: List[int],
+        cell_clip: Optional[float],
+        proj_clip: Optional[float],
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        num_positions = input_gates.size(0)
+        cell_size = c0.size(1)
+        projection_size = h0.size(1)
+        # Saved for backward, packed like the inputs: the four gate activations, the cell after
+        # each step, tanh of it, and where the clips let the gradient through.
+        activations = torch.empty_like(input_gates)
+        cells = c0.new_empty(num_positions, cell_size)
+        tanh_cells = c0.new_empty(num_positions, cell_size)
+        cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
+        outputs = h0.new_empty(num_positions, projection_size)
+        output_passes = torch.ones(
+            num_positions, projection_size, dtype=torch.bool, device=h0.device
+        )
+        h, c = h0, c0
+        ended_h: List[torch.Tensor] = []
+        ended_c: List[torch.Tensor] = []
+        running, offset = h0.size(0), 0
+        for rows in step_sizes:
+            if rows < running:
+                ended_h.append(h[rows:running])
+                ended_c.append(c[rows:running])
+                h, c, running = h[:rows], c[:rows], rows
+            span = slice(offset, offset + rows)
+            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[span])
+            i, j, f, o = gates.chunk(4, dim=1)
+            i.sigmoid_()
+            j.tanh_()
+            f.sigmoid_()
+            o.sigmoid_()
+            new_c = torch.mul(f, c, out=cells[span]).addcmul_(i, j)
+            if cell_clip is not None:
+                torch.logical_and(new_c >= -cell_clip, new_c <= cell_clip, out=cell_passes[span])
+                new_c.clamp_(-cell_clip, cell_clip)
+            tanh_c = torch.tanh(new_c, out=tanh_cells[span])
+            h = torch.mm(tanh_c * o, projection_weight, out=outputs[span])
+            if proj_clip is not None:
+                torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
+                h.clamp_(-proj_clip, proj_clip)
+            c = new_c
+            offset += rows
+        final_h = torch.cat([h] + ended_h[::-1])
+        final_c = torch.cat([c] + ended_c[::-1])
+        ctx.save_for_backward(h0, c0, recurrent_weight, projection_weight, activations, cells,
+                              tanh_cells, cell_passes, outputs, output_passes)
+        ctx.step_sizes = step_sizes
+        return outputs, final_h, final_c
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_outputs, grad_final_h, grad_final_c):  # type: ignore[override]
+        (h0, c0, recurrent_weight, projection_weight, activations, cells, tanh_cells,
+         cell_passes, outputs, output_passes) = ctx.saved_tensors
+        step_sizes: List[int] = ctx.step_sizes
+        offsets = [0]
+        for rows in step_sizes:
+            offsets.append(offsets[-1] + rows)
+        grad_outputs = grad_outputs if grad_outputs is not None else torch.zeros_like(outputs)
+        grad_final_h = grad_final_h if grad_final_h is not None else torch.zeros_like(h0)
+        grad_final_c = grad_final_c if grad_final_c is not None else torch.zeros_like(c0)
+
+        grad_gates = torch.empty_like(activations)
+        grad_projected = torch.empty_like(outputs)  # gradient of each step's unclipped output
+        # Gradients of the state after the step being processed, for the rows running then. A
+        # row's final state is its state after its last step, so its final-state gradient joins
+        # when backward reaches that step.
+        grad_h = grad_final_h.clone()
+        grad_c = grad_final_c.clone()
+        for step in range(len(step_sizes) - 1, -1, -1):
+            rows = step_sizes[step]
+            span = slice(offsets[step], offsets[step + 1])
+            if step + 1 < len(step_sizes) and step_sizes[step + 1] < rows:
+                ended = slice(step_sizes[step + 1], rows)
+                grad_h[ended] = grad_final_h[ended]
+                grad_c[ended] = grad_final_c[ended]
+            i, j, f, o = activations[span].chunk(4, dim=1)
+            tanh_c = tanh_cells[span]
+            d_projected = torch.mul(grad_h[:rows] + grad_outputs[span], output_passes[span],
+                                    out=grad_projected[span])
+            d_hidden = d_projected @ projection_weight.t()
+            d_o = d_hidden * tanh_c
+            d_c = grad_c[:rows] + d_hidden * o * (1 - tanh_c * tanh_c)
+            d_c = d_c * cell_passes[span]
+            previous_c = c0[:rows] if step == 0 else cells[offsets[step - 1] : offsets[step - 1] + rows]
+            d_i, d_j, d_f, d_o_pre = grad_gates[span].chunk(4, dim=1)
+            torch.mul(d_c * j, i * (1 - i), out=d_i)
+            torch.mul(d_c * i, 1 - j * j, out=d_j)
+            torch.mul(d_c * previous_c, f * (1 - f), out=d_f)
+            torch.mul(d_o, o * (1 - o), out=d_o_pre)
+            grad_h[:rows] = grad_gates[span] @ recurrent_weight.t()
+            grad_c[:rows] = d_c * f
+        # Rows of length 0 never ran: their final-state gradient is their initial state's.
+        first_rows = step_sizes[0] if step_sizes else 0
+        grad_h[first_rows:] = grad_final_h[first_rows:]
+        grad_c[first_rows:] = grad_final_c[first_rows:]
+
+        # The state each step read: h0 for the first step, then the previous step's outputs.
+        previous_h = torch.cat(
+            [h0[: step_sizes[0]]]
+            + [outputs[offsets[k - 1] : offsets[k - 1] + rows] for k, rows in enumerate(step_sizes)
+               if k > 0]
+        )
+        grad_recurrent = previous_h.t() @ grad_gates
+        hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1):]  # tanh(c) * o
+        grad_projection = hidden.t() @ grad_projected
+        return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection, None, None, None
