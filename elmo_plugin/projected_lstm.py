@@ -131,7 +131,8 @@ class ProjectedLstmLayer(nn.Module):
         if not in_order:
             inputs, h, c = inputs[order], h[order], c[order]
         # Rebuilt from the lengths, so that it agrees with the step sizes however it was given.
-        mask = torch.arange(num_steps, device=lengths.device).unsqueeze(0) < sorted_lengths.unsqueeze(1)
+        positions = torch.arange(num_steps, device=lengths.device).unsqueeze(0)
+        mask = positions < sorted_lengths.unsqueeze(1)
         step_sizes = self._rows_per_step(sorted_lengths.tolist())
         time_major = inputs.transpose(0, 1)
         full = len(step_sizes) == num_steps and step_sizes[-1] == batch_size
@@ -153,7 +154,8 @@ class ProjectedLstmLayer(nn.Module):
                 self.cell_clip, self.proj_clip,
             )
         else:
-            packed_output, h, c = self._steps_in_place(input_gates.split(step_sizes), step_sizes, h, c)
+            step_input_gates = input_gates.split(step_sizes)
+            packed_output, h, c = self._steps_in_place(step_input_gates, step_sizes, h, c)
         if full:
             output = packed_output.view(num_steps, batch_size, self.projection_size)
         else:
