@@ -142,6 +142,11 @@ class ProjectedLstmLayer(nn.Module):
         # of one per step, and in training one for its gradient too (the recurrence's backward
         # returns the gradient of all steps' gates as one tensor).
         input_gates = torch.addmm(self._effective_bias(), packed, self.input_weight)
+        # Under autocast that multiply may run in bfloat16; the recurrence keeps the weights'
+        # precision (its cell state accumulates over the steps, and it writes into buffers of
+        # one dtype).
+        dtype = self.recurrent_weight.dtype
+        input_gates, h, c = input_gates.to(dtype), h.to(dtype), c.to(dtype)
 
         needs_gradient = torch.is_grad_enabled() and any(
             tensor.requires_grad

@@ -93,3 +93,21 @@ def test_state_dicts_in_the_old_out_in_layout_still_load():
     loaded.load_state_dict(old_layout)
     for name, value in layer.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], value), name
+
+
+def test_autocast_runs_the_recurrence_in_the_weights_precision():
+    """Mixed-precision training (``--amp``): the input multiply may be bfloat16, the loop is not."""
+    torch.manual_seed(3)
+    layer = ProjectedLstmLayer(8, 16, 4, cell_clip=3.0, proj_clip=3.0)
+    inputs = torch.randn(3, 5, 8)
+    mask = torch.arange(5).unsqueeze(0) < torch.tensor([5, 3, 4]).unsqueeze(1)
+    reference, _ = layer(inputs, mask)
+    for grad_enabled in (True, False):
+        with torch.set_grad_enabled(grad_enabled), torch.autocast("cpu", dtype=torch.bfloat16):
+            output, (h, c) = layer(inputs, mask)
+        assert output.dtype == h.dtype == c.dtype == torch.float32
+        assert torch.allclose(output, reference, atol=0.05)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output, _ = layer(inputs, mask)
+    output.sum().backward()
+    assert layer.recurrent_weight.grad is not None and layer.input_weight.grad is not None
