@@ -4,7 +4,7 @@ behind ``allennlp.modules.elmo.Elmo``), side by side in one process on the same 
 and the same batches, with a check that both give the same vectors.
 
     .venv/bin/python benchmarks/embedding_throughput.py [--sizes tiny small original]
-        [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20]
+        [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20] [--device cpu|cuda]
 
 Random weights are fine for speed. Sentences are real English text from
 ``../shared/data/en/lm/heldout.txt``, cut to a fixed length so both sides do the same work
@@ -27,10 +27,14 @@ from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
 
-def time_call(function) -> float:
+def time_call(function, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     with torch.no_grad():
         function()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start
 
 
@@ -40,20 +44,23 @@ def main() -> None:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 64])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(0)
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{time.strftime('%Y-%m-%d')}")
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f", {time.strftime('%Y-%m-%d')}")
     print("| size | batch | ours tokens/s | AllenNLP tokens/s | ratio | max abs diff |")
     print("|---|---:|---:|---:|---:|---:|")
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
-            ours = ElmoBiLm.from_files(options_file, weight_file).eval()
-            theirs = _ElmoBiLm(options_file, weight_file).eval()
+            ours = ElmoBiLm.from_files(options_file, weight_file).eval().to(device)
+            theirs = _ElmoBiLm(options_file, weight_file).eval().to(device)
         for batch_size in args.batch_sizes:
-            ids = batch_to_ids(load_sentences(batch_size, args.tokens_per_sentence))
+            ids = batch_to_ids(load_sentences(batch_size, args.tokens_per_sentence)).to(device)
             tokens = int((ids > 0).any(-1).sum())
 
             def run_theirs():
@@ -66,8 +73,8 @@ def main() -> None:
                 diff = max(float((x - y).abs().max()) for x, y in zip(a, b))
             ours_times, theirs_times = [], []
             for _ in range(args.repeats):
-                ours_times.append(time_call(lambda: ours(ids)))
-                theirs_times.append(time_call(run_theirs))
+                ours_times.append(time_call(lambda: ours(ids), device))
+                theirs_times.append(time_call(run_theirs, device))
             ours_rate = tokens / statistics.median(ours_times)
             theirs_rate = tokens / statistics.median(theirs_times)
             print(f"| {size} | {batch_size} | {ours_rate:,.0f} | {theirs_rate:,.0f} | "
