@@ -110,8 +110,8 @@ def load_bilm_tf_weights(
         for index, layer in enumerate(encoder.highway.layers):
             scope = f"CNN_high_{index}"
             square = (n_filters, n_filters)
-            layer.weight[:, :n_filters].copy_(reader.read(f"{scope}/W_transform", square))
-            layer.weight[:, n_filters:].copy_(reader.read(f"{scope}/W_carry", square))
+            layer.weight[:n_filters].copy_(reader.read(f"{scope}/W_transform", square).t())
+            layer.weight[n_filters:].copy_(reader.read(f"{scope}/W_carry", square).t())
             layer.bias[:n_filters].copy_(reader.read(f"{scope}/b_transform", (n_filters,)))
             layer.bias[n_filters:].copy_(reader.read(f"{scope}/b_carry", (n_filters,)))
 
@@ -156,8 +156,8 @@ def bilm_tf_arrays(bilm: ElmoBiLm) -> Dict[str, np.ndarray]:
     n_filters = encoder.n_filters
     for index, layer in enumerate(encoder.highway.layers):
         scope = f"CNN_high_{index}"
-        arrays[f"{scope}/W_transform"] = array(layer.weight[:, :n_filters])
-        arrays[f"{scope}/W_carry"] = array(layer.weight[:, n_filters:])
+        arrays[f"{scope}/W_transform"] = array(layer.weight[:n_filters].t())
+        arrays[f"{scope}/W_carry"] = array(layer.weight[n_filters:].t())
         arrays[f"{scope}/b_transform"] = array(layer.bias[:n_filters])
         arrays[f"{scope}/b_carry"] = array(layer.bias[n_filters:])
     if encoder.projection is not None:

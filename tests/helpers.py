@@ -77,9 +77,7 @@ def randomize_bilm_(bilm: ElmoBiLm, seed: int = 0, scale: float = 1.0) -> ElmoBi
             normal_(conv.bias, 0.2)
         n_filters = encoder.n_filters
         for layer in encoder.highway.layers:
-            # Filled through the (out, in) view: the same random model as before the highway
-            # weights took the (in, out) layout.
-            normal_(layer.weight.t(), 1.0 / math.sqrt(n_filters))
+            normal_(layer.weight, 1.0 / math.sqrt(n_filters))
             normal_(layer.bias, 0.5)
         if encoder.projection is not None:
             normal_(encoder.projection.weight, 1.5 / math.sqrt(n_filters))

@@ -203,7 +203,7 @@ def test_exported_files(trained, exports, source):
     )
     n_filters = 128
     highway = encoder.highway.layers[0]
-    assert np.array_equal(weights["CNN_high_0/W_carry"], numpy_of(highway.weight[:, n_filters:]))
+    assert np.array_equal(weights["CNN_high_0/W_carry"], numpy_of(highway.weight[n_filters:].t()))
     assert np.array_equal(weights["CNN_high_0/b_transform"], numpy_of(highway.bias[:n_filters]))
     assert np.array_equal(weights["CNN_proj/W_proj"], numpy_of(encoder.projection.weight.t()))
     cell = bilm.lstm.backward_layers[1]

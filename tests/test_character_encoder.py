@@ -71,18 +71,3 @@ def test_fused_convolution_equals_conv1d_values_and_gradients(
 def test_no_tokens_gives_an_empty_batch():
     encoder = CharacterEncoder([[1, 4], [2, 8]], 4, 1, 16)
     assert encoder(torch.zeros(0, 50, dtype=torch.long)).shape == (0, 16)
-
-
-def test_highway_state_dicts_in_the_old_linear_layout_still_load():
-    """Archives trained before the (in, out) layout hold nn.Linear's (out, in) highway matrix."""
-    torch.manual_seed(4)
-    encoder = CharacterEncoder([[1, 4], [2, 8]], 4, 2, 16)
-    old_layout = {
-        name: value.t() if ".highway." in f".{name}" and name.endswith("weight") else value
-        for name, value in encoder.state_dict().items()
-    }
-    assert old_layout["highway.layers.0.weight"].shape == (24, 12)
-    loaded = CharacterEncoder([[1, 4], [2, 8]], 4, 2, 16)
-    loaded.load_state_dict(old_layout)
-    ids = encoder_ids(50)
-    assert torch.equal(loaded(ids), encoder(ids))
