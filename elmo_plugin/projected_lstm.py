@@ -2,12 +2,12 @@
 One direction of one ELMo LSTM layer: an LSTM with a projection, cell and projection clipping,
 in TensorFlow's ``LSTMCell(num_proj=..., cell_clip=..., proj_clip=...)`` arithmetic.
 """
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
 
-from elmo_plugin.projected_lstm_recurrence import ProjectedLstmRecurrence
+from elmo_plugin.projected_lstm_recurrence import ProjectedLstmRecurrence, run_recurrence
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
 
@@ -159,8 +159,10 @@ class ProjectedLstmLayer(nn.Module):
                 self.cell_clip, self.proj_clip,
             )
         else:
-            step_input_gates = input_gates.split(step_sizes)
-            packed_output, h, c = self._steps_in_place(step_input_gates, step_sizes, h, c)
+            packed_output, h, c, _ = run_recurrence(
+                input_gates, h, c, self.recurrent_weight, self.projection_weight, step_sizes,
+                self.cell_clip, self.proj_clip, keep_for_backward=False,
+            )
         if full:
             output = packed_output.view(num_steps, batch_size, self.projection_size)
         else:
@@ -172,55 +174,6 @@ class ProjectedLstmLayer(nn.Module):
             restore[order] = torch.arange(batch_size, device=order.device)
             output, h, c = output[restore], h[restore], c[restore]
         return output, (h, c)
-
-    def _steps_in_place(
-        self, step_input_gates: Sequence[torch.Tensor], step_sizes: List[int],
-        h: torch.Tensor, c: torch.Tensor,
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """
-        The recurrence for inference, into buffers allocated once: each step writes its gates,
-        cell and output over the same memory instead of allocating ten new tensors (training uses
-        `ProjectedLstmRecurrence`, which keeps every step's values for backward). Returns the
-        packed outputs and the final ``h``, ``c`` in sorted row order.
-        Fresh tensors cost more than their arithmetic here: with glibc's default settings every
-        step's 4 MB of Original-size gates came from newly mapped pages, and the page faults
-        doubled the time of the non-matrix-multiply work of the LSTM (profiled with
-        ``benchmarks/embedding_profile.py``).
-        """
-        batch_size = h.size(0)
-        gates_buffer = h.new_empty(batch_size, 4 * self.cell_size)
-        cell_buffer = h.new_empty(batch_size, self.cell_size)
-        hidden_buffer = h.new_empty(batch_size, self.cell_size)
-        packed_output = h.new_empty(sum(step_sizes), self.projection_size)
-        ended_h: List[torch.Tensor] = []
-        ended_c: List[torch.Tensor] = []
-        running, offset = batch_size, 0
-        for step, rows in enumerate(step_sizes):
-            if rows < running:
-                # Later steps write only the rows still running, a prefix, so these slices of the
-                # buffers keep the ended rows' final states.
-                ended_h.append(h[rows:running])
-                ended_c.append(c[rows:running])
-                h, c, running = h[:rows], c[:rows], rows
-            gates = torch.addmm(step_input_gates[step], h, self.recurrent_weight,
-                                out=gates_buffer[:rows])
-            i, j, f, o = gates.chunk(4, dim=1)
-            i.sigmoid_()
-            j.tanh_()
-            f.sigmoid_()
-            o.sigmoid_()
-            # Elementwise, so it may overwrite c in place (the first step reads the caller's
-            # initial state and writes the buffer).
-            c = torch.mul(f, c, out=cell_buffer[:rows])
-            c.addcmul_(i, j)
-            if self.cell_clip is not None:
-                c.clamp_(-self.cell_clip, self.cell_clip)
-            hidden = torch.tanh(c, out=hidden_buffer[:rows]).mul_(o)
-            h = torch.mm(hidden, self.projection_weight, out=packed_output[offset : offset + rows])
-            if self.proj_clip is not None:
-                h.clamp_(-self.proj_clip, self.proj_clip)
-            offset += rows
-        return packed_output, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1])
 
     @staticmethod
     def _rows_per_step(sorted_lengths: List[int]) -> List[int]:

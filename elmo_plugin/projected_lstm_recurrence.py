@@ -1,7 +1,8 @@
 """
-The recurrent loop of `ProjectedLstmLayer` as one autograd function with a hand-written backward
-(backpropagation through time), so that the weight gradients are two large matrix multiplies
-over all steps instead of two small ones per step.
+The recurrent loop of `ProjectedLstmLayer`: `run_recurrence` computes it into buffers allocated
+once (inference uses it directly), and `ProjectedLstmRecurrence` wraps it as one autograd
+function with a hand-written backward (backpropagation through time), so that the weight
+gradients are two large matrix multiplies over all steps instead of two small ones per step.
 
 Why: with autograd's per-step graph, each step's backward multiplies (projection x batch) by
 (batch x 4 cell) for the recurrent weight and writes a whole weight-sized gradient that is then
@@ -13,6 +14,82 @@ multiplying once does the same arithmetic in one large, fast multiply.
 from typing import List, Optional, Tuple
 
 import torch
+
+
+def run_recurrence(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+    keep_for_backward: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+    """
+    The forward recurrence, without autograd, into buffers allocated once (see
+    `ProjectedLstmRecurrence` for the arguments). Returns the packed outputs, the final ``h`` and
+    ``c`` (sorted row order) and what backward needs: the gate activations, cells, tanh of the
+    cells and the clips' pass masks of every position if ``keep_for_backward``, else nothing.
+
+    Without ``keep_for_backward`` (inference) the work buffers hold one step's rows and every step
+    writes over them: fresh tensors cost more than their arithmetic here, because with glibc's
+    default settings every step's 4 MB of Original-size gates came from newly mapped pages, and
+    the page faults doubled the LSTM's non-multiply time (profiled with
+    ``benchmarks/embedding_profile.py``).
+    """
+    batch_size, cell_size = c0.shape
+    num_positions = input_gates.size(0)
+    buffer_rows = num_positions if keep_for_backward else batch_size
+    activations = input_gates.new_empty(buffer_rows, 4 * cell_size)
+    cells = c0.new_empty(buffer_rows, cell_size)
+    tanh_cells = c0.new_empty(buffer_rows, cell_size)
+    hidden = c0.new_empty(batch_size, cell_size)
+    outputs = h0.new_empty(num_positions, h0.size(1))
+    cell_passes = output_passes = None
+    if keep_for_backward:
+        cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
+        output_passes = torch.ones(num_positions, h0.size(1), dtype=torch.bool, device=h0.device)
+    h, c = h0, c0
+    # The final states of rows that have ended, in the order they ended: the shortest rows, at
+    # the bottom of the batch, first. Later steps write only the rows still running, a prefix,
+    # so these slices of the buffers keep them.
+    ended_h: List[torch.Tensor] = []
+    ended_c: List[torch.Tensor] = []
+    running, offset = batch_size, 0
+    for rows in step_sizes:
+        if rows < running:
+            ended_h.append(h[rows:running])
+            ended_c.append(c[rows:running])
+            h, c, running = h[:rows], c[:rows], rows
+        span = slice(offset, offset + rows)
+        work = span if keep_for_backward else slice(0, rows)
+        gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[work])
+        i, j, f, o = gates.chunk(4, dim=1)
+        i.sigmoid_()
+        j.tanh_()
+        f.sigmoid_()
+        o.sigmoid_()
+        # Elementwise, so it may overwrite c in place (the first step reads the caller's initial
+        # state and writes the buffer).
+        c = torch.mul(f, c, out=cells[work]).addcmul_(i, j)
+        if cell_clip is not None:
+            if cell_passes is not None:
+                torch.logical_and(c >= -cell_clip, c <= cell_clip, out=cell_passes[span])
+            c.clamp_(-cell_clip, cell_clip)
+        tanh_c = torch.tanh(c, out=tanh_cells[work])
+        h = torch.mm(torch.mul(tanh_c, o, out=hidden[:rows]), projection_weight, out=outputs[span])
+        if proj_clip is not None:
+            if output_passes is not None:
+                torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
+            h.clamp_(-proj_clip, proj_clip)
+        offset += rows
+    final_h = torch.cat([h] + ended_h[::-1])
+    final_c = torch.cat([c] + ended_c[::-1])
+    if not keep_for_backward:
+        return outputs, final_h, final_c, ()
+    return outputs, final_h, final_c, (activations, cells, tanh_cells, cell_passes, output_passes)
 
 
 class ProjectedLstmRecurrence(torch.autograd.Function):
@@ -43,48 +120,11 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
         cell_clip: Optional[float],
         proj_clip: Optional[float],
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        num_positions = input_gates.size(0)
-        cell_size = c0.size(1)
-        projection_size = h0.size(1)
-        # Saved for backward, packed like the inputs: the four gate activations, the cell after
-        # each step, tanh of it, and where the clips let the gradient through.
-        activations = torch.empty_like(input_gates)
-        cells = c0.new_empty(num_positions, cell_size)
-        tanh_cells = c0.new_empty(num_positions, cell_size)
-        cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
-        outputs = h0.new_empty(num_positions, projection_size)
-        output_passes = torch.ones(
-            num_positions, projection_size, dtype=torch.bool, device=h0.device
+        outputs, final_h, final_c, saved = run_recurrence(
+            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
+            proj_clip, keep_for_backward=True,
         )
-        h, c = h0, c0
-        ended_h: List[torch.Tensor] = []
-        ended_c: List[torch.Tensor] = []
-        running, offset = h0.size(0), 0
-        for rows in step_sizes:
-            if rows < running:
-                ended_h.append(h[rows:running])
-                ended_c.append(c[rows:running])
-                h, c, running = h[:rows], c[:rows], rows
-            span = slice(offset, offset + rows)
-            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[span])
-            i, j, f, o = gates.chunk(4, dim=1)
-            i.sigmoid_()
-            j.tanh_()
-            f.sigmoid_()
-            o.sigmoid_()
-            new_c = torch.mul(f, c, out=cells[span]).addcmul_(i, j)
-            if cell_clip is not None:
-                torch.logical_and(new_c >= -cell_clip, new_c <= cell_clip, out=cell_passes[span])
-                new_c.clamp_(-cell_clip, cell_clip)
-            tanh_c = torch.tanh(new_c, out=tanh_cells[span])
-            h = torch.mm(tanh_c * o, projection_weight, out=outputs[span])
-            if proj_clip is not None:
-                torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
-                h.clamp_(-proj_clip, proj_clip)
-            c = new_c
-            offset += rows
-        final_h = torch.cat([h] + ended_h[::-1])
-        final_c = torch.cat([c] + ended_c[::-1])
+        activations, cells, tanh_cells, cell_passes, output_passes = saved
         ctx.save_for_backward(h0, c0, recurrent_weight, projection_weight, activations, cells,
                               tanh_cells, cell_passes, outputs, output_passes)
         ctx.step_sizes = step_sizes
