@@ -29,6 +29,7 @@ from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
 
+# Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
                      "aten::linear", "aten::mkldnn_convolution", "aten::convolution"}
 

@@ -69,8 +69,8 @@ def keep_freed_memory_for_reuse() -> bool:
 class KeepFreedMemoryCallback(TrainerCallback):
     """
     Applies `keep_freed_memory_for_reuse` when training starts: CPU training steps of the
-    Original-size biLM run about 30% faster. Only host memory is affected; on a GPU the tensors
-    live in PyTorch's own caching allocator and this changes little.
+    Original-size biLM ran about 30% faster. Only host memory is affected; on a GPU the tensors
+    live in PyTorch's own caching allocator (not measured there).
     """
 
     def on_start(

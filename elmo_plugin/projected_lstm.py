@@ -125,7 +125,8 @@ class ProjectedLstmLayer(nn.Module):
             return inputs.new_zeros(batch_size, num_steps, self.projection_size), (h, c)
         # Rows longest first, so that the rows still running at any step are a prefix of the
         # batch: each step then multiplies only those rows, and padding costs nothing (as in
-        # PyTorch's PackedSequence). Real text in a batch of 64 is half padding.
+        # PyTorch's PackedSequence). Batches of 64 consecutive held-out sentences were 70-81%
+        # padding.
         sorted_lengths, order = lengths.sort(descending=True, stable=True)
         in_order = bool((order == torch.arange(batch_size, device=order.device)).all())
         if not in_order:
