@@ -14,7 +14,7 @@ check that the two losses agree. Each step draws a new batch of real English sen
 ``../shared/data/en/lm/heldout.txt`` (cut to ``--tokens-per-sentence``; 0: consecutive
 sentences at their own lengths, padding included); targets are random word ids (speed does not
 depend on them).
-``--amp`` (CUDA only) runs our side's forward in bfloat16 autocast as well, as a third column.
+``--amp`` also times our side with its forward in bfloat16 autocast (CPU or CUDA), as a last column.
 ``--allocator keep`` applies the malloc settings that the training configs' ``keep_freed_memory``
 callback applies (process-wide, so to both sides); the default leaves glibc's defaults.
 """
@@ -57,7 +57,7 @@ def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callabl
     def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> float:
         reset()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        with torch.autocast(next(bilm.parameters()).device.type, dtype=torch.bfloat16, enabled=amp):
             output = bilm(ids)
             loss = lm_loss(output["activations"], output["mask"], targets, softmax, sampled)
         loss.backward()

@@ -48,6 +48,15 @@ class ElmoBilmModel(Model):
     initial_weight_file : `str`, optional (default = `None`)
         A bilm-tf ``weights.hdf5`` to start from (continued pretraining, or fine-tuning the LM
         on a new domain); its architecture must match ``options``.
+    mixed_precision : `bool`, optional (default = `False`)
+        Run the training forward pass under bfloat16 autocast on the model's device (CPU or
+        GPU): the matrix multiplies, including the LSTM's per-step ones, take bfloat16 operands,
+        while the weights, their gradients, the optimizer, the LSTM's cell state and the loss
+        stay float32. bfloat16 has float32's range, so no loss scaling is needed. Validation and
+        ``allennlp evaluate`` run in float32, so perplexities compare across modes. On a CPU with
+        bfloat16 instructions (AVX512-BF16, AMX) this makes Original-size training steps about
+        twice as fast (BENCHMARKS.md). The trainer's ``use_amp`` is the float16 alternative,
+        GPU only.
     """
 
     def __init__(
@@ -57,8 +66,10 @@ class ElmoBilmModel(Model):
         num_samples: int = 8192,
         vocab_namespace: str = "lm_targets",
         initial_weight_file: Optional[str] = None,
+        mixed_precision: bool = False,
     ) -> None:
         super().__init__(vocab)
+        self._mixed_precision = mixed_precision
         self._namespace = vocab_namespace
         self.bilm_options = BilmOptions.from_dict(options, source="model.options")
         self.bilm = ElmoBiLm(self.bilm_options)
@@ -132,16 +143,20 @@ class ElmoBilmModel(Model):
         continuous streams; the LSTM state carries over between batches, row by row).
         """
         sampled = self.softmax.sample(self._device()) if self.training else None
-        if tokens is not None:
-            return self._sentences_forward(tokens, sampled)
-        if forward_tokens is None or backward_tokens is None:
+        if tokens is None and (forward_tokens is None or backward_tokens is None):
             raise ConfigurationError(
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
                 "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
             )
-        return self._stream_forward(
-            forward_tokens, forward_targets, backward_tokens, backward_targets, sampled
-        )
+        with torch.autocast(
+            self._device().type, dtype=torch.bfloat16,
+            enabled=self._mixed_precision and self.training,
+        ):
+            if tokens is not None:
+                return self._sentences_forward(tokens, sampled)
+            return self._stream_forward(
+                forward_tokens, forward_targets, backward_tokens, backward_targets, sampled
+            )
 
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device

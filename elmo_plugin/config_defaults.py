@@ -54,6 +54,8 @@ DEFAULTS: Dict[str, str] = {
     "ELMO_KO_WEIGHT_FILE": os.path.join(_KO_SMALL_BILM, "weights.hdf5"),
     "ELMO_KO_TASK_ELMO_DIM": "256",
     "ELMO_TASK_NUM_EPOCHS": "",
+    # "true": biLM training in bfloat16 autocast (ElmoBilmModel's mixed_precision).
+    "ELMO_MIXED_PRECISION": "false",
     "ELMO_CUDA_DEVICE": "-1",
     "ELMO_NUM_WORKERS": "0",
 }

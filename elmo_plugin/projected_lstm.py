@@ -143,11 +143,18 @@ class ProjectedLstmLayer(nn.Module):
         # of one per step, and in training one for its gradient too (the recurrence's backward
         # returns the gradient of all steps' gates as one tensor).
         input_gates = torch.addmm(self._effective_bias(), packed, self.input_weight)
-        # Under autocast that multiply may run in bfloat16; the recurrence keeps the weights'
-        # precision (its cell state accumulates over the steps, and it writes into buffers of
-        # one dtype).
+        # Under autocast (mixed-precision training) that multiply runs in the autocast dtype, and
+        # so do the recurrence's per-step multiplies: it gets the two weights in that dtype. Its
+        # states, gates and cell sums stay in the parameters' dtype, because the cell state
+        # accumulates over the steps (bfloat16 keeps 8 bits of mantissa).
         dtype = self.recurrent_weight.dtype
         input_gates, h, c = input_gates.to(dtype), h.to(dtype), c.to(dtype)
+        recurrent_weight, projection_weight = self.recurrent_weight, self.projection_weight
+        device_type = inputs.device.type
+        if torch.is_autocast_enabled(device_type):
+            matmul_dtype = torch.get_autocast_dtype(device_type)
+            recurrent_weight = recurrent_weight.to(matmul_dtype)
+            projection_weight = projection_weight.to(matmul_dtype)
 
         needs_gradient = torch.is_grad_enabled() and any(
             tensor.requires_grad
@@ -156,12 +163,12 @@ class ProjectedLstmLayer(nn.Module):
         )
         if needs_gradient:
             packed_output, h, c = ProjectedLstmRecurrence.apply(
-                input_gates, h, c, self.recurrent_weight, self.projection_weight, step_sizes,
+                input_gates, h, c, recurrent_weight, projection_weight, step_sizes,
                 self.cell_clip, self.proj_clip,
             )
         else:
             packed_output, h, c, _ = run_recurrence(
-                input_gates, h, c, self.recurrent_weight, self.projection_weight, step_sizes,
+                input_gates, h, c, recurrent_weight, projection_weight, step_sizes,
                 self.cell_clip, self.proj_clip, keep_for_backward=False,
             )
         if full:

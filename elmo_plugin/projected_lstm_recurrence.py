@@ -40,6 +40,8 @@ def run_recurrence(
     ``benchmarks/embedding_profile.py``).
     """
     batch_size, cell_size = c0.shape
+    matmul_dtype = recurrent_weight.dtype
+    mixed = matmul_dtype != c0.dtype
     num_positions = input_gates.size(0)
     buffer_rows = num_positions if keep_for_backward else batch_size
     activations = input_gates.new_empty(buffer_rows, 4 * cell_size)
@@ -65,7 +67,11 @@ def run_recurrence(
             h, c, running = h[:rows], c[:rows], rows
         span = slice(offset, offset + rows)
         work = span if keep_for_backward else slice(0, rows)
-        gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[work])
+        if mixed:
+            gates = torch.add(input_gates[span], torch.mm(h.to(matmul_dtype), recurrent_weight),
+                              out=activations[work])
+        else:
+            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[work])
         i, j, f, o = gates.chunk(4, dim=1)
         i.sigmoid_()
         j.tanh_()
@@ -79,7 +85,12 @@ def run_recurrence(
                 torch.logical_and(c >= -cell_clip, c <= cell_clip, out=cell_passes[span])
             c.clamp_(-cell_clip, cell_clip)
         tanh_c = torch.tanh(c, out=tanh_cells[work])
-        h = torch.mm(torch.mul(tanh_c, o, out=hidden[:rows]), projection_weight, out=outputs[span])
+        hidden_rows = torch.mul(tanh_c, o, out=hidden[:rows])
+        if mixed:
+            h = outputs[span]
+            h.copy_(torch.mm(hidden_rows.to(matmul_dtype), projection_weight))
+        else:
+            h = torch.mm(hidden_rows, projection_weight, out=outputs[span])
         if proj_clip is not None:
             if output_passes is not None:
                 torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
@@ -106,6 +117,12 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
     The arithmetic is TensorFlow's ``LSTMCell`` with gates (i, j, f, o), as in
     `ProjectedLstmLayer`; gradients through the clips follow ``torch.clamp`` (passed where the
     value was within the bounds, ends included).
+
+    Precision: ``input_gates``, ``h0`` and ``c0`` share the state's dtype, in which the gates,
+    cells and outputs are computed and kept. The two weights may have a narrower one (mixed
+    precision: `ProjectedLstmLayer` passes them in bfloat16 under autocast); each step's two
+    multiplies then run in it, their operands rounded to it, and their results join the state's
+    dtype. The cell state, which accumulates over the steps, never leaves the state's dtype.
     """
 
     @staticmethod
@@ -136,6 +153,10 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
         (h0, c0, recurrent_weight, projection_weight, activations, cells, tanh_cells,
          cell_passes, outputs, output_passes) = ctx.saved_tensors
         step_sizes: List[int] = ctx.step_sizes
+        # In mixed precision the multiplies take the weights' dtype (as in forward, so that the
+        # weight gradients multiply the operands that forward multiplied) and everything else
+        # the state's; in one precision both are the same and every .to() below is a no-op.
+        matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
         offsets = [0]
         for rows in step_sizes:
             offsets.append(offsets[-1] + rows)
@@ -161,7 +182,7 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
             tanh_c = tanh_cells[span]
             d_projected = torch.mul(grad_h[:rows] + grad_outputs[span], output_passes[span],
                                     out=grad_projected[span])
-            d_hidden = d_projected @ projection_weight.t()
+            d_hidden = torch.mm(d_projected.to(matmul_dtype), projection_weight.t()).to(state_dtype)
             d_o = d_hidden * tanh_c
             d_c = grad_c[:rows] + d_hidden * o * (1 - tanh_c * tanh_c)
             d_c = d_c * cell_passes[span]
@@ -171,7 +192,7 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
             torch.mul(d_c * i, 1 - j * j, out=d_j)
             torch.mul(d_c * previous_c, f * (1 - f), out=d_f)
             torch.mul(d_o, o * (1 - o), out=d_o_pre)
-            grad_h[:rows] = grad_gates[span] @ recurrent_weight.t()
+            grad_h[:rows] = torch.mm(grad_gates[span].to(matmul_dtype), recurrent_weight.t())
             grad_c[:rows] = d_c * f
         # Rows of length 0 never ran: their final-state gradient is their initial state's.
         first_rows = step_sizes[0] if step_sizes else 0
@@ -184,7 +205,7 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
             + [outputs[offsets[k - 1] : offsets[k - 1] + rows] for k, rows in enumerate(step_sizes)
                if k > 0]
         )
-        grad_recurrent = previous_h.t() @ grad_gates
+        grad_recurrent = previous_h.to(matmul_dtype).t() @ grad_gates.to(matmul_dtype)
         hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1):]  # tanh(c) * o
-        grad_projection = hidden.t() @ grad_projected
+        grad_projection = hidden.to(matmul_dtype).t() @ grad_projected.to(matmul_dtype)
         return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection, None, None, None

@@ -95,19 +95,91 @@ def test_state_dicts_in_the_old_out_in_layout_still_load():
         assert torch.equal(loaded.state_dict()[name], value), name
 
 
-def test_autocast_runs_the_recurrence_in_the_weights_precision():
-    """Mixed-precision training (``--amp``): the input multiply may be bfloat16, the loop is not."""
+def test_autocast_keeps_float32_states_and_stays_near_float32():
+    """Mixed-precision training: outputs, states and gradients stay float32 and near float32's."""
     torch.manual_seed(3)
     layer = ProjectedLstmLayer(8, 16, 4, cell_clip=3.0, proj_clip=3.0)
     inputs = torch.randn(3, 5, 8)
     mask = torch.arange(5).unsqueeze(0) < torch.tensor([5, 3, 4]).unsqueeze(1)
     reference, _ = layer(inputs, mask)
+    outputs = []
     for grad_enabled in (True, False):
         with torch.set_grad_enabled(grad_enabled), torch.autocast("cpu", dtype=torch.bfloat16):
             output, (h, c) = layer(inputs, mask)
         assert output.dtype == h.dtype == c.dtype == torch.float32
         assert torch.allclose(output, reference, atol=0.05)
+        outputs.append(output.detach())
+    # The inference loop and the training loop compute the same numbers.
+    assert torch.equal(outputs[0], outputs[1])
+    # ... and they are bfloat16's numbers, not float32's.
+    assert not torch.equal(outputs[0], reference)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         output, _ = layer(inputs, mask)
     output.sum().backward()
-    assert layer.recurrent_weight.grad is not None and layer.input_weight.grad is not None
+    for parameter in layer.parameters():
+        assert parameter.grad is not None and parameter.grad.dtype == torch.float32
+
+
+def bfloat16_reference(layer, inputs):
+    """
+    The mixed-precision recurrence written with autograd, for rows that all run every step: the
+    multiplies in bfloat16 (rounded operands), the gates, cells and outputs in float32.
+    """
+    batch, time, size = inputs.shape
+    bfloat16 = torch.bfloat16
+    with torch.autocast("cpu", dtype=bfloat16):
+        packed = inputs.transpose(0, 1).reshape(-1, size)
+        input_gates = torch.addmm(layer._effective_bias(), packed, layer.input_weight)
+        input_gates = input_gates.float().view(time, batch, -1)
+        recurrent_weight = layer.recurrent_weight.to(bfloat16)
+        projection_weight = layer.projection_weight.to(bfloat16)
+        h = inputs.new_zeros(batch, layer.projection_size)
+        c = inputs.new_zeros(batch, layer.cell_size)
+        outputs = []
+        for step in range(time):
+            gates = input_gates[step] + torch.mm(h.to(bfloat16), recurrent_weight)
+            i, j, f, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+            c = c.clamp(-layer.cell_clip, layer.cell_clip)
+            hidden = (torch.sigmoid(o) * torch.tanh(c)).to(bfloat16)
+            h = torch.mm(hidden, projection_weight).float().clamp(-layer.proj_clip, layer.proj_clip)
+            outputs.append(h)
+    return torch.stack(outputs, dim=1), h, c
+
+
+def test_bfloat16_recurrence_and_its_backward_match_autograd():
+    torch.manual_seed(4)
+    layer = ProjectedLstmLayer(8, 16, 4, cell_clip=0.8, proj_clip=0.5)
+    with torch.no_grad():
+        layer.bias.normal_()
+    inputs = torch.randn(5, 6, 8) * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output, (h, c) = layer(inputs, torch.ones(5, 6, dtype=torch.bool))
+    expected_output, expected_h, expected_c = bfloat16_reference(layer, inputs)
+    # The same multiplies of the same rounded operands: equal up to float32 rounding.
+    assert torch.allclose(output, expected_output, atol=1e-6, rtol=0)
+    assert torch.allclose(c, expected_c, atol=1e-6, rtol=0)
+
+    weights = torch.randn_like(output)
+
+    def gradients(output, h, c):
+        loss = (output * weights).sum() + h.sum() * 0.3 + (c * c).sum()
+        return dict(zip([name for name, _ in layer.named_parameters()],
+                        torch.autograd.grad(loss, list(layer.parameters()))))
+
+    ours = gradients(output, h, c)
+    theirs = gradients(expected_output, expected_h, expected_c)
+    float32_output, (float32_h, float32_c) = layer(inputs, torch.ones(5, 6, dtype=torch.bool))
+    float32 = gradients(float32_output, float32_h, float32_c)
+    for name in ("input_weight", "bias"):
+        # The gate gradients flow back through float32 on both sides.
+        assert torch.allclose(ours[name], theirs[name], rtol=1e-5, atol=1e-6), name
+    for name in ("recurrent_weight", "projection_weight"):
+        # Autograd rounds each step's gradient of the bfloat16 weight to bfloat16 before summing
+        # them; we sum in one multiply. Both within bfloat16's rounding (2^-8) of each other.
+        error = (ours[name] - theirs[name]).norm() / theirs[name].norm()
+        assert error < 1e-2, (name, float(error))
+    for name, value in ours.items():
+        assert ((value - float32[name]).norm() / float32[name].norm()) < 2e-2, name
+
+

@@ -87,6 +87,7 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
     assert validation_reader.mode == "sentences"
     model = Model.from_params(vocab=vocab, params=params.pop("model"))
     assert isinstance(model, ElmoBilmModel)
+    assert model._mixed_precision is False  # ELMO_MIXED_PRECISION's default
     loader = DataLoader.from_params(
         params=params.pop("data_loader"), reader=reader, data_path=env["ELMO_TRAIN_DATA"]
     )
@@ -360,11 +361,14 @@ def test_stream_batching_trains_one_epoch(tmp_path, monkeypatch):
     set_env(
         monkeypatch,
         {**env, **TINY_BILM_ENV, "ELMO_BATCHING": "stream", "ELMO_NUM_EPOCHS": "1",
-         "ELMO_NUM_SAMPLES": "16", "ELMO_BATCH_SIZE": "4"},
+         "ELMO_NUM_SAMPLES": "16", "ELMO_BATCH_SIZE": "4",
+         # and in bfloat16 autocast, which must learn as well
+         "ELMO_MIXED_PRECISION": "True"},
     )
     run = tmp_path / "run"
     model = train_bilm(run, {})
     config = json.loads((run / "config.json").read_text())
+    assert config["model"]["mixed_precision"] is True
     assert config["dataset_reader"]["mode"] == "stream"
     assert config["dataset_reader"]["batch_size"] == config["data_loader"]["batch_size"] == 4
     assert config["data_loader"]["shuffle"] is False

@@ -4,6 +4,7 @@
 //   ELMO_VALIDATION_DATA  held-out file(s), same format (perplexity is computed on them)
 //   ELMO_VOCABULARY       bilm-tf vocabulary file (allennlp elmo-vocab builds one)
 //   ELMO_BATCHING         "sentences" (default) or "stream" (bilm-tf's packing, state carried)
+//   ELMO_MIXED_PRECISION  "true": train in bfloat16 autocast (the model's mixed_precision)
 //   ELMO_CUDA_DEVICE, ELMO_NUM_WORKERS, and per config ELMO_BATCH_SIZE, ELMO_NUM_EPOCHS, ...
 {
   env(name):: std.extVar(name),
@@ -31,7 +32,12 @@
       train_data_path: $.env("ELMO_TRAIN_DATA"),
       validation_data_path: $.env("ELMO_VALIDATION_DATA"),
       vocabulary: { type: "from_bilm_tf_file", vocabulary_file: $.env("ELMO_VOCABULARY") },
-      model: { type: "elmo_bilm", num_samples: num_samples, options: options },
+      model: {
+        type: "elmo_bilm",
+        num_samples: num_samples,
+        options: options,
+        mixed_precision: std.asciiLower($.env("ELMO_MIXED_PRECISION")) == "true",
+      },
       data_loader: {
         num_workers: $.int("ELMO_NUM_WORKERS"),
         // Read lazily in chunks (a corpus larger than memory trains) and reshuffle each epoch;
