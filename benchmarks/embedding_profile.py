@@ -2,13 +2,14 @@
 Where the time goes, ours against AllenNLP core's ``_ElmoBiLm``, under ``torch.profiler``.
 
     .venv/bin/python benchmarks/embedding_profile.py [--size original] [--batch-size 64]
-        [--tokens-per-sentence 20] [--training]
+        [--tokens-per-sentence 20] [--training [--amp]]
 
 Embedding (the default): one batch of each, each operator's own CPU time attributed to the part
 of the biLM it ran in (character encoder or LSTM) and split into matrix multiplies and everything
 else. ``--training``: one training step of each as in ``training_throughput.py`` (after one
 warm-up step), each operator's own CPU time by operator and input shapes, the largest first
-(backward runs outside the modules, so it is not attributed to parts).
+(backward runs outside the modules, so it is not attributed to parts); ``--amp`` runs both
+training steps in bfloat16 autocast.
 Same weights and sentences as the throughput benchmarks. Profiler times include its own
 overhead; they explain a ratio, they do not replace the throughput runs.
 """
@@ -70,7 +71,8 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor) -> Dict[Tuple[str, str
     return totals
 
 
-def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int) -> None:
+def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int,
+                          amp: bool = False) -> None:
     from bilm_sizes import SIZES
     from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
     from training_throughput import make_step
@@ -88,7 +90,7 @@ def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int) 
         bilm.train()
         softmax = SampledSoftmaxLoss(100_000, SIZES[size]["projection_dim"], 8192)
         reset = bilm._elmo_lstm.reset_states if name == "AllenNLP" else (lambda: None)
-        step = make_step(bilm, softmax, reset)
+        step = make_step(bilm, softmax, reset, amp=amp)
         generator = torch.Generator().manual_seed(1)
         for k, batch in enumerate(ids):
             targets = torch.randint(3, 100_000, batch.shape[:2], generator=generator)
@@ -117,13 +119,16 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--training", action="store_true")
+    parser.add_argument("--amp", action="store_true", help="training in bfloat16 autocast")
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.training:
         print(f"# {platform.node()}, torch {torch.__version__}, {torch.get_num_threads()} "
               f"threads, {time.strftime('%Y-%m-%d')}; training step, {args.size}, batch "
-              f"{args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens")
-        return profile_training_step(args.size, args.batch_size, args.tokens_per_sentence)
+              f"{args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens"
+              + (", bfloat16 autocast" if args.amp else ""))
+        return profile_training_step(args.size, args.batch_size, args.tokens_per_sentence,
+                                     args.amp)
     with tempfile.TemporaryDirectory() as directory:
         options_file, weight_file = write_random_bilm(args.size, directory)
         ours = ElmoBiLm.from_files(options_file, weight_file).eval()

@@ -14,7 +14,8 @@ check that the two losses agree. Each step draws a new batch of real English sen
 ``../shared/data/en/lm/heldout.txt`` (cut to ``--tokens-per-sentence``; 0: consecutive
 sentences at their own lengths, padding included); targets are random word ids (speed does not
 depend on them).
-``--amp`` also times our side with its forward in bfloat16 autocast (CPU or CUDA), as a last column.
+``--amp`` also times both sides with their forward in bfloat16 autocast (CPU or CUDA; our side
+is what ``"mixed_precision": true`` trains), as three more columns.
 ``--allocator keep`` applies the malloc settings that the training configs' ``keep_freed_memory``
 callback applies (process-wide, so to both sides); the default leaves glibc's defaults.
 """
@@ -98,9 +99,9 @@ def main() -> None:
           f"{args.allocator} allocator")
     header = "| size | ours tokens/s | AllenNLP tokens/s | ratio | loss diff at step 1 |"
     if args.amp:
-        header += " ours bf16 tokens/s |"
+        header += " ours bf16 tokens/s | AllenNLP bf16 tokens/s | bf16 ratio |"
     print(header)
-    print("|---|---:|---:|---:|---:|" + ("---:|" if args.amp else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.amp else ""))
     num_batches = args.steps + 1
     batches = [
         batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence, skip=k * args.batch_size))
@@ -121,8 +122,11 @@ def main() -> None:
             "allennlp": make_step(theirs, copy.deepcopy(softmax), theirs._elmo_lstm.reset_states),
         }
         if args.amp:
-            ours_amp = copy.deepcopy(ours)
-            sides["ours_bf16"] = make_step(ours_amp, copy.deepcopy(softmax), lambda: None, amp=True)
+            sides["ours_bf16"] = make_step(copy.deepcopy(ours), copy.deepcopy(softmax),
+                                           lambda: None, amp=True)
+            theirs_amp = copy.deepcopy(theirs)
+            sides["allennlp_bf16"] = make_step(theirs_amp, copy.deepcopy(softmax),
+                                               theirs_amp._elmo_lstm.reset_states, amp=True)
         generator = torch.Generator(device=device).manual_seed(1)
         times: Dict[str, List[float]] = {name: [] for name in sides}
         losses: Dict[str, float] = {}
@@ -149,7 +153,8 @@ def main() -> None:
         row = (f"| {size} | {rate['ours']:,.0f} | {rate['allennlp']:,.0f} | "
                f"{rate['ours'] / rate['allennlp']:.2f}x | {abs(losses['ours'] - losses['allennlp']):.1e} (loss {losses['ours']:.4f}) |")
         if args.amp:
-            row += f" {rate['ours_bf16']:,.0f} |"
+            row += (f" {rate['ours_bf16']:,.0f} | {rate['allennlp_bf16']:,.0f} | "
+                    f"{rate['ours_bf16'] / rate['allennlp_bf16']:.2f}x |")
         print(row, flush=True)
 
 
