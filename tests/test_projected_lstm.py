@@ -120,14 +120,14 @@ def test_autocast_keeps_float32_states_and_stays_near_float32():
         assert parameter.grad is not None and parameter.grad.dtype == torch.float32
 
 
-def bfloat16_reference(layer, inputs):
+def bfloat16_reference(layer, inputs, device_type="cpu"):
     """
     The mixed-precision recurrence written with autograd, for rows that all run every step: the
     multiplies in bfloat16 (rounded operands), the gates, cells and outputs in float32.
     """
     batch, time, size = inputs.shape
     bfloat16 = torch.bfloat16
-    with torch.autocast("cpu", dtype=bfloat16):
+    with torch.autocast(device_type, dtype=bfloat16):
         packed = inputs.transpose(0, 1).reshape(-1, size)
         input_gates = torch.addmm(layer._effective_bias(), packed, layer.input_weight)
         input_gates = input_gates.float().view(time, batch, -1)
