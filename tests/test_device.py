@@ -18,7 +18,7 @@ from elmo_plugin.character_ids import ElmoCharacterIds
 from elmo_plugin.projected_lstm import ProjectedLstmLayer
 from tests.helpers import VARIED_BATCH, make_random_bilm_files, masked_max_abs_diff
 from tests.test_character_encoder import encoder_ids
-from tests.test_projected_lstm import bfloat16_reference
+from tests.test_projected_lstm import bfloat16_reference, mixed_lengths_case
 
 DEVICE = torch.device(os.environ.get("ELMO_TEST_DEVICE", "cuda"))
 pytestmark = pytest.mark.skipif(
@@ -31,17 +31,8 @@ def gradients(module: torch.nn.Module, output: torch.Tensor, weights: torch.Tens
 
 
 def test_projected_lstm_on_the_device_equals_the_cpu():
-    torch.manual_seed(0)
-    layer = ProjectedLstmLayer(5, 8, 3, cell_clip=0.5, proj_clip=0.4).double()
-    with torch.no_grad():
-        layer.bias.normal_()
-    lengths = [3, 7, 0, 7, 1, 5, 2]
-    inputs = torch.randn(len(lengths), 9, 5, dtype=torch.double) * 2
-    mask = torch.arange(9).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
-    inputs = inputs * mask.unsqueeze(-1)
-    h0 = torch.randn(len(lengths), 3, dtype=torch.double)
-    c0 = torch.randn(len(lengths), 8, dtype=torch.double)
-    weights = torch.randn(len(lengths), 9, 3, dtype=torch.double)
+    layer, _, inputs, mask, h0, c0 = mixed_lengths_case()
+    weights = torch.randn(*mask.shape, 3, dtype=torch.double)
 
     cpu_output, (cpu_h, cpu_c) = layer(inputs, mask, (h0, c0))
     cpu_gradients = gradients(layer, cpu_output + 0.3 * cpu_h.sum() + cpu_c.sum(), weights)

@@ -22,12 +22,16 @@ def one_row(layer, inputs, length, h, c):
     return outputs, h, c
 
 
-def test_mixed_lengths_in_any_order_match_each_row_alone():
+def mixed_lengths_case():
+    """
+    A float64 layer with tight clips and random biases, and a batch of rows of mixed lengths:
+    unsorted, with ties, a row of length 0 and none as long as the tensor (time 9). Returns the
+    layer, the lengths, inputs, mask, h0 and c0.
+    """
     torch.manual_seed(0)
     layer = ProjectedLstmLayer(5, 8, 3, cell_clip=0.5, proj_clip=0.4).double()
     with torch.no_grad():
         layer.bias.normal_()
-    # Unsorted, with ties, a row of length 0 and none as long as the tensor (time 9).
     lengths = [3, 7, 0, 7, 1, 5, 2]
     batch, time = len(lengths), 9
     inputs = torch.randn(batch, time, 5, dtype=torch.double) * 2
@@ -35,6 +39,12 @@ def test_mixed_lengths_in_any_order_match_each_row_alone():
     inputs = inputs * mask.unsqueeze(-1)
     h0 = torch.randn(batch, 3, dtype=torch.double)
     c0 = torch.randn(batch, 8, dtype=torch.double)
+    return layer, lengths, inputs, mask, h0, c0
+
+
+def test_mixed_lengths_in_any_order_match_each_row_alone():
+    layer, lengths, inputs, mask, h0, c0 = mixed_lengths_case()
+    batch, time = mask.shape
 
     initial = (h0.clone(), c0.clone())
     output, (h, c) = layer(inputs, mask, (h0, c0))
