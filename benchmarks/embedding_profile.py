@@ -2,14 +2,15 @@
 Where the time goes, ours against AllenNLP core's ``_ElmoBiLm``, under ``torch.profiler``.
 
     .venv/bin/python benchmarks/embedding_profile.py [--size original] [--batch-size 64]
-        [--tokens-per-sentence 20] [--training [--amp]]
+        [--tokens-per-sentence 20] [--training [--amp]] [--allocator default|keep]
 
 Embedding (the default): one batch of each, each operator's own CPU time attributed to the part
 of the biLM it ran in (character encoder or LSTM) and split into matrix multiplies and everything
 else. ``--training``: one training step of each as in ``training_throughput.py`` (after one
 warm-up step), each operator's own CPU time by operator and input shapes, the largest first
 (backward runs outside the modules, so it is not attributed to parts); ``--amp`` runs both
-training steps in bfloat16 autocast.
+training steps in bfloat16 autocast. ``--allocator keep`` first applies the malloc settings of the
+training configs' ``keep_freed_memory`` callback (to both sides, as in ``training_throughput.py``).
 Same weights and sentences as the throughput benchmarks. Profiler times include its own
 overhead; they explain a ratio, they do not replace the throughput runs.
 """
@@ -29,6 +30,7 @@ from allennlp.modules.elmo import _ElmoBiLm
 from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
+from elmo_plugin.memory_allocator import keep_freed_memory_for_reuse
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -120,7 +122,10 @@ def main() -> None:
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--training", action="store_true")
     parser.add_argument("--amp", action="store_true", help="training in bfloat16 autocast")
+    parser.add_argument("--allocator", choices=["default", "keep"], default="default")
     args = parser.parse_args()
+    if args.allocator == "keep" and not keep_freed_memory_for_reuse():
+        raise SystemExit("--allocator keep needs glibc")
     torch.manual_seed(0)
     if args.training:
         print(f"# {platform.node()}, torch {torch.__version__}, {torch.get_num_threads()} "
