@@ -1,13 +1,15 @@
 """
-What the speed benchmarks share: the three biLM sizes, random weights in the bilm-tf layout, and
-real English sentences cut to a fixed length.
+What the speed benchmarks share: the three biLM sizes, random weights in the bilm-tf layout,
+real English sentences cut to a fixed length, and the ``--allocator`` option.
 """
+import argparse
 import os
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.bilm_tf_weights import write_bilm_tf_model
+from elmo_plugin.memory_allocator import keep_freed_memory_for_reuse
 from elmo_plugin.options import BilmOptions
 
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -59,3 +61,16 @@ def load_sentences(count: int, length: int, skip: int = 0) -> List[List[str]]:
             if len(sentences) == count:
                 break
     return sentences
+
+
+def add_allocator_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allocator", choices=["default", "keep"], default="default",
+        help="keep: the malloc settings of the training configs' keep_freed_memory callback "
+             "(process-wide, so for both sides)",
+    )
+
+
+def apply_allocator_option(args: argparse.Namespace) -> None:
+    if args.allocator == "keep" and not keep_freed_memory_for_reuse():
+        raise SystemExit("--allocator keep needs glibc")

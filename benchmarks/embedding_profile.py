@@ -27,10 +27,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from allennlp.modules.elmo import _ElmoBiLm
 
-from bilm_sizes import load_sentences, write_random_bilm
+from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sentences,
+                        write_random_bilm)
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
-from elmo_plugin.memory_allocator import keep_freed_memory_for_reuse
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -122,10 +122,11 @@ def main() -> None:
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--training", action="store_true")
     parser.add_argument("--amp", action="store_true", help="training in bfloat16 autocast")
-    parser.add_argument("--allocator", choices=["default", "keep"], default="default")
+    add_allocator_option(parser)
     args = parser.parse_args()
-    if args.allocator == "keep" and not keep_freed_memory_for_reuse():
-        raise SystemExit("--allocator keep needs glibc")
+    if args.amp and not args.training:
+        parser.error("--amp profiles a training step: use it with --training")
+    apply_allocator_option(args)
     torch.manual_seed(0)
     if args.training:
         print(f"# {platform.node()}, torch {torch.__version__}, {torch.get_num_threads()} "

@@ -31,10 +31,10 @@ import torch
 
 from allennlp.modules.elmo import _ElmoBiLm
 
-from bilm_sizes import SIZES, load_sentences, write_random_bilm
+from bilm_sizes import (SIZES, add_allocator_option, apply_allocator_option, load_sentences,
+                        write_random_bilm)
 from elmo_plugin.bilm import ElmoBiLm
 from elmo_plugin.character_ids import batch_to_ids
-from elmo_plugin.memory_allocator import keep_freed_memory_for_reuse
 from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
 
 
@@ -83,11 +83,10 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=8192)
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--amp", action="store_true", help="also time our side in bf16 autocast")
-    parser.add_argument("--allocator", choices=["default", "keep"], default="default")
+    parser.add_argument("--amp", action="store_true", help="also time both sides in bf16 autocast")
+    add_allocator_option(parser)
     args = parser.parse_args()
-    if args.allocator == "keep" and not keep_freed_memory_for_reuse():
-        raise SystemExit("--allocator keep needs glibc")
+    apply_allocator_option(args)
     device = torch.device(args.device)
     torch.manual_seed(0)
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "

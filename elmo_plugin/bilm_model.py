@@ -54,9 +54,9 @@ class ElmoBilmModel(Model):
         while the weights, their gradients, the optimizer, the LSTM's cell state and the loss
         stay float32. bfloat16 has float32's range, so no loss scaling is needed. Validation and
         ``allennlp evaluate`` run in float32, so perplexities compare across modes. On a CPU with
-        bfloat16 instructions (AVX512-BF16, AMX) this makes Original-size training steps about
-        twice as fast (BENCHMARKS.md). The trainer's ``use_amp`` is the float16 alternative,
-        GPU only.
+        bfloat16 instructions (measured: AVX512-BF16) this makes Original-size training steps
+        about twice as fast (BENCHMARKS.md). The trainer's ``use_amp`` is the float16
+        alternative, GPU only (not tested here: no GPU).
     """
 
     def __init__(

@@ -1,7 +1,8 @@
 """
 `ProjectedLstmLayer` on batches of mixed lengths, in any order, against each row run alone with
 TensorFlow's ``LSTMCell`` equations written out here: outputs, final states and gradients, in
-float64 so that a difference beyond rounding is a bug.
+float64 so that a difference beyond rounding is a bug. Under bfloat16 autocast (mixed-precision
+training), against the same arithmetic written with autograd.
 """
 import torch
 
