@@ -29,8 +29,8 @@ from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sentences,
                         write_random_bilm)
-from elmo_plugin.bilm import ElmoBiLm
-from elmo_plugin.character_ids import batch_to_ids
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.data.character_ids import batch_to_ids
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -76,7 +76,7 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor) -> Dict[Tuple[str, str
 def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int,
                           amp: bool = False) -> None:
     from bilm_sizes import SIZES
-    from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
+    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
     from training_throughput import make_step
 
     ids = [batch_to_ids(load_sentences(batch_size, tokens_per_sentence, skip=k * batch_size))

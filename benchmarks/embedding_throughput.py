@@ -24,8 +24,8 @@ import torch
 from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import load_sentences, write_random_bilm
-from elmo_plugin.bilm import ElmoBiLm
-from elmo_plugin.character_ids import batch_to_ids
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.data.character_ids import batch_to_ids
 
 def time_call(function, device: torch.device) -> float:
     if device.type == "cuda":

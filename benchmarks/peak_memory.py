@@ -47,9 +47,9 @@ def child(args: argparse.Namespace) -> Dict[str, float]:
     """Runs one side in this process; returns its memory figures in MB."""
     from allennlp.modules.elmo import _ElmoBiLm
 
-    from elmo_plugin.bilm import ElmoBiLm
-    from elmo_plugin.character_ids import batch_to_ids
-    from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
+    from elmo_plugin.modules.bilm import ElmoBiLm
+    from elmo_plugin.data.character_ids import batch_to_ids
+    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
     from training_throughput import make_step
 
     torch.manual_seed(0)

@@ -33,9 +33,9 @@ from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import (SIZES, add_allocator_option, apply_allocator_option, load_sentences,
                         write_random_bilm)
-from elmo_plugin.bilm import ElmoBiLm
-from elmo_plugin.character_ids import batch_to_ids
-from elmo_plugin.sampled_softmax import SampledSoftmaxLoss
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.data.character_ids import batch_to_ids
+from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
 
 def lm_loss(activations: List[torch.Tensor], mask: torch.Tensor, targets: torch.Tensor,

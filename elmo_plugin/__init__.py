@@ -30,26 +30,26 @@ from elmo_plugin.config_defaults import set_environment_defaults  # noqa: E402
 
 set_environment_defaults()
 
-from elmo_plugin.character_ids import ElmoCharacterIds, batch_to_ids  # noqa: E402
-from elmo_plugin.options import BilmOptions  # noqa: E402
-from elmo_plugin.bilm import ElmoBiLm  # noqa: E402
-from elmo_plugin.elmo_characters_indexer import ElmoCharactersIndexer  # noqa: E402
-from elmo_plugin.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler  # noqa: E402
-from elmo_plugin.memory_allocator import KeepFreedMemoryCallback  # noqa: E402
-from elmo_plugin.embedder import ElmoEmbedder  # noqa: E402
-from elmo_plugin.lm_vocabulary import BilmTfVocabulary, build_lm_vocabulary  # noqa: E402
-from elmo_plugin.lm_dataset_reader import BilmCorpusReader  # noqa: E402
-from elmo_plugin.token_tag_reader import TokenTagConllReader  # noqa: E402
-from elmo_plugin.conllu_readers import ConlluSentenceGenreReader, ConlluTaggingReader  # noqa: E402
-from elmo_plugin.universal_propbank_reader import UniversalPropBankSrlReader  # noqa: E402
-from elmo_plugin.sentiment_tsv_reader import SentimentTsvReader  # noqa: E402
-from elmo_plugin.bilm_model import ElmoBilmModel  # noqa: E402
+from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids  # noqa: E402
+from elmo_plugin.bilm_tf.options import BilmOptions  # noqa: E402
+from elmo_plugin.modules.bilm import ElmoBiLm  # noqa: E402
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer  # noqa: E402
+from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler  # noqa: E402
+from elmo_plugin.training.callbacks import KeepFreedMemoryCallback  # noqa: E402
+from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder  # noqa: E402
+from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary  # noqa: E402
+from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader  # noqa: E402
+from elmo_plugin.data.dataset_readers.token_tag_conll import TokenTagConllReader  # noqa: E402
+from elmo_plugin.data.dataset_readers.conllu import ConlluSentenceGenreReader, ConlluTaggingReader  # noqa: E402
+from elmo_plugin.data.dataset_readers.universal_propbank_srl import UniversalPropBankSrlReader  # noqa: E402
+from elmo_plugin.data.dataset_readers.sentiment_tsv import SentimentTsvReader  # noqa: E402
+from elmo_plugin.models.elmo_bilm import ElmoBilmModel  # noqa: E402
 from elmo_plugin.commands import (  # noqa: E402
     ElmoCommand,
     ElmoExportCommand,
     ElmoTokenizeCommand,
     ElmoVocabCommand,
 )
-from elmo_plugin.scalar_mix import ScalarMix, SingleLayerMix  # noqa: E402
-from elmo_plugin.elmo import Elmo  # noqa: E402
-from elmo_plugin.elmo_token_embedder import ElmoTokenEmbedder  # noqa: E402
+from elmo_plugin.modules.scalar_mix import ScalarMix, SingleLayerMix  # noqa: E402
+from elmo_plugin.modules.elmo import Elmo  # noqa: E402
+from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder  # noqa: E402

@@ -9,9 +9,9 @@ import h5py
 import numpy as np
 import torch
 
-from elmo_plugin.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf_weights import write_bilm_tf_model
-from elmo_plugin.options import BilmOptions
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.bilm_tf.weights import write_bilm_tf_model
+from elmo_plugin.bilm_tf.options import BilmOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # ../shared/fixtures/elmo_allennlp next to the repository (elmo-facts §4).

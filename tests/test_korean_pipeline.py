@@ -14,15 +14,15 @@ import pytest
 import torch
 from allennlp.commands.train import train_model_from_file
 
-from elmo_plugin.bilm_export import export_bilm, load_bilm_model
-from elmo_plugin.character_ids import ElmoCharacterIds
-from elmo_plugin.commands.tokenize_command import tokenize_corpus
+from elmo_plugin.bilm_tf.export import export_bilm, load_bilm_model
+from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.commands.elmo_tokenize import tokenize_corpus
 from elmo_plugin.config_defaults import DEFAULTS
-from elmo_plugin.embedder import ElmoEmbedder
-from elmo_plugin.korean_tokenizers import MecabKoTokenizer
-from elmo_plugin.lm_vocabulary import build_lm_vocabulary
+from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
+from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
+from elmo_plugin.data.vocabulary import build_lm_vocabulary
 from tests.helpers import REPO_ROOT
-from tests.test_elmo_command import run_elmo
+from tests.commands.test_elmo import run_elmo
 
 pytest.importorskip("mecab_ko")
 pytestmark = pytest.mark.usefixtures("single_thread")

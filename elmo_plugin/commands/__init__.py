@@ -1,7 +1,7 @@
 """
 ``allennlp`` subcommands added by this plugin (registered when `elmo_plugin` is imported).
 """
-from elmo_plugin.commands.elmo_command import ElmoCommand
-from elmo_plugin.commands.export_command import ElmoExportCommand
-from elmo_plugin.commands.tokenize_command import ElmoTokenizeCommand
-from elmo_plugin.commands.vocab_command import ElmoVocabCommand
+from elmo_plugin.commands.elmo import ElmoCommand
+from elmo_plugin.commands.elmo_export import ElmoExportCommand
+from elmo_plugin.commands.elmo_tokenize import ElmoTokenizeCommand
+from elmo_plugin.commands.elmo_vocab import ElmoVocabCommand

@@ -1,0 +1,54 @@
+"""
+``allennlp elmo-export``: a trained ``elmo_bilm`` model in, bilm-tf ``options.json`` +
+``weights.hdf5`` out.
+"""
+import argparse
+import logging
+import sys
+
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+
+@Subcommand.register("elmo-export")
+class ElmoExportCommand(Subcommand):
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        description = (
+            "Export a trained elmo_bilm model (model.tar.gz or serialization directory) to the "
+            "bilm-tf format: options.json, weights.hdf5 and vocabulary.txt, loadable by "
+            "AllenNLP's Elmo, bilm-tf and `allennlp elmo`."
+        )
+        subparser = parser.add_parser(self.name, description=description, help=description)
+        subparser.add_argument("model", help="model.tar.gz or the serialization directory")
+        subparser.add_argument("output_directory", help="where to write the files")
+        subparser.add_argument(
+            "--include-softmax",
+            action="store_true",
+            help="also write softmax.hdf5 (softmax/W, softmax/b), needed only to go on training",
+        )
+        subparser.add_argument(
+            "--n-characters",
+            type=int,
+            default=262,
+            choices=(261, 262),
+            help="n_characters written to options.json: 262 for prediction (AllenNLP), "
+            "261 for bilm-tf training code (default 262)",
+        )
+        subparser.set_defaults(func=export_from_args)
+        return subparser
+
+
+def export_from_args(args: argparse.Namespace) -> None:
+    from elmo_plugin.bilm_tf.export import export_bilm, load_bilm_model
+
+    try:
+        model = load_bilm_model(args.model)
+        paths = export_bilm(model, args.output_directory, args.include_softmax, args.n_characters)
+    except ConfigurationError as error:
+        # One line and status 1, as `allennlp elmo` and `allennlp elmo-vocab` report bad input.
+        print(f"allennlp elmo-export: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    for kind, path in paths.items():
+        print(f"wrote {kind}: {path}")

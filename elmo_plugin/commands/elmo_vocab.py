@@ -1,0 +1,106 @@
+"""
+The ``allennlp elmo-vocab`` subcommand: the bilm-tf vocabulary file of a tokenized corpus.
+
+```
+allennlp elmo-vocab "CORPUS_GLOB" OUTPUT_FILE [--min-count N] [--max-size N] [--no-progress]
+```
+
+Quote the glob so that the shell does not expand it. See `elmo_plugin.data.vocabulary`.
+"""
+import argparse
+import sys
+
+from allennlp.commands.subcommand import Subcommand
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
+from elmo_plugin.commands.arguments import positive_int
+
+_DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
+pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first, then the tokens
+by descending frequency (ties in alphabetical order).
+
+The corpus is every file matching CORPUS_GLOB (quote it: "data/train/*.txt"), UTF-8, one
+sentence per line, tokens separated by whitespace; blank lines are skipped. Use the file in a
+training config as
+  "vocabulary": {"type": "from_bilm_tf_file", "vocabulary_file": "OUTPUT_FILE"}"""
+
+
+def _max_size(value: str) -> int:
+    number = positive_int(value)
+    if number < len(SPECIAL_TOKENS):
+        raise argparse.ArgumentTypeError(
+            f"must be at least {len(SPECIAL_TOKENS)} (the special tokens count), got {value}"
+        )
+    return number
+
+
+@Subcommand.register("elmo-vocab")
+class ElmoVocabCommand(Subcommand):
+    """``allennlp elmo-vocab``: see the module documentation and ``allennlp elmo-vocab --help``."""
+
+    def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
+        subparser = parser.add_parser(
+            self.name,
+            description=_DESCRIPTION,
+            help="Write the bilm-tf vocabulary file (tokens by frequency) of a tokenized corpus.",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        subparser.add_argument(
+            "corpus_glob", type=str, help='the corpus files, a quoted glob: "data/train/*.txt"'
+        )
+        subparser.add_argument("output_file", type=str, help="the vocabulary file to write")
+        subparser.add_argument(
+            "--min-count",
+            type=positive_int,
+            default=1,
+            help="leave out tokens seen fewer times than this (default 1: keep all)",
+        )
+        subparser.add_argument(
+            "--max-size",
+            type=_max_size,
+            default=None,
+            help="at most this many lines, <S> </S> <UNK> included (default: no limit)",
+        )
+        subparser.add_argument(
+            "--no-progress", action="store_true", help="do not show a progress bar"
+        )
+        subparser.set_defaults(func=elmo_vocab_command)
+        return subparser
+
+
+def format_summary(stats: LmVocabularyStats) -> str:
+    """The lines ``allennlp elmo-vocab`` prints after writing the file."""
+    return "\n".join(
+        [
+            f"Wrote {stats.output_file}",
+            f"  files read:        {stats.num_files}",
+            f"  sentences:         {stats.num_sentences} ({stats.num_blank_lines} blank lines "
+            "skipped)",
+            f"  tokens counted:    {stats.num_tokens}",
+            f"  distinct tokens:   {stats.num_types}",
+            f"  vocabulary size:   {stats.vocab_size} (including {', '.join(SPECIAL_TOKENS)})",
+            f"  coverage:          {stats.coverage:.2%} of the corpus tokens "
+            f"({stats.num_tokens - stats.num_covered_tokens} become <UNK>)",
+        ]
+    )
+
+
+def elmo_vocab_command(args: argparse.Namespace) -> None:
+    """
+    Runs ``allennlp elmo-vocab`` for parsed arguments: prints the summary, or one line
+    ``allennlp elmo-vocab: error: ...`` on stderr and exits with status 1 for a
+    `ConfigurationError` (empty glob, no tokens, bad UTF-8, missing output directory).
+    """
+    try:
+        stats = build_lm_vocabulary(
+            args.corpus_glob,
+            args.output_file,
+            min_count=args.min_count,
+            max_size=args.max_size,
+            progress=not getattr(args, "no_progress", False),
+        )
+    except ConfigurationError as error:
+        sys.stderr.write(f"allennlp elmo-vocab: error: {error}\n")
+        sys.exit(1)
+    print(format_summary(stats))

@@ -1,0 +1,542 @@
+"""
+``bilm_corpus``: the dataset reader for pretraining the ELMo biLM (elmo-facts §5).
+
+The data is a glob of tokenized text files: UTF-8, one sentence per line, tokens split on
+whitespace (``line.split()``), blank lines skipped and counted. Reading is lazy: files are
+streamed line by line, so a corpus larger than memory trains (give the data loader a
+``max_instances_in_memory``; without it AllenNLP's `MultiProcessDataLoader` caches every
+instance, and then also re-uses the first epoch's order for every epoch).
+
+Two modes:
+
+``"sentences"`` (default)
+    One `Instance` per sentence with one field ``"tokens"``: a `TextField` of the sentence's
+    tokens *without* ``<S>``/``</S>`` (the biLM adds the boundary characters and the model adds
+    their target ids), indexed by ``"elmo_characters"`` (`ElmoCharactersIndexer`, tensor
+    ``tokens["elmo_characters"]["elmo_tokens"]`` of shape (batch, num_tokens, max_chars)) and
+    ``"lm_targets"`` (`SingleIdTokenIndexer` on ``vocab_namespace``, tensor
+    ``tokens["lm_targets"]["tokens"]`` of shape (batch, num_tokens)).
+
+``"stream"`` (bilm-tf's packing, for stateful training with truncated back-propagation)
+    ``batch_size`` rows per direction, each a continuous stream of sentences, cut into windows
+    of ``unroll_steps`` tokens. The forward stream writes each sentence as ``<S> w1 ... wn </S>``;
+    the backward stream reads an *independently shuffled* pass over the same sentences, each
+    written reversed as ``</S> wn ... w1 <S>``. Within a sentence the inputs are all tokens but
+    the last and the targets all tokens but the first, so each sentence contributes n + 1
+    (input, next-token) pairs per direction: forward targets ``w1 ... wn </S>``, backward
+    targets ``wn ... w1 <S>``; the sentence's last token is never an input (it is followed by the
+    next sentence's first token in the same row). Every corpus token is a target exactly once
+    per direction per epoch. Fields per instance:
+
+    - ``"forward_tokens"``, ``"backward_tokens"``: the inputs, indexed like ``"tokens"`` above
+      (with the literal ``<S>``/``</S>`` tokens, which ``elmo_characters`` turns into the
+      sentence-boundary characters and ``lm_targets`` into their ids);
+    - ``"forward_targets"``, ``"backward_targets"``: the next token at each input position,
+      only the ``"lm_targets"`` indexer.
+
+    Every field is padded to exactly ``unroll_steps`` positions, so each batch has shapes
+    (batch_size, unroll_steps, max_chars) and (batch_size, unroll_steps).
+
+    Alignment: instances come out window step by window step, ``batch_size`` at a time; the
+    i-th instance of each group is row i. With a data loader of the same ``batch_size``,
+    ``shuffle: false`` and ``num_workers: 0``, row i of a batch continues row i of the previous
+    batch (the LSTM state can be carried). Rows draw their next sentence from the shared
+    (shuffled) sentence stream whenever they need one, as bilm-tf does; when the stream runs
+    out, a row finishes its last sentence and then gets empty windows (all positions masked)
+    until every row of both directions is done, so the number of instances is always a
+    multiple of ``batch_size`` and the last windows of an epoch are short or empty. Nothing is
+    dropped (bilm-tf drops the last incomplete batch).
+
+    MASKS: padding in the ``lm_targets`` tensors is id 0, which in a bilm-tf vocabulary is a
+    real token (``<S>`` in files built by ``allennlp elmo-vocab``, and the inputs contain
+    ``<S>``). Take the mask of a direction from its character ids:
+    ``(tokens["elmo_characters"]["elmo_tokens"] > 0).any(-1)``, not from
+    ``util.get_text_field_mask`` (which would use the ``lm_targets`` ids). The same holds for
+    targets, which share their inputs' mask position by position.
+
+Sharding (multi-process loading and distributed training): the reader shards itself
+(``manual_*_sharding``). The shards are the ``world_size * num_workers`` (rank, worker) pairs.
+With at least as many files (sorted by path) as shards, file i goes to shard ``i % shards``;
+otherwise every shard reads every file and keeps the lines whose (0-based) file index plus
+(0-based) line index is its shard id modulo the number of shards. Either way every line goes to
+exactly one shard; the assignment does not depend on the seed or the epoch. Stream mode keeps
+one set of streams per process and refuses ``num_workers > 0`` (a `ConfigurationError`):
+batches from several workers arrive interleaved, so rows would not continue from one batch to
+the next. In distributed training every rank has its own streams (and its own LSTM state).
+
+Shuffling (``shuffle: true``): each pass shuffles the order of this shard's files and then the
+sentence order through a buffer of ``shuffle_buffer_size`` sentences. The order depends only
+on ``seed``, the shard and the pass number: the reader counts its passes over each glob (per
+shard, in memory shared with forked or spawned loader workers, so that workers, which are new
+processes every epoch, count too); `set_epoch` pins the pass number instead, e.g. when
+resuming. ``seed: null`` draws a seed from Python's `random` when the reader is made
+(``allennlp train`` seeds `random` from the config's ``random_seed``, so runs still repeat).
+"""
+import itertools
+import logging
+import multiprocessing
+import multiprocessing.context
+import os
+import random
+import zlib
+from dataclasses import dataclass
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch.distributed as dist
+from allennlp.common import util as common_util
+from allennlp.common.checks import ConfigurationError
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader, DistributedInfo
+from allennlp.data.fields import TextField
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
+from allennlp.data.tokenizers import Token
+
+from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer
+from elmo_plugin.data.vocabulary import (
+    BOS_TOKEN,
+    DEFAULT_LM_NAMESPACE,
+    EOS_TOKEN,
+    expand_corpus_glob,
+    iter_corpus_lines,
+)
+
+logger = logging.getLogger(__name__)
+
+MODES = ("sentences", "stream")
+DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
+_PASS_COUNTER_SLOTS = 1024
+
+# A window of one row: (input tokens, target tokens), equally long, at most unroll_steps.
+Window = Tuple[List[str], List[str]]
+
+
+@dataclass
+class PassStats:
+    """What one pass of the reader over its shard saw (stream mode: the forward stream)."""
+
+    files: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    blank_lines: int = 0
+    cut_sentences: int = 0
+
+
+def buffered_shuffle(items: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
+    """Shuffles a stream through a buffer of ``buffer_size`` items (memory bounded)."""
+    buffer: List = []
+    for item in items:
+        if len(buffer) < buffer_size:
+            buffer.append(item)
+            continue
+        index = rng.randrange(buffer_size)
+        yield buffer[index]
+        buffer[index] = item
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+def pack_windows(
+    sentences: Iterable[List[str]], batch_size: int, unroll_steps: int, reverse: bool = False
+) -> Iterator[List[Window]]:
+    """
+    bilm-tf's packing of one direction. Yields, for each window step, ``batch_size``
+    ``(inputs, targets)`` pairs (row i first to last). Each row holds a stream of sentences,
+    written ``<S> tokens </S>`` (reversed as a whole when ``reverse``); a row that needs more
+    tokens takes the next sentence of ``sentences``. Inputs are the stream's tokens except each
+    sentence's last, targets the token after each input. Once ``sentences`` is exhausted rows
+    run dry and get short, then empty, windows; the generator stops after the last step in
+    which any row had data.
+    """
+    pending: List[Optional[List[str]]] = [None] * batch_size  # the rest of each row's sentence
+    exhausted = False
+    sentence_iterator = iter(sentences)
+    while True:
+        step: List[Window] = []
+        any_data = False
+        for row in range(batch_size):
+            inputs: List[str] = []
+            targets: List[str] = []
+            while len(inputs) < unroll_steps:
+                current = pending[row]
+                if current is None or len(current) <= 1:
+                    if exhausted:
+                        pending[row] = None
+                        break
+                    try:
+                        sentence = next(sentence_iterator)
+                    except StopIteration:
+                        exhausted = True
+                        pending[row] = None
+                        break
+                    current = [BOS_TOKEN, *sentence, EOS_TOKEN]
+                    if reverse:
+                        current.reverse()
+                how_many = min(len(current) - 1, unroll_steps - len(inputs))
+                inputs.extend(current[:how_many])
+                targets.extend(current[1 : how_many + 1])
+                pending[row] = current[how_many:]
+            any_data = any_data or bool(inputs)
+            step.append((inputs, targets))
+        if not any_data:
+            return
+        yield step
+
+
+def _make_pass_counter():
+    try:
+        return multiprocessing.RawArray("q", _PASS_COUNTER_SLOTS)
+    except Exception as error:  # no shared memory here: count in this process only
+        logger.debug("no shared pass counter (%s); counting passes per process", error)
+        return None
+
+
+@DatasetReader.register("bilm_corpus")
+class BilmCorpusReader(DatasetReader):
+    """
+    Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining;
+    see the module documentation for the modes, fields, sharding and shuffling.
+
+    # Parameters
+
+    mode : `str`, optional (default = `"sentences"`)
+        ``"sentences"``: one instance per sentence; ``"stream"``: bilm-tf's packed windows.
+    max_characters_per_token : `int`, optional (default = `50`)
+        For the ``elmo_characters`` indexer; must match the biLM's options.
+    max_sentence_length : `int`, optional (default = `None`)
+        Sentences with more tokens are cut to this many (one warning per file, and a count at
+        the end of each pass).
+    shuffle : `bool`, optional (default = `True`)
+        Shuffle the file order and, through a buffer, the sentence order of each pass.
+    seed : `int`, optional (default = `None`)
+        Seed of the shuffles (``None``: drawn from `random` when the reader is made).
+    shuffle_buffer_size : `int`, optional (default = `10000`)
+        Sentences held for shuffling.
+    batch_size : `int`, optional (default = `None`)
+        Stream mode (required there): the number of rows; give the data loader the same
+        ``batch_size`` and ``shuffle: false``.
+    unroll_steps : `int`, optional (default = `20`)
+        Stream mode: tokens per window.
+    vocab_namespace : `str`, optional (default = `"lm_targets"`)
+        Namespace of the ``lm_targets`` ids (a ``from_bilm_tf_file`` vocabulary).
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``.
+    """
+
+    def __init__(
+        self,
+        mode: str = "sentences",
+        max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN,
+        max_sentence_length: Optional[int] = None,
+        shuffle: bool = True,
+        seed: Optional[int] = None,
+        shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+        batch_size: Optional[int] = None,
+        unroll_steps: int = 20,
+        vocab_namespace: str = DEFAULT_LM_NAMESPACE,
+        **kwargs,
+    ) -> None:
+        kwargs.pop("manual_distributed_sharding", None)
+        kwargs.pop("manual_multiprocess_sharding", None)
+        super().__init__(
+            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
+        )
+        if mode not in MODES:
+            raise ConfigurationError(f"bilm_corpus: mode must be one of {MODES}, got {mode!r}")
+        if max_sentence_length is not None and max_sentence_length < 1:
+            raise ConfigurationError(
+                f"bilm_corpus: max_sentence_length must be at least 1, got {max_sentence_length}"
+            )
+        if shuffle_buffer_size < 1:
+            raise ConfigurationError(
+                f"bilm_corpus: shuffle_buffer_size must be at least 1, got {shuffle_buffer_size}"
+            )
+        if mode == "stream":
+            if batch_size is None or batch_size < 1:
+                raise ConfigurationError(
+                    "bilm_corpus: stream mode needs batch_size (the number of stream rows, a "
+                    f"positive integer equal to the data loader's batch_size), got {batch_size}"
+                )
+            if unroll_steps < 1:
+                raise ConfigurationError(
+                    f"bilm_corpus: unroll_steps must be at least 1, got {unroll_steps}"
+                )
+        self.mode = mode
+        self.max_characters_per_token = max_characters_per_token
+        self.max_sentence_length = max_sentence_length
+        self.shuffle = shuffle
+        self.seed = random.randrange(2**31) if seed is None else seed
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.batch_size = batch_size
+        self.unroll_steps = unroll_steps
+        self.vocab_namespace = vocab_namespace
+        self.last_pass_stats: Optional[PassStats] = None
+        self._epoch: Optional[int] = None
+        self._pass_counter = _make_pass_counter()
+        self._local_pass_counts: Dict[str, int] = {}
+
+        self._sentence_indexers: Dict[str, TokenIndexer] = {
+            "elmo_characters": ElmoCharactersIndexer(
+                max_characters_per_token=max_characters_per_token
+            ),
+            "lm_targets": SingleIdTokenIndexer(namespace=vocab_namespace),
+        }
+        # Stream fields are padded to exactly unroll_steps positions.
+        min_length = unroll_steps if mode == "stream" else 0
+        self._stream_input_indexers: Dict[str, TokenIndexer] = {
+            "elmo_characters": ElmoCharactersIndexer(
+                max_characters_per_token=max_characters_per_token,
+                token_min_padding_length=min_length,
+            ),
+            "lm_targets": SingleIdTokenIndexer(
+                namespace=vocab_namespace, token_min_padding_length=min_length
+            ),
+        }
+        self._stream_target_indexers: Dict[str, TokenIndexer] = {
+            "lm_targets": SingleIdTokenIndexer(
+                namespace=vocab_namespace, token_min_padding_length=min_length
+            ),
+        }
+
+    # -- pickling: the shared pass counter only travels to loader workers being started -------
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if multiprocessing.context.get_spawning_popen() is None:
+            # A plain copy or pickle (not a worker start): shared memory cannot go along.
+            state["_pass_counter"] = None
+            state["_local_pass_counts"] = dict(self._local_pass_counts)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: Optional[int]) -> None:
+        """
+        Use ``epoch`` as the pass number of every following pass (shuffle order), instead of
+        counting passes; ``None`` goes back to counting.
+        """
+        self._epoch = epoch
+
+    def text_to_instance(self, tokens: Sequence[Union[str, Token]]) -> Instance:  # type: ignore
+        """
+        A sentences-mode instance (field ``"tokens"``, indexers applied) for a tokenized
+        sentence, without ``<S>``/``</S>``; cut to ``max_sentence_length`` if that is set.
+        """
+        texts = [token.text if isinstance(token, Token) else token for token in tokens]
+        if not texts:
+            raise ValueError("bilm_corpus: a sentence needs at least one token")
+        if self.max_sentence_length is not None:
+            texts = texts[: self.max_sentence_length]
+        instance = self._sentence_instance(texts)
+        self.apply_token_indexers(instance)
+        return instance
+
+    def apply_token_indexers(self, instance: Instance) -> None:
+        for name, field in instance.fields.items():
+            if not isinstance(field, TextField):
+                continue
+            if name == "tokens":
+                field.token_indexers = self._sentence_indexers
+            elif name.endswith("_targets"):
+                field.token_indexers = self._stream_target_indexers
+            else:
+                field.token_indexers = self._stream_input_indexers
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        pattern = (
+            repr(os.fspath(file_path))
+            if isinstance(file_path, (str, os.PathLike))
+            else ", ".join(repr(os.fspath(p)) for p in file_path)
+        )
+        files = expand_corpus_glob(file_path)
+        shard, num_shards = self._shard()
+        if self.mode == "stream" and self.get_worker_info() is not None:
+            raise ConfigurationError(
+                "bilm_corpus: stream mode needs num_workers 0 in the data loader: with worker "
+                "processes the batches of several workers arrive interleaved, so stream rows "
+                "would not continue from one batch to the next (distributed training is fine: "
+                "each process keeps its own streams)"
+            )
+        pass_number = self._next_pass(f"{pattern}|{shard}/{num_shards}")
+        stats = PassStats()
+        self.last_pass_stats = stats
+        if self.mode == "sentences":
+            for tokens in self._iter_sentences(
+                pattern, files, shard, num_shards, pass_number, "sentences", stats
+            ):
+                yield self._sentence_instance(tokens)
+        else:
+            yield from self._stream_instances(pattern, files, shard, num_shards, pass_number, stats)
+
+    def _sentence_instance(self, tokens: List[str]) -> Instance:
+        return Instance({"tokens": TextField([Token(text) for text in tokens])})
+
+    def _stream_instances(
+        self,
+        pattern: str,
+        files: List[str],
+        shard: int,
+        num_shards: int,
+        pass_number: int,
+        stats: PassStats,
+    ) -> Iterator[Instance]:
+        assert self.batch_size is not None
+        forward = pack_windows(
+            self._iter_sentences(pattern, files, shard, num_shards, pass_number, "forward", stats),
+            self.batch_size,
+            self.unroll_steps,
+            reverse=False,
+        )
+        backward = pack_windows(
+            self._iter_sentences(pattern, files, shard, num_shards, pass_number, "backward", None),
+            self.batch_size,
+            self.unroll_steps,
+            reverse=True,
+        )
+        empty_step: List[Window] = [([], [])] * self.batch_size
+        for forward_step, backward_step in itertools.zip_longest(
+            forward, backward, fillvalue=empty_step
+        ):
+            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
+                forward_step, backward_step
+            ):
+                yield Instance(
+                    {
+                        "forward_tokens": TextField([Token(t) for t in fw_inputs]),
+                        "forward_targets": TextField([Token(t) for t in fw_targets]),
+                        "backward_tokens": TextField([Token(t) for t in bw_inputs]),
+                        "backward_targets": TextField([Token(t) for t in bw_targets]),
+                    }
+                )
+
+    def _iter_sentences(
+        self,
+        pattern: str,
+        files: List[str],
+        shard: int,
+        num_shards: int,
+        pass_number: int,
+        stream_name: str,
+        stats: Optional[PassStats],
+    ) -> Iterator[List[str]]:
+        """
+        This shard's sentences for one pass, shuffled if asked. ``stats`` (None for the
+        backward stream, which reads the same lines again) collects counts, and its pass warns,
+        logs and checks for an empty corpus.
+        """
+        if len(files) >= num_shards:
+            assigned = [(i, path) for i, path in enumerate(files) if i % num_shards == shard]
+            by_line = False
+        else:
+            assigned = list(enumerate(files))
+            by_line = num_shards > 1
+        key = f"{self.seed}|{stream_name}|{shard}/{num_shards}|{pass_number}"
+        if self.shuffle:
+            random.Random(f"{key}|files").shuffle(assigned)
+        sentences: Iterable[List[str]] = self._read_lines(
+            assigned, by_line, shard, num_shards, stats
+        )
+        if self.shuffle:
+            sentences = buffered_shuffle(
+                sentences, self.shuffle_buffer_size, random.Random(f"{key}|sentences")
+            )
+        yield from sentences
+        if stats is None:
+            return
+        if stats.sentences == 0:
+            if num_shards == 1 or not self._any_sentence(files):
+                raise ConfigurationError(
+                    f"bilm_corpus: the corpus {pattern} ({len(files)} file(s)) contains no "
+                    "sentences: every line is blank"
+                )
+            logger.warning(
+                "bilm_corpus: shard %d of %d (process rank x loader worker) got no sentences "
+                "from %s: fewer lines than shards",
+                shard,
+                num_shards,
+                pattern,
+            )
+        logger.info(
+            "bilm_corpus: read %d sentences (%d tokens) from %d file(s) of %s%s; skipped %d "
+            "blank line(s); cut %d sentence(s) to max_sentence_length=%s",
+            stats.sentences,
+            stats.tokens,
+            stats.files,
+            pattern,
+            f" (shard {shard} of {num_shards})" if num_shards > 1 else "",
+            stats.blank_lines,
+            stats.cut_sentences,
+            self.max_sentence_length,
+        )
+
+    def _read_lines(
+        self,
+        assigned: List[Tuple[int, str]],
+        by_line: bool,
+        shard: int,
+        num_shards: int,
+        stats: Optional[PassStats],
+    ) -> Iterator[List[str]]:
+        counts = stats if stats is not None else PassStats()
+        max_length = self.max_sentence_length
+        for file_index, path in assigned:
+            counts.files += 1
+            warned = False
+            for line_number, text in iter_corpus_lines(path):
+                if by_line and (file_index + line_number - 1) % num_shards != shard:
+                    continue
+                tokens = text.split()
+                if not tokens:
+                    counts.blank_lines += 1
+                    continue
+                if max_length is not None and len(tokens) > max_length:
+                    counts.cut_sentences += 1
+                    if not warned and stats is not None:
+                        logger.warning(
+                            "bilm_corpus: %s:%d has %d tokens, cut to max_sentence_length=%d "
+                            "(warned once per file; the total is logged after the pass)",
+                            path,
+                            line_number,
+                            len(tokens),
+                            max_length,
+                        )
+                        warned = True
+                    tokens = tokens[:max_length]
+                counts.sentences += 1
+                counts.tokens += len(tokens)
+                yield tokens
+
+    @staticmethod
+    def _any_sentence(files: List[str]) -> bool:
+        return any(text.split() for path in files for _, text in iter_corpus_lines(path))
+
+    def _shard(self) -> Tuple[int, int]:
+        """(shard id, number of shards) over distributed ranks x loader workers."""
+        shard, num_shards = 0, 1
+        info = self.get_distributed_info()
+        if info is None and common_util.is_distributed():
+            info = DistributedInfo(dist.get_world_size(), dist.get_rank())
+        if info is not None:
+            shard, num_shards = info.global_rank, info.world_size
+        worker = self.get_worker_info()
+        if worker is not None:
+            shard = shard * worker.num_workers + worker.id
+            num_shards *= worker.num_workers
+        return shard, num_shards
+
+    def _next_pass(self, key: str) -> int:
+        if self._epoch is not None:
+            return self._epoch
+        if self._pass_counter is not None:
+            slot = zlib.crc32(key.encode("utf-8")) % _PASS_COUNTER_SLOTS
+            value = self._pass_counter[slot]
+            self._pass_counter[slot] = value + 1
+            return value
+        value = self._local_pass_counts.get(key, 0)
+        self._local_pass_counts[key] = value + 1
+        return value

@@ -1,0 +1,95 @@
+"""
+The ``elmo_characters`` token indexer, with a configurable ``max_characters_per_token``.
+"""
+import logging
+from typing import Dict, List, Optional
+
+import torch
+from allennlp.common.util import pad_sequence_to_length
+from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIndexer
+from allennlp.data.tokenizers import Token
+from allennlp.data.vocabulary import Vocabulary
+
+from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN, ElmoCharacterIds
+
+logger = logging.getLogger(__name__)
+_replacement_logged = False
+
+
+# exist_ok: this registration deliberately replaces AllenNLP's own "elmo_characters" (which
+# hard-codes 50 characters per token) once the plugin is loaded.
+@TokenIndexer.register("elmo_characters", exist_ok=True)
+class ElmoCharactersIndexer(TokenIndexer):
+    """
+    Converts each token to its row of ELMo character ids (UTF-8 bytes, elmo-facts §1).
+
+    Registered as a `TokenIndexer` with name ``"elmo_characters"``, **replacing AllenNLP's own
+    ``ELMoTokenCharactersIndexer``** when elmo_plugin is loaded (a message is logged once). The
+    ids, the output key ``"elmo_tokens"`` and the parameters are the same as AllenNLP's, so
+    existing configs work unchanged; ``max_characters_per_token`` is new.
+
+    # Parameters
+
+    namespace : `str`, optional (default = `"elmo_characters"`)
+        Kept for compatibility; this indexer needs no vocabulary.
+    tokens_to_add : `Dict[str, int]`, optional (default = `None`)
+        Special tokens mapped to one character id each (use an id below 261 that real text does
+        not produce, e.g. 1-32).
+    token_min_padding_length : `int`, optional (default = `0`)
+        See `TokenIndexer`.
+    max_characters_per_token : `int`, optional (default = `50`)
+        Must equal the biLM's ``char_cnn.max_characters_per_token`` (30 for the Korean model).
+    """
+
+    def __init__(
+        self,
+        namespace: str = "elmo_characters",
+        tokens_to_add: Optional[Dict[str, int]] = None,
+        token_min_padding_length: int = 0,
+        max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN,
+    ) -> None:
+        super().__init__(token_min_padding_length)
+        global _replacement_logged
+        if not _replacement_logged:
+            logger.info(
+                "elmo_plugin: 'elmo_characters' is elmo_plugin's indexer (replacing AllenNLP's), "
+                "max_characters_per_token=%d",
+                max_characters_per_token,
+            )
+            _replacement_logged = True
+        self._namespace = namespace
+        self._character_ids = ElmoCharacterIds(max_characters_per_token, tokens_to_add)
+        self.max_characters_per_token = max_characters_per_token
+
+    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]) -> None:
+        pass
+
+    def get_empty_token_list(self) -> IndexedTokenList:
+        return {"elmo_tokens": []}
+
+    def tokens_to_indices(
+        self, tokens: List[Token], vocabulary: Vocabulary
+    ) -> Dict[str, List[List[int]]]:
+        return {
+            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
+        }
+
+    def as_padded_tensor_dict(
+        self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
+    ) -> Dict[str, torch.Tensor]:
+        # Padding tokens are all-zero rows (the mask id), not the default scalar 0.
+        width = self.max_characters_per_token
+        return {
+            "elmo_tokens": torch.LongTensor(
+                pad_sequence_to_length(
+                    tokens["elmo_tokens"],
+                    padding_lengths["elmo_tokens"],
+                    default_value=lambda: [0] * width,
+                )
+            )
+        }
+
+    def __eq__(self, other) -> bool:
+        if isinstance(self, other.__class__):
+            return self.__dict__ == other.__dict__
+        return NotImplemented

@@ -1,0 +1,205 @@
+"""
+The ELMo layer that task models use: a frozen (or fine-tuned) biLM and learned layer mixes.
+"""
+import logging
+import os
+import tarfile
+from typing import Dict, List, Optional, Union
+
+import torch
+from allennlp.common import FromParams, Lazy
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.scalar_mix import ScalarMix
+
+logger = logging.getLogger(__name__)
+
+
+def is_model_archive(path: Union[str, os.PathLike]) -> bool:
+    """True for a ``model.tar.gz`` or a serialization directory (not an HDF5 weight file)."""
+    path = os.fspath(path)
+    return os.path.isdir(path) or (os.path.isfile(path) and tarfile.is_tarfile(path))
+
+
+def load_pretrained_bilm(
+    options_file: Optional[str] = None,
+    weight_file: Optional[str] = None,
+    archive_file: Optional[str] = None,
+    requires_grad: bool = False,
+) -> ElmoBiLm:
+    """
+    The biLM from bilm-tf files (``options_file`` + ``weight_file``, paths or URLs) or from an
+    ``elmo_bilm`` training run (``archive_file``: its ``model.tar.gz`` or serialization directory).
+    A ``weight_file`` that is an archive and no ``options_file`` also means the archive.
+
+    The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
+    their dropout on the mixed vectors.
+    """
+    if archive_file is None and options_file is None and weight_file is not None:
+        if is_model_archive(weight_file):
+            archive_file, weight_file = weight_file, None
+    if archive_file is not None:
+        if options_file is not None or weight_file is not None:
+            raise ConfigurationError(
+                "give either archive_file (a model.tar.gz of an elmo_bilm run) or "
+                f"options_file and weight_file, not both (archive_file={archive_file}, "
+                f"options_file={options_file}, weight_file={weight_file})"
+            )
+        from elmo_plugin.bilm_tf.export import load_bilm_model
+
+        bilm = load_bilm_model(cached_path(archive_file)).bilm
+        for parameter in bilm.parameters():
+            parameter.requires_grad_(requires_grad)
+    else:
+        if options_file is None or weight_file is None:
+            raise ConfigurationError(
+                "ELMo needs options_file and weight_file (bilm-tf files), or archive_file "
+                f"(got options_file={options_file}, weight_file={weight_file})"
+            )
+        bilm = ElmoBiLm.from_files(
+            cached_path(options_file), cached_path(weight_file), requires_grad=requires_grad
+        )
+    bilm.lstm.dropout = 0.0
+    return bilm
+
+
+class Elmo(torch.nn.Module, FromParams):
+    """
+    ELMo as in Peters et al. (2018): the biLM's layers, mixed by ``num_output_representations``
+    independent scalar mixes (for example one for a model's input and one for its output), each
+    followed by dropout. The same inputs and outputs as AllenNLP's ``Elmo``.
+
+    # Parameters
+
+    options_file : `str`, optional
+        bilm-tf ``options.json`` (path or URL).
+    weight_file : `str`, optional
+        bilm-tf ``weights.hdf5``; or a ``model.tar.gz`` of our pretraining with no options file.
+    num_output_representations : `int`, optional (default = `1`)
+        How many independent mixes to compute from one biLM run.
+    requires_grad : `bool`, optional (default = `False`)
+        Fine-tune the biLM. By default it is frozen and only the mixes learn.
+    do_layer_norm : `bool`, optional (default = `False`)
+        Layer-normalise each biLM layer before mixing (see `ScalarMix`).
+    dropout : `float`, optional (default = `0.5`)
+        Dropout on each mixed representation.
+    vocab_to_cache : `List[str]`, optional
+        Tokens whose character-encoder output is computed once and reused (a speed-up while the
+        biLM is frozen; the vectors are identical).
+    keep_sentence_boundaries : `bool`, optional (default = `False`)
+        Keep the ``<S>``/``</S>`` positions in the output (and its mask).
+    scalar_mix_parameters : `List[float]`, optional
+        A fixed mix: pre-softmax layer weights that are not trained (gamma stays 1), e.g.
+        ``[-9e10, 1, -9e10]`` for the first LSTM layer only.
+    archive_file : `str`, optional
+        The ``model.tar.gz`` (or serialization directory) of an ``elmo_bilm`` run, instead of
+        ``options_file`` and ``weight_file``.
+    scalar_mix : `Lazy[ScalarMix]`, optional
+        The mix to use (``{"type": "single_layer", "layer": -1}``, ...); by default the
+        softmax mix of the paper. ``num_layers`` and ``do_layer_norm`` are filled in.
+    bilm : `ElmoBiLm`, optional
+        An already built biLM (from Python), instead of files.
+    """
+
+    def __init__(
+        self,
+        options_file: Optional[str] = None,
+        weight_file: Optional[str] = None,
+        num_output_representations: int = 1,
+        requires_grad: bool = False,
+        do_layer_norm: bool = False,
+        dropout: float = 0.5,
+        vocab_to_cache: Optional[List[str]] = None,
+        keep_sentence_boundaries: bool = False,
+        scalar_mix_parameters: Optional[List[float]] = None,
+        archive_file: Optional[str] = None,
+        scalar_mix: Optional[Lazy[ScalarMix]] = None,
+        bilm: Optional[ElmoBiLm] = None,
+    ) -> None:
+        super().__init__()
+        if bilm is None:
+            bilm = load_pretrained_bilm(options_file, weight_file, archive_file, requires_grad)
+        self._elmo_lstm = bilm
+        if vocab_to_cache is not None:
+            if requires_grad:
+                logger.warning(
+                    "vocab_to_cache is ignored while the biLM is fine-tuned (requires_grad=true): "
+                    "the cached vectors would go stale"
+                )
+            bilm.cache_tokens(vocab_to_cache)
+        self._keep_sentence_boundaries = keep_sentence_boundaries
+        self._dropout = torch.nn.Dropout(p=dropout)
+        if num_output_representations < 1:
+            raise ConfigurationError(
+                f"num_output_representations must be at least 1, got {num_output_representations}"
+            )
+        scalar_mix = scalar_mix or Lazy(ScalarMix)
+        self._scalar_mixes: List[ScalarMix] = []
+        for k in range(num_output_representations):
+            mix = scalar_mix.construct(
+                num_layers=bilm.num_layers,
+                do_layer_norm=do_layer_norm,
+                initial_scalar_parameters=scalar_mix_parameters,
+                trainable=scalar_mix_parameters is None,
+            )
+            # AllenNLP's names (scalar_mix_0, ...), so that regularizer regexes carry over.
+            self.add_module(f"scalar_mix_{k}", mix)
+            self._scalar_mixes.append(mix)
+
+    @property
+    def bilm(self) -> ElmoBiLm:
+        return self._elmo_lstm
+
+    @property
+    def scalar_mixes(self) -> List[ScalarMix]:
+        return list(self._scalar_mixes)
+
+    def get_output_dim(self) -> int:
+        return self._elmo_lstm.get_output_dim()
+
+    def forward(
+        self, inputs: torch.Tensor, word_inputs: Optional[torch.Tensor] = None
+    ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+        """
+        # Parameters
+
+        inputs : `torch.LongTensor`
+            ``(batch, time, max_characters_per_token)`` character ids from the ``elmo_characters``
+            indexer (more leading dimensions are flattened and restored).
+        word_inputs : `torch.LongTensor`, optional
+            Accepted for compatibility with AllenNLP's ``Elmo``; not needed, because the token
+            cache is looked up by character ids.
+
+        # Returns
+
+        ``"elmo_representations"``: ``num_output_representations`` tensors
+        ``(batch, time, output_dim)``; ``"mask"``: ``(batch, time)`` bool.
+        """
+        original_shape = inputs.shape
+        if inputs.dim() > 3:
+            inputs = inputs.reshape(-1, *original_shape[-2:])
+        output = self._elmo_lstm(inputs)
+        layers, mask_with_boundaries = output["activations"], output["mask"]
+        representations = []
+        for mix in self._scalar_mixes:
+            mixed = mix(layers, mask_with_boundaries)
+            if self._keep_sentence_boundaries:
+                mask = mask_with_boundaries
+            else:
+                mixed, mask = _remove_sentence_boundaries(mixed, mask_with_boundaries)
+            representations.append(self._dropout(mixed))
+        if len(original_shape) > 3:
+            leading = original_shape[:-2]
+            representations = [r.reshape(*leading, -1, r.size(-1)) for r in representations]
+            mask = mask.reshape(*leading, -1)
+        return {"elmo_representations": representations, "mask": mask}
+
+
+def _remove_sentence_boundaries(tensor: torch.Tensor, mask_with_boundaries: torch.Tensor):
+    # <S> is at position 0 and </S> right after each row's last token: dropping the first and
+    # last positions and masking leaves exactly the tokens (as AllenNLP's
+    # remove_sentence_boundaries does).
+    mask = mask_with_boundaries[:, 2:]
+    return tensor[:, 1:-1] * mask.unsqueeze(-1).to(tensor.dtype), mask

@@ -1,0 +1,179 @@
+"""
+ELMo's bidirectional LSTM stack: separate forward and backward stacks of
+`ProjectedLstmLayer`s, optional skip connections, and optional state carried across batches.
+"""
+from typing import List, Optional
+
+import torch
+from torch import nn
+
+from elmo_plugin.modules.projected_lstm import LstmState, ProjectedLstmLayer
+
+
+def reverse_within_lengths(tensor: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """
+    Reverses each row of ``(batch, time, ...)`` within its own length, leaving the padding at the
+    end. The backward LM then runs as a forward pass that starts at every row's last token, as
+    ``tf.reverse_sequence`` does in bilm-tf.
+    """
+    num_steps = tensor.size(1)
+    positions = torch.arange(num_steps, device=tensor.device).unsqueeze(0)
+    reversed_positions = lengths.unsqueeze(1) - 1 - positions
+    index = torch.where(reversed_positions >= 0, reversed_positions, positions)
+    index = index.view(*index.shape, *([1] * (tensor.dim() - 2))).expand_as(tensor)
+    return tensor.gather(1, index)
+
+
+class ElmoBiLstm(nn.Module):
+    """
+    Forward and backward LSTM stacks over the same inputs, as in bilm-tf.
+
+    # Parameters
+
+    input_size : `int`
+        Size of the token vectors fed to the first layer.
+    cell_size : `int`
+        LSTM cell size.
+    projection_size : `int`
+        Output size of each direction of each layer.
+    num_layers : `int`
+        Layers per direction.
+    cell_clip, proj_clip : `float`, optional
+        See `ProjectedLstmLayer`.
+    use_skip_connections : `bool`, optional (default = `True`)
+        Add each layer's input to its output for every layer after the first (TensorFlow's
+        ``ResidualWrapper``; the recurrent state itself stays un-added).
+    dropout : `float`, optional (default = `0.0`)
+        Dropout on every layer's input while training, as bilm-tf's ``DropoutWrapper`` does.
+    stateful : `bool`, optional (default = `False`)
+        If True, each row's final state becomes the initial state of the same row in the next
+        batch (bilm-tf's behaviour at prediction time and in training). Rows beyond the largest
+        batch seen start from zero; ``reset_states()`` forgets everything. If False, every batch
+        starts from zero, so the same sentence always gets the same vectors.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        cell_size: int,
+        projection_size: int,
+        num_layers: int,
+        cell_clip: Optional[float] = None,
+        proj_clip: Optional[float] = None,
+        use_skip_connections: bool = True,
+        dropout: float = 0.0,
+        stateful: bool = False,
+    ) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+        if use_skip_connections and num_layers > 1 and input_size != projection_size:
+            raise ValueError(
+                "skip connections need input_size == projection_size, got "
+                f"{input_size} and {projection_size}"
+            )
+        self.input_size = input_size
+        self.cell_size = cell_size
+        self.projection_size = projection_size
+        self.num_layers = num_layers
+        self.use_skip_connections = use_skip_connections
+        self.dropout = dropout
+        self.stateful = stateful
+
+        def make_layer(layer_index: int) -> ProjectedLstmLayer:
+            size = input_size if layer_index == 0 else projection_size
+            return ProjectedLstmLayer(size, cell_size, projection_size, cell_clip, proj_clip)
+
+        self.forward_layers = nn.ModuleList([make_layer(i) for i in range(num_layers)])
+        self.backward_layers = nn.ModuleList([make_layer(i) for i in range(num_layers)])
+        # states[direction][layer] = (h, c) for every row seen so far; None until the first batch.
+        self._states: Optional[List[List[LstmState]]] = None
+
+    def get_output_dim(self) -> int:
+        return 2 * self.projection_size
+
+    def reset_states(self) -> None:
+        """Forget the carried state: the next batch starts from zero."""
+        self._states = None
+
+    def _initial_state(
+        self, direction: int, layer: int, batch_size: int, like: torch.Tensor
+    ) -> Optional[LstmState]:
+        if not self.stateful or self._states is None:
+            return None
+        stored_h, stored_c = self._states[direction][layer]
+        if stored_h is None:
+            return None
+        rows = min(batch_size, stored_h.size(0))
+        h = like.new_zeros(batch_size, self.projection_size)
+        c = like.new_zeros(batch_size, self.cell_size)
+        h[:rows] = stored_h[:rows].to(like)
+        c[:rows] = stored_c[:rows].to(like)
+        return h, c
+
+    def _store_state(self, direction: int, layer: int, state: LstmState) -> None:
+        h, c = state[0].detach(), state[1].detach()
+        assert self._states is not None
+        stored_h, stored_c = self._states[direction][layer]
+        if stored_h is not None and stored_h.size(0) > h.size(0):
+            # Rows this batch did not reach keep their state for later, larger batches.
+            stored_h, stored_c = stored_h.clone(), stored_c.clone()
+            stored_h[: h.size(0)] = h
+            stored_c[: c.size(0)] = c
+            h, c = stored_h, stored_c
+        self._states[direction][layer] = (h, c)
+
+    def run_direction(
+        self, direction: int, inputs: torch.Tensor, mask: torch.Tensor
+    ) -> List[torch.Tensor]:
+        """
+        Runs one direction's stack (0 = forward, 1 = backward) over ``inputs`` in the order
+        given, and returns each layer's ``(batch, time, projection_size)`` output. The backward
+        stack expects its inputs already reversed: `forward` reverses within each row's length;
+        bilm-tf's stream training feeds the backward LM its own reversed stream.
+        In stateful mode the state of this direction is read and updated row by row.
+        """
+        batch_size = inputs.size(0)
+        layers = self.forward_layers if direction == 0 else self.backward_layers
+        outputs: List[torch.Tensor] = []
+        final_states: List[LstmState] = []
+        x = inputs
+        for layer_index, layer in enumerate(layers):
+            layer_input = x
+            if self.dropout > 0.0:
+                layer_input = nn.functional.dropout(layer_input, self.dropout, self.training)
+            state = self._initial_state(direction, layer_index, batch_size, inputs)
+            output, final_state = layer(layer_input, mask, state)
+            if self.use_skip_connections and layer_index > 0:
+                output = output + x
+            final_states.append(final_state)
+            outputs.append(output)
+            x = output
+        if self.stateful:
+            if self._states is None:
+                self._states = [[(None, None)] * self.num_layers for _ in range(2)]  # type: ignore
+            for layer_index, final_state in enumerate(final_states):
+                self._store_state(direction, layer_index, final_state)
+        return outputs
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> List[torch.Tensor]:
+        """
+        # Parameters
+
+        inputs : `torch.Tensor`
+            ``(batch, time, input_size)``, each row left-aligned.
+        mask : `torch.BoolTensor`
+            ``(batch, time)``.
+
+        # Returns
+
+        One ``(batch, time, 2 * projection_size)`` tensor per layer: forward and backward
+        outputs concatenated, zero at padded positions.
+        """
+        lengths = mask.sum(dim=1)
+        forward_outputs = self.run_direction(0, inputs, mask)
+        backward_outputs = self.run_direction(1, reverse_within_lengths(inputs, lengths), mask)
+        return [
+            torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
+            for forward, backward in zip(forward_outputs, backward_outputs)
+        ]

@@ -1,0 +1,73 @@
+"""
+The character encoder's fused convolution against the plain definition (``nn.Conv1d`` over every
+position, then max-pooling), values and gradients, in float64 so that any difference beyond
+rounding is a bug rather than noise.
+"""
+import pytest
+import torch
+
+from elmo_plugin.modules import character_encoder
+from elmo_plugin.modules.character_encoder import CharacterEncoder
+from elmo_plugin.data.character_ids import ElmoCharacterIds
+
+KOREAN_LONG = "대한민국의아름다운강산"  # 11 syllables: 33 bytes, cut at 30 or 28
+
+
+def encoder_ids(max_characters: int) -> torch.Tensor:
+    tokens = ["the", ".", "a" * 3, "y" * (max_characters - 2), "z" * (max_characters + 10),
+              KOREAN_LONG, "영화", "cat", "caterpillars"]
+    # Tokens whose last window of some width is the first all-padding one (non-padding length
+    # max_characters - width), and one longer: the boundary of "has a padding window".
+    tokens += ["x" * (max_characters - width - 2) for width in range(1, 9)]
+    ids = torch.tensor([ElmoCharacterIds(max_characters).token_to_ids(t) for t in tokens])
+    specials = ElmoCharacterIds(max_characters)
+    boundaries = torch.tensor(
+        [specials.beginning_of_sentence_ids, specials.end_of_sentence_ids]
+    )
+    # A masked (all-zero) row too: the encoder must not assume a padding tail.
+    return torch.cat([ids, boundaries, torch.zeros(1, max_characters, dtype=torch.long)])
+
+
+@pytest.mark.parametrize(
+    "max_characters, filters, activation, n_highway",
+    [
+        (50, [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]], "relu", 2),
+        (50, [[1, 8], [7, 16]], "tanh", 1),
+        (30, [[1, 4], [2, 4], [3, 8], [4, 8], [5, 16], [6, 16], [7, 32]], "relu", 0),
+    ],
+)
+def test_fused_convolution_equals_conv1d_values_and_gradients(
+    max_characters, filters, activation, n_highway, monkeypatch
+):
+    torch.manual_seed(0)
+    encoder = CharacterEncoder(filters, 4, n_highway, 16, activation).double()
+    with torch.no_grad():  # Larger byte vectors than the initialisation, padding row included.
+        encoder.char_embedding.weight.normal_()
+        encoder.char_embedding.weight[0].zero_()
+    ids = encoder_ids(max_characters)
+    # A tiny chunk budget too, so that chunks of one token and of several lengths both run; and a
+    # dominant padding vector, so that the all-padding windows decide many maxima.
+    for rows_per_chunk, padding_scale in ((8192, 1.0), (37, 1.0), (37, 10.0), (8192, 10.0)):
+        with torch.no_grad():
+            encoder.char_embedding.weight[character_encoder.PADDING_ID] *= padding_scale
+        monkeypatch.setattr(character_encoder, "CONVOLUTION_ROWS_PER_CHUNK", rows_per_chunk)
+        fused = encoder(ids)
+        reference = encoder.reference_forward(ids)
+        assert torch.allclose(fused, reference, atol=1e-12, rtol=0)
+        weights = torch.randn_like(fused)
+        fused_gradients = torch.autograd.grad((fused * weights).sum(), list(encoder.parameters()))
+        reference_gradients = torch.autograd.grad(
+            (reference * weights).sum(), list(encoder.parameters())
+        )
+        for (name, _), ours, theirs in zip(
+            encoder.named_parameters(), fused_gradients, reference_gradients
+        ):
+            assert torch.allclose(ours, theirs, atol=1e-10, rtol=0), name
+    # Every token alone gives the same vector as in the batch.
+    alone = torch.cat([encoder(ids[k : k + 1]) for k in range(ids.size(0))])
+    assert torch.allclose(alone, encoder(ids), atol=1e-12, rtol=0)
+
+
+def test_no_tokens_gives_an_empty_batch():
+    encoder = CharacterEncoder([[1, 4], [2, 8]], 4, 1, 16)
+    assert encoder(torch.zeros(0, 50, dtype=torch.long)).shape == (0, 16)

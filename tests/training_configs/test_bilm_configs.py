@@ -1,0 +1,386 @@
+"""
+The training configs in ``training_configs/``: every one parses, builds its vocabulary, readers,
+data loaders, model and trainer components, and takes one optimizer step on the sample corpus;
+``bilm.jsonnet`` trains, resumes after an interruption like an uninterrupted run, and trains in
+stream batching.
+"""
+import json
+import math
+from pathlib import Path
+from typing import Dict
+
+import pytest
+import torch
+from allennlp.commands.train import train_model_from_file
+from allennlp.common import Params
+from allennlp.data import DataLoader, DatasetReader, Vocabulary
+from allennlp.models import Model
+from allennlp.training import GradientDescentTrainer, Trainer
+
+from elmo_plugin.bilm_tf.export import export_bilm, load_bilm_model
+from elmo_plugin.models.elmo_bilm import ElmoBilmModel
+from elmo_plugin.config_defaults import DEFAULTS
+from tests.helpers import REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+CONFIG_DIR = REPO_ROOT / "training_configs"
+CONFIGS = sorted(CONFIG_DIR.glob("*.jsonnet"))
+SAMPLE = REPO_ROOT / "elmo_plugin" / "sample_corpus"
+
+
+def write_sample_subset(directory: Path, train_lines: int, heldout_lines: int) -> Dict[str, str]:
+    """
+    The first lines of the sample corpus; returns every ``ELMO_*`` variable: the plugin's
+    defaults (whatever the caller's environment says), with the data pointing at the subset.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, count in (("train.txt", train_lines), ("heldout.txt", heldout_lines)):
+        lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:count]
+        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {
+        **DEFAULTS,
+        "ELMO_TRAIN_DATA": str(directory / "train.txt"),
+        "ELMO_VALIDATION_DATA": str(directory / "heldout.txt"),
+        "ELMO_VOCABULARY": str(SAMPLE / "vocabulary.txt"),
+        "ELMO_CUDA_DEVICE": "-1",
+        "ELMO_NUM_WORKERS": "0",
+    }
+
+
+def set_env(monkeypatch, env: Dict[str, str]) -> None:
+    # Before any jsonnet is evaluated: AllenNLP passes the environment as external variables.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_expected_configs_are_there():
+    names = [path.stem for path in CONFIGS]
+    assert "bilm" in names and "bilm_small" in names
+    assert set(names) <= {"bilm", "bilm_small", "bilm_original", "bilm_ko", "bilm_ko_small"}, names
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
+def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch):
+    env = write_sample_subset(tmp_path / "data", train_lines=6, heldout_lines=4)
+    set_env(monkeypatch, env)
+    params = Params.from_file(str(config))
+    assert params["train_data_path"] == env["ELMO_TRAIN_DATA"]
+    assert params["vocabulary"]["vocabulary_file"] == env["ELMO_VOCABULARY"]
+    stream = params["dataset_reader"]["mode"] == "stream"
+    if stream:
+        # Big stream configs (bilm_original: 128 rows x 20 steps of a 4096-cell LSTM) are far
+        # too heavy for a CPU smoke test: 2 rows x 5 steps exercise the same code.
+        overrides = {
+            "dataset_reader.batch_size": 2,
+            "dataset_reader.unroll_steps": 5,
+            "data_loader.batch_size": 2,
+        }
+        params = Params.from_file(str(config), params_overrides=json.dumps(overrides))
+        assert params["data_loader"]["shuffle"] is False
+    config_dict = params.duplicate().as_dict(quiet=True)
+
+    vocab = Vocabulary.from_params(params.pop("vocabulary"))
+    assert vocab.get_vocab_size("lm_targets") == 160
+    reader = DatasetReader.from_params(params.pop("dataset_reader"))
+    validation_reader = DatasetReader.from_params(params.pop("validation_dataset_reader"))
+    assert validation_reader.mode == "sentences"
+    model = Model.from_params(vocab=vocab, params=params.pop("model"))
+    assert isinstance(model, ElmoBilmModel)
+    assert model._mixed_precision is False  # ELMO_MIXED_PRECISION's default
+    loader = DataLoader.from_params(
+        params=params.pop("data_loader"), reader=reader, data_path=env["ELMO_TRAIN_DATA"]
+    )
+    loader.index_with(vocab)
+    validation_loader = DataLoader.from_params(
+        params=params.pop("validation_data_loader"),
+        reader=validation_reader,
+        data_path=env["ELMO_VALIDATION_DATA"],
+    )
+    validation_loader.index_with(vocab)
+    trainer_params = params.pop("trainer")
+    trainer_dict = trainer_params.as_dict(quiet=True)
+    # bilm-tf's recipe, except the CPU-sized configs, which use Adam (see bilm_small.jsonnet
+    # and BENCHMARKS.md).
+    small = config.stem.endswith("_small")
+    expected_optimizer = (
+        {"type": "adam", "lr": 0.002}
+        if small
+        else {"type": "adagrad", "lr": 0.2, "initial_accumulator_value": 1.0}
+    )
+    assert trainer_dict["optimizer"] == expected_optimizer
+    assert trainer_dict["grad_norm"] == 10.0 and trainer_dict["validation_metric"] == "-ppl"
+    # The trainer and everything it builds from the config: optimizer, checkpointer, callbacks.
+    trainer = Trainer.from_params(
+        params=trainer_params,
+        model=model,
+        serialization_dir=str(tmp_path / "run"),
+        data_loader=loader,
+        validation_data_loader=validation_loader,
+    )
+    expected_class = torch.optim.Adam if small else torch.optim.Adagrad
+    assert isinstance(trainer.optimizer, expected_class)
+    if small:
+        # Linear decay to zero over ELMO_[KO_]SMALL_STEPS_PER_EPOCH updates per epoch.
+        korean = config.stem == "bilm_ko_small"
+        steps = 3107 if korean else 3165
+        epochs = int(env["ELMO_KO_SMALL_NUM_EPOCHS" if korean else "ELMO_SMALL_NUM_EPOCHS"])
+        scheduler = trainer._learning_rate_scheduler
+        assert scheduler is not None and scheduler.total_steps == steps * epochs
+        scheduler.step_batch(steps // 2 * epochs)
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.001, rel=1e-3)
+        scheduler.step_batch(0)
+
+    batch = next(iter(loader))
+    if stream:
+        # The Korean configs use the course's 30 bytes per token.
+        max_characters = 30 if config.stem.startswith("bilm_ko") else 50
+        assert batch["forward_tokens"]["elmo_characters"]["elmo_tokens"].shape == (
+            2,
+            5,
+            max_characters,
+        )
+    else:
+        assert batch["tokens"]["elmo_characters"]["elmo_tokens"].shape[0] == 6
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    model.train()
+    trainer.optimizer.zero_grad()
+    output = model(**batch)
+    loss = output["loss"]
+    assert math.isfinite(float(loss.detach())) and float(loss.detach()) > 0
+    loss.backward()
+    # The gradient reaches the character encoder, both directions' LSTMs and the softmax.
+    for name in (
+        "bilm.character_encoder.char_embedding.weight",
+        "bilm.lstm.forward_layers.0.input_weight",
+        "bilm.lstm.backward_layers.1.recurrent_weight",
+        "softmax.softmax_weight",
+    ):
+        grad = dict(model.named_parameters())[name].grad
+        assert grad is not None and float(grad.abs().sum()) > 0, name
+        assert torch.isfinite(grad).all(), name
+    trainer.rescale_gradients()
+    trainer.optimizer.step()
+    changed = [name for name, p in model.named_parameters() if not torch.equal(p, before[name])]
+    assert "bilm.lstm.backward_layers.1.recurrent_weight" in changed
+    assert len(changed) >= len(before) // 2
+
+    model.eval()
+    with torch.no_grad():
+        model.get_metrics(reset=True)
+        model(**next(iter(validation_loader)))
+        metrics = model.get_metrics(reset=True)
+    # Perplexity of a nearly untrained model: somewhere around the vocabulary size.
+    assert 1.0 < metrics["ppl"] < 10_000, metrics
+
+    options = config_dict["model"]["options"]
+    if config.stem == "bilm_original":
+        # The published "Original" ELMo (elmo-facts §2): 93.6M parameters without the softmax.
+        assert options["lstm"]["dim"] == 4096 and options["lstm"]["projection_dim"] == 512
+        assert options["char_cnn"]["filters"] == [
+            [1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]
+        ]
+        assert options["char_cnn"]["n_highway"] == 2
+        assert config_dict["model"]["num_samples"] == 8192
+        num_parameters = sum(p.numel() for p in model.bilm.parameters())
+        assert abs(num_parameters - 93.6e6) < 0.1e6, num_parameters
+
+
+# -- bilm.jsonnet: resume, stream batching --------------------------------------------------------
+
+TINY_BILM_ENV = {
+    "ELMO_LSTM_DIM": "16",
+    "ELMO_PROJECTION_DIM": "8",
+    "ELMO_BATCH_SIZE": "16",
+    "ELMO_NUM_EPOCHS": "2",
+    "ELMO_UNROLL_STEPS": "10",
+}
+
+
+def train_bilm(serialization_dir: Path, overrides: Dict, recover: bool = False) -> Model:
+    return train_model_from_file(
+        str(CONFIG_DIR / "bilm.jsonnet"),
+        str(serialization_dir),
+        overrides=json.dumps({"trainer.callbacks": [], **overrides}),
+        recover=recover,
+    )
+
+
+def stable_metrics(path: Path) -> Dict:
+    """A metrics file without the entries that depend on the clock or memory."""
+    metrics = json.loads(path.read_text())
+    return {
+        key: value
+        for key, value in metrics.items()
+        if "duration" not in key and "memory" not in key
+    }
+
+
+def max_state_difference(a: Path, b: Path) -> float:
+    state_a, state_b = torch.load(a), torch.load(b)
+    assert state_a.keys() == state_b.keys()
+    return max(float((state_a[k].double() - state_b[k].double()).abs().max()) for k in state_a)
+
+
+def state_distance(a: Path, b: Path) -> float:
+    """Euclidean distance between two model states over all parameters."""
+    state_a, state_b = torch.load(a), torch.load(b)
+    return math.sqrt(
+        sum(float(((state_a[k].double() - state_b[k].double()) ** 2).sum()) for k in state_a)
+    )
+
+
+def adagrad_state(path: Path) -> Dict[int, Dict[str, torch.Tensor]]:
+    return torch.load(path, weights_only=False)["optimizer"]["state"]
+
+
+def optimizer_state_difference(a: Path, b: Path) -> float:
+    state_a, state_b = adagrad_state(a), adagrad_state(b)
+    assert state_a.keys() == state_b.keys()
+    return max(
+        float((state_a[k]["sum"].double() - state_b[k]["sum"].double()).abs().max())
+        for k in state_a
+    )
+
+
+@pytest.mark.parametrize("randomness", ["deterministic", "dropout_and_sampling"])
+def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
+    """
+    Interrupt a 2-epoch run at the start of epoch 1, resume it with ``recover=True`` and compare
+    with an uninterrupted run (same seeds: AllenNLP's default random/numpy/pytorch seeds).
+
+    What AllenNLP 2.10 guarantees: the model, optimizer and metric tracker come back from the
+    epoch-0 checkpoint, and the skipped epoch is *replayed through the training data loader* so
+    that the reader's passes and the training batch sampler's Python RNG advance as in the
+    uninterrupted run. What it does not replay:
+
+    - the torch RNG: the replayed epoch runs no forward passes, so the resumed epoch's dropout
+      masks and sampled-softmax negatives differ from the uninterrupted run's;
+    - validation: the config's validation loader uses a ``bucket`` sampler, whose padding noise
+      draws from Python's ``random`` once per instance (even with ``shuffle: false`` and
+      ``padding_noise: 0``), so after the skipped validation the training sampler's Python RNG
+      is off and epoch 1 sees different batches.
+
+    With dropout 0, a full softmax (``num_samples`` >= vocabulary) and a plain validation loader
+    (no sampler) nothing of that is left and the resumed run is bit-identical to the
+    uninterrupted one. With the config as it is, the resumed run only ends close to it.
+    """
+    env = write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16)
+    set_env(monkeypatch, {**env, **TINY_BILM_ENV, "ELMO_BATCHING": "sentences"})
+    if randomness == "deterministic":
+        monkeypatch.setenv("ELMO_NUM_SAMPLES", "1000")  # >= 160 words: full softmax, no draws
+        overrides = {
+            "model.options.dropout": 0.0,
+            "validation_data_loader": {"batch_size": 64, "shuffle": False},
+        }
+    else:
+        monkeypatch.setenv("ELMO_NUM_SAMPLES", "16")
+        overrides = {}
+
+    uninterrupted = tmp_path / "uninterrupted"
+    train_bilm(uninterrupted, overrides)
+
+    resumed = tmp_path / "resumed"
+    original_train_epoch = GradientDescentTrainer._train_epoch
+
+    def interrupt_at_epoch_1(self, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt  # like Ctrl-C once epoch 0 is checkpointed
+        return original_train_epoch(self, epoch)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(GradientDescentTrainer, "_train_epoch", interrupt_at_epoch_1)
+        with pytest.raises(KeyboardInterrupt):
+            train_bilm(resumed, overrides)
+    assert not (resumed / "metrics_epoch_1.json").exists()
+    assert (resumed / "model_state_e1_b0.th").exists() and (resumed / "best.th").exists()
+    epoch_0_metrics = (resumed / "metrics_epoch_0.json").read_bytes()
+    epoch_0_state = (resumed / "model_state_e1_b0.th").read_bytes()
+
+    model = train_bilm(resumed, overrides, recover=True)
+
+    # Training went on from epoch 1: epoch 0 was not redone, epoch 1 was.
+    assert (resumed / "metrics_epoch_0.json").read_bytes() == epoch_0_metrics
+    assert (resumed / "model_state_e1_b0.th").read_bytes() == epoch_0_state
+    final_metrics = json.loads((resumed / "metrics.json").read_text())
+    assert final_metrics["epoch"] == 1
+    assert (resumed / "model_state_e2_b0.th").exists()
+    assert json.loads((resumed / "metrics_epoch_1.json").read_text())["epoch"] == 1
+
+    # Epoch 0 is the same in both runs (same seeds, same data order).
+    assert stable_metrics(resumed / "metrics_epoch_0.json") == stable_metrics(
+        uninterrupted / "metrics_epoch_0.json"
+    )
+    assert max_state_difference(
+        resumed / "model_state_e1_b0.th", uninterrupted / "model_state_e1_b0.th"
+    ) == 0.0
+    # The final states.
+    weights_diff = max_state_difference(
+        resumed / "model_state_e2_b0.th", uninterrupted / "model_state_e2_b0.th"
+    )
+    optimizer_diff = optimizer_state_difference(
+        resumed / "training_state_e2_b0.th", uninterrupted / "training_state_e2_b0.th"
+    )
+    resumed_epoch_1 = stable_metrics(resumed / "metrics_epoch_1.json")
+    uninterrupted_epoch_1 = stable_metrics(uninterrupted / "metrics_epoch_1.json")
+    print(
+        f"[{randomness}] resumed vs uninterrupted: max |weight diff| {weights_diff:.3g}, "
+        f"max |Adagrad sum diff| {optimizer_diff:.3g}, validation ppl "
+        f"{resumed_epoch_1['validation_ppl']:.4f} vs {uninterrupted_epoch_1['validation_ppl']:.4f}"
+    )
+    # Adagrad's state came back from the checkpoint: every parameter has the steps of both
+    # epochs (64 sentences / 16 per batch = 4 batches per epoch).
+    for path in (resumed, uninterrupted):
+        states = adagrad_state(path / "training_state_e2_b0.th").values()
+        steps = {float(state["step"]) for state in states}
+        assert steps == {8.0}, (path.name, steps)
+    if randomness == "deterministic":
+        assert weights_diff == 0.0 and optimizer_diff == 0.0
+        assert resumed_epoch_1 == uninterrupted_epoch_1
+    else:
+        # Different dropout masks, negatives and batches in epoch 1 (see the docstring): the
+        # runs part ways. Measured here: the two end states are about as far apart as one
+        # epoch's update, the held-out perplexities a few percent.
+        assert weights_diff > 0.0
+        gap = state_distance(
+            resumed / "model_state_e2_b0.th", uninterrupted / "model_state_e2_b0.th"
+        )
+        step = state_distance(
+            uninterrupted / "model_state_e1_b0.th", uninterrupted / "model_state_e2_b0.th"
+        )
+        print(f"[{randomness}] |resumed - uninterrupted| = {gap:.4g}, epoch 1 update {step:.4g}")
+        assert resumed_epoch_1["validation_ppl"] < 160  # it did train on from the checkpoint
+    # The returned model is the best epoch's.
+    best = torch.load(resumed / "best.th")
+    for name, parameter in model.state_dict().items():
+        assert torch.equal(parameter, best[name]), name
+
+
+def test_stream_batching_trains_one_epoch(tmp_path, monkeypatch):
+    env = write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16)
+    set_env(
+        monkeypatch,
+        {**env, **TINY_BILM_ENV, "ELMO_BATCHING": "stream", "ELMO_NUM_EPOCHS": "1",
+         "ELMO_NUM_SAMPLES": "16", "ELMO_BATCH_SIZE": "4",
+         # and in bfloat16 autocast, which must learn as well
+         "ELMO_MIXED_PRECISION": "True"},
+    )
+    run = tmp_path / "run"
+    model = train_bilm(run, {})
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["mixed_precision"] is True
+    assert config["dataset_reader"]["mode"] == "stream"
+    assert config["dataset_reader"]["batch_size"] == config["data_loader"]["batch_size"] == 4
+    assert config["data_loader"]["shuffle"] is False
+    assert config["validation_dataset_reader"]["mode"] == "sentences"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["epoch"] == 0
+    keys = ("training_ppl", "training_forward_ppl", "validation_ppl", "validation_backward_ppl")
+    for key in keys:
+        assert math.isfinite(metrics[key]) and metrics[key] > 1.0, (key, metrics[key])
+    # A 1-epoch model learned something: held-out perplexity well under the 160-word vocabulary.
+    assert metrics["validation_ppl"] < 160
+    # Validation (sentences mode) left the biLM stateless; the archive exports.
+    assert not model.bilm.stateful
+    paths = export_bilm(load_bilm_model(str(run / "model.tar.gz")), str(tmp_path / "export"))
+    assert Path(paths["weights"]).exists()

@@ -1,0 +1,133 @@
+"""
+Every downstream task config (``training_configs/tasks/``, baseline and +ELMo) trains end to end
+with ``allennlp train`` on sentences (or TSV rows) spread over its real data files, with a tiny
+biLM standing in for the pretrained one (the golden fixture's for the English tasks, a random one
+with 30 bytes per token for the Korean one); the +ELMo runs leave the biLM untouched and learn the
+layer weights.
+"""
+import json
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+from allennlp.commands.train import train_model_from_file
+from allennlp.common.plugins import import_plugins
+
+from elmo_plugin.config_defaults import DEFAULTS
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT, make_random_bilm_files
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+TASKS = REPO_ROOT / "training_configs" / "tasks"
+CONFIGS = sorted(TASKS.glob("*.jsonnet"))
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+# Each task's files (relative to ELMO_TASK_DATA) and the metric its test evaluation reports.
+TASK_FILES: Dict[str, List[str]] = {
+    "ner_wikiann": ["en/ner/wikiann/train.txt", "en/ner/wikiann/dev.txt", "en/ner/wikiann/test.txt"],
+    "pos_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
+    "genre_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
+    "srl_up_ewt": ["en/srl/up_ewt/en_ewt-up-dev.conllu", "en/srl/up_ewt/en_ewt-up-test.conllu"],
+    "nsmc_sentiment": ["ko/sentiment/train.tsv", "ko/sentiment/test.tsv"],
+}
+TEST_METRIC = {
+    "ner_wikiann": "test_f1-measure-overall",
+    "pos_ewt": "test_accuracy",
+    "genre_ewt": "test_accuracy",
+    "srl_up_ewt": "test_f1-measure-overall",
+    "nsmc_sentiment": "test_accuracy",
+}
+# The tasks on a Korean biLM (ELMO_KO_* variables, 30 bytes per token).
+KOREAN_TASKS = {"nsmc_sentiment"}
+
+
+def spread_sentences(path: Path, count: int) -> str:
+    """
+    ``count`` blank-line-separated blocks (CoNLL and CoNLL-U alike) spread evenly over a file,
+    so that a sample has several labels (EWT's genres come in long runs).
+    """
+    blocks = [b for b in path.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    return "\n\n".join(blocks[:: max(1, len(blocks) // count)][:count]) + "\n\n"
+
+
+def spread_tsv_rows(path: Path, count: int) -> str:
+    """
+    The header and ``count`` rows spread evenly over a TSV file with a ``label`` column; checks
+    that the sample has more than one label (a test label unseen in training breaks the model).
+    """
+    header, *rows = path.read_text(encoding="utf-8").splitlines()
+    sample = rows[:: max(1, len(rows) // count)][:count]
+    label = header.split("\t").index("label")
+    assert len({row.split("\t")[label] for row in sample}) > 1, f"{path}: one label in the sample"
+    return "\n".join([header, *sample]) + "\n"
+
+
+def test_every_task_has_a_baseline_and_an_elmo_config():
+    names = {path.stem for path in CONFIGS}
+    assert names == set(TASK_FILES) | {f"{task}_elmo" for task in TASK_FILES}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
+def test_task_config_trains_and_tests(config, tmp_path, monkeypatch):
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"no shared data at {SHARED_DATA}")
+    task = config.stem[: -len("_elmo")] if config.stem.endswith("_elmo") else config.stem
+    use_elmo = config.stem.endswith("_elmo")
+    data = tmp_path / "data"
+    for relative in TASK_FILES[task]:
+        target = data / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sample = spread_tsv_rows if relative.endswith(".tsv") else spread_sentences
+        target.write_text(sample(SHARED_DATA / relative, 12), encoding="utf-8")
+    # The Korean configs' biLM: random weights, the fixture's architecture but 30 bytes per token
+    # (their indexer's setting).
+    korean = make_random_bilm_files(tmp_path / "bilm", max_characters_per_token=30)
+    korean_options = json.loads(korean.options_file.read_text())
+    assert korean_options["char_cnn"]["max_characters_per_token"] == 30
+    env = {
+        **DEFAULTS,
+        "ELMO_TASK_DATA": str(data),
+        "ELMO_OPTIONS_FILE": str(FIXTURE_OPTIONS),
+        "ELMO_WEIGHT_FILE": str(FIXTURE_WEIGHTS),
+        "ELMO_TASK_ELMO_DIM": "32",  # the fixture biLM: 2 x 16
+        "ELMO_KO_OPTIONS_FILE": str(korean.options_file),
+        "ELMO_KO_WEIGHT_FILE": str(korean.weight_file),
+        "ELMO_KO_TASK_ELMO_DIM": str(2 * korean_options["lstm"]["projection_dim"]),
+        "ELMO_TASK_NUM_EPOCHS": "1",
+        "ELMO_CUDA_DEVICE": "-1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # What the `allennlp` command does first: load the default plugins (allennlp_models, for
+    # crf_tagger and srl) and the ones .allennlp_plugins names.
+    import_plugins()
+    model = train_model_from_file(str(config), str(tmp_path / "run"), force=True)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert TEST_METRIC[task] in metrics, sorted(metrics)
+    assert 0.0 <= metrics[TEST_METRIC[task]] <= 1.0
+    elmo_parameters = {
+        name: parameter for name, parameter in model.named_parameters() if "token_embedder_elmo." in name
+    }
+    if not use_elmo:
+        assert not elmo_parameters
+        return
+    from elmo_plugin.modules.elmo import load_pretrained_bilm
+
+    # Compared with the biLM files this config loaded.
+    if task in KOREAN_TASKS:
+        options_file, weight_file = korean.options_file, korean.weight_file
+    else:
+        options_file, weight_file = FIXTURE_OPTIONS, FIXTURE_WEIGHTS
+    pretrained = load_pretrained_bilm(str(options_file), str(weight_file)).state_dict()
+    bilm = {
+        name.split("._elmo_lstm.", 1)[1]: parameter
+        for name, parameter in elmo_parameters.items()
+        if "._elmo_lstm." in name
+    }
+    assert bilm and set(bilm) == set(pretrained)
+    for name, parameter in bilm.items():
+        assert not parameter.requires_grad and torch.equal(parameter, pretrained[name]), name
+    mixes = [p for name, p in elmo_parameters.items() if name.endswith("scalar_parameters")]
+    assert len(mixes) == 1 and mixes[0].requires_grad
+    assert not torch.equal(mixes[0], torch.zeros_like(mixes[0])), "the mix did not learn"
