@@ -11,10 +11,10 @@ STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
 SHARED ?= ../shared
 SMALL_DIR ?= build/en_small
-KO_SMALL_DIR ?= build/ko_small
+KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko-small pretrain-ko-small
+.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko
 
 venv: $(STAMP)
 
@@ -26,7 +26,7 @@ $(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.
 	touch $(STAMP)
 
 demo: venv
-	$(PY) -m elmo_plugin.demo $(DEMO_DIR)
+	$(PY) scripts/demo.py $(DEMO_DIR)
 
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -40,10 +40,9 @@ pretrain-small: venv
 	mkdir -p $(SMALL_DIR)
 	test -f $(SMALL_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(SHARED)/data/en/lm/train/*.txt" \
 		$(SMALL_DIR)/vocabulary.txt --min-count 3 --no-progress
-	ELMO_TRAIN_DATA="$(SHARED)/data/en/lm/train/*.txt" ELMO_VALIDATION_DATA=$(SHARED)/data/en/lm/heldout.txt \
-		ELMO_VOCABULARY=$(SMALL_DIR)/vocabulary.txt \
-		$(ALLENNLP) train training_configs/bilm_small.jsonnet --include-package elmo_plugin \
-		-s $(SMALL_DIR)/run --file-friendly-logging $$(test -d $(SMALL_DIR)/run && echo --recover)
+	$(ALLENNLP) train training_configs/bilm_small.jsonnet --include-package elmo_plugin \
+		-s $(SMALL_DIR)/run --file-friendly-logging $$(test -d $(SMALL_DIR)/run && echo --recover) \
+		-o '{"train_data_path": "$(SHARED)/data/en/lm/train/*.txt", "validation_data_path": "$(SHARED)/data/en/lm/heldout.txt", "vocabulary.vocabulary_file": "$(SMALL_DIR)/vocabulary.txt"}'
 	$(ALLENNLP) elmo-export $(SMALL_DIR)/run $(SMALL_DIR)/bilm
 	$(ALLENNLP) evaluate $(SMALL_DIR)/run/model.tar.gz $(SHARED)/data/en/lm/heldout.txt \
 		--include-package elmo_plugin --output-file $(SMALL_DIR)/heldout_metrics.json
@@ -55,29 +54,34 @@ kn-baseline-small: venv
 		--heldout $(SHARED)/data/en/lm/heldout.txt --vocabulary $(SMALL_DIR)/vocabulary.txt \
 		--check --json $(SMALL_DIR)/kn_trigram.json
 
-# The Korean corpus of bilm_ko_small: 200,000 raw reviews of ../shared/data/ko/lm (shards 000 and
-# 001) and the held-out reviews, tokenized into Mecab morphemes (one review per line). The command
-# is resumable: a rerun skips the output files that are complete.
-tokenize-ko-small: venv
-	$(ALLENNLP) elmo-tokenize "$(SHARED)/data/ko/lm/train/shard_00[01].txt" $(KO_SMALL_DIR)/tokens/train \
+# The Korean corpus: all 642,072 raw reviews of ../shared/data/ko/lm/train and the held-out
+# reviews, tokenized into Mecab morphemes (one review per line). Resumable: a rerun skips the output
+# files that are complete.
+tokenize-ko: venv
+	$(ALLENNLP) elmo-tokenize "$(SHARED)/data/ko/lm/train/*.txt" $(KO_DIR)/tokens/train \
 		--tokenizer mecab_ko --no-progress
-	$(ALLENNLP) elmo-tokenize $(SHARED)/data/ko/lm/heldout.txt $(KO_SMALL_DIR)/tokens/heldout \
+	$(ALLENNLP) elmo-tokenize $(SHARED)/data/ko/lm/heldout.txt $(KO_DIR)/tokens/heldout \
 		--tokenizer mecab_ko --no-progress
 
-# The Korean biLM the nsmc_sentiment_elmo config uses (bilm_ko_small.jsonnet, CPU-sized), as
-# pretrain-small: vocabulary (100,000 lines: <S> </S> <UNK> and the most frequent morphemes),
-# training (resumed with -r if interrupted), export, held-out metrics.
-pretrain-ko-small: tokenize-ko-small
-	mkdir -p $(KO_SMALL_DIR)
-	test -f $(KO_SMALL_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(KO_SMALL_DIR)/tokens/train/*.txt" \
-		$(KO_SMALL_DIR)/vocabulary.txt --max-size 100000 --no-progress
-	ELMO_TRAIN_DATA="$(KO_SMALL_DIR)/tokens/train/*.txt" ELMO_VALIDATION_DATA=$(KO_SMALL_DIR)/tokens/heldout/heldout.txt \
-		ELMO_VOCABULARY=$(KO_SMALL_DIR)/vocabulary.txt \
-		$(ALLENNLP) train training_configs/bilm_ko_small.jsonnet --include-package elmo_plugin \
-		-s $(KO_SMALL_DIR)/run --file-friendly-logging $$(test -d $(KO_SMALL_DIR)/run && echo --recover)
-	$(ALLENNLP) elmo-export $(KO_SMALL_DIR)/run $(KO_SMALL_DIR)/bilm
-	$(ALLENNLP) evaluate $(KO_SMALL_DIR)/run/model.tar.gz $(KO_SMALL_DIR)/tokens/heldout/heldout.txt \
-		--include-package elmo_plugin --output-file $(KO_SMALL_DIR)/heldout_metrics.json
+# The Korean biLM the nsmc_sentiment_elmo and klue_ner_elmo configs use (bilm_ko_small.jsonnet,
+# CPU-sized, three epochs, about 2.5 hours on 2 cores): vocabulary (100,000 lines: <S> </S> <UNK>
+# and the most frequent morphemes), training (resumed with -r if interrupted), export, held-out
+# metrics.
+pretrain-ko: tokenize-ko
+	test -f $(KO_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(KO_DIR)/tokens/train/*.txt" \
+		$(KO_DIR)/vocabulary.txt --max-size 100000 --no-progress
+	$(ALLENNLP) train training_configs/bilm_ko_small.jsonnet --include-package elmo_plugin \
+		-s $(KO_DIR)/run --file-friendly-logging $$(test -d $(KO_DIR)/run && echo --recover) \
+		-o '{"train_data_path": "$(KO_DIR)/tokens/train/*.txt", "validation_data_path": "$(KO_DIR)/tokens/heldout/heldout.txt", "vocabulary.vocabulary_file": "$(KO_DIR)/vocabulary.txt"}'
+	$(ALLENNLP) elmo-export $(KO_DIR)/run $(KO_DIR)/bilm
+	$(ALLENNLP) evaluate $(KO_DIR)/run/model.tar.gz $(KO_DIR)/tokens/heldout/heldout.txt \
+		--include-package elmo_plugin --output-file $(KO_DIR)/heldout_metrics.json
+
+# The count-based anchor for the Korean biLM, on the same split and vocabulary.
+kn-baseline-ko: venv
+	$(PY) benchmarks/kneser_ney_trigram.py --train "$(KO_DIR)/tokens/train/*.txt" \
+		--heldout $(KO_DIR)/tokens/heldout/heldout.txt --vocabulary $(KO_DIR)/vocabulary.txt \
+		--check --json $(KO_DIR)/kn_trigram.json
 
 # Issue 4's table: every English task config as baseline and +ELMo (loads the biLM that
 # pretrain-small exported), then the table of gains and docs/layer_weights.png (matplotlib is

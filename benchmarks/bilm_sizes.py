@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.weights import write_bilm_tf_model
 from elmo_plugin.common.memory import keep_freed_memory_for_reuse
 from elmo_plugin.bilm_tf.options import BilmOptions
 
@@ -40,7 +39,7 @@ def write_random_bilm(size: str, directory: str) -> Tuple[str, str]:
     """Random weights of ``size`` as bilm-tf ``options.json`` + ``weights.hdf5`` in ``directory``."""
     options_file = os.path.join(directory, "options.json")
     weight_file = os.path.join(directory, "weights.hdf5")
-    write_bilm_tf_model(ElmoBiLm(BilmOptions.from_dict(options_for(size))), options_file, weight_file)
+    ElmoBiLm(BilmOptions.from_dict(options_for(size))).to_files(options_file, weight_file)
     return options_file, weight_file
 
 

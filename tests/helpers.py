@@ -1,6 +1,7 @@
 """
 Shared test helpers: fixture paths, random biLMs written in the bilm-tf layout, small batches.
 """
+import json
 import math
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
@@ -10,7 +11,6 @@ import numpy as np
 import torch
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.weights import write_bilm_tf_model
 from elmo_plugin.bilm_tf.options import BilmOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def make_random_bilm_files(
     tmp_path.mkdir(parents=True, exist_ok=True)
     bilm = make_random_bilm(seed=seed, scale=scale, **arch)
     files = BilmFiles(tmp_path / "options.json", tmp_path / "weights.hdf5")
-    write_bilm_tf_model(bilm, files.options_file, files.weight_file, n_characters=n_characters)
+    bilm.to_files(files.options_file, files.weight_file, n_characters=n_characters)
     return files
 
 
@@ -167,3 +167,18 @@ def assert_clips_exercised(bilm: ElmoBiLm, ids: torch.Tensor, min_effect: float 
                     setattr(layer, attribute, value)
             effect = float((unclipped - reference).abs().max())
             assert effect > min_effect, f"{attribute} never bites on these inputs ({effect:.3g})"
+
+
+CONFIG_DIR = REPO_ROOT / "training_configs"
+
+
+def config_calling(path: Path, config: Path, **arguments: Any) -> Path:
+    """
+    Writes a jsonnet config at ``path`` that calls the function of ``config`` (a file of
+    ``training_configs``, absolute or relative to it) with ``arguments``, the way a user adapts
+    a config without copying it: ``(import "bilm.jsonnet")(num_epochs=1, ...)``. Returns ``path``.
+    """
+    config = Path(config) if Path(config).is_absolute() else CONFIG_DIR / config
+    call = ", ".join(f"{name}={json.dumps(value)}" for name, value in arguments.items())
+    Path(path).write_text(f'(import "{config}")({call})\n', encoding="utf-8")
+    return Path(path)

@@ -1,24 +1,37 @@
 // What every biLM pretraining config shares; each config passes its model options and sizes.
-// Environment variables (defaults in elmo_plugin/config_defaults.py, set when the plugin loads):
-//   ELMO_TRAIN_DATA       glob of tokenized files, one sentence per line
-//   ELMO_VALIDATION_DATA  held-out file(s), same format (perplexity is computed on them)
-//   ELMO_VOCABULARY       bilm-tf vocabulary file (allennlp elmo-vocab builds one)
-//   ELMO_BATCHING         "sentences" (default) or "stream" (bilm-tf's packing, state carried)
-//   ELMO_MIXED_PRECISION  "true": train in bfloat16 autocast (the model's mixed_precision)
-//   ELMO_CUDA_DEVICE, ELMO_NUM_WORKERS, and per config ELMO_BATCH_SIZE, ELMO_NUM_EPOCHS, ...
+//
+// Every config is a complete AllenNLP config with defaults: `allennlp train CONFIG` runs as it is.
+// Change values with AllenNLP's overrides, e.g.
+//   -o '{"train_data_path": "corpus/train/*.txt", "validation_data_path": "corpus/heldout.txt",
+//        "vocabulary.vocabulary_file": "vocab.txt", "trainer.num_epochs": 3,
+//        "model.mixed_precision": true, "trainer.cuda_device": 0}'
+// or import the config's function into your own config and call it with arguments
+// (README, "Pretraining a biLM").
 {
-  env(name):: std.extVar(name),
-  int(name):: std.parseInt(std.extVar(name)),
-
-  config(options, batch_size, num_epochs, num_samples, max_sentence_length=400,
-         unroll_steps=20, checkpoint_seconds=null, batching=null,
-         optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 },
-         learning_rate_scheduler=null)::
-    local batching_mode = if batching == null then $.env("ELMO_BATCHING") else batching;
-    local stream = batching_mode == "stream";
+  config(
+    options,
+    train_data_path,
+    validation_data_path,
+    vocabulary_file,
+    batch_size,
+    num_epochs,
+    num_samples,
+    batching="sentences",
+    max_sentence_length=400,
+    unroll_steps=20,
+    checkpoint_seconds=null,
+    optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 },
+    learning_rate_scheduler=null,
+    mixed_precision=false,
+    cuda_device=-1,
+    num_workers=0,
+  )::
+    assert batching == "sentences" || batching == "stream" :
+           "batching must be \"sentences\" or \"stream\", got " + batching;
+    local stream = batching == "stream";
     local reader = {
       type: "bilm_corpus",
-      mode: batching_mode,
+      mode: batching,
       max_characters_per_token: options.char_cnn.max_characters_per_token,
       max_sentence_length: max_sentence_length,
       batch_size: batch_size,
@@ -29,17 +42,18 @@
       // Validation always reads one sentence per row from zero state, as embedding does, so
       // its perplexity is comparable across batching modes.
       validation_dataset_reader: reader + { mode: "sentences", shuffle: false },
-      train_data_path: $.env("ELMO_TRAIN_DATA"),
-      validation_data_path: $.env("ELMO_VALIDATION_DATA"),
-      vocabulary: { type: "from_bilm_tf_file", vocabulary_file: $.env("ELMO_VOCABULARY") },
+      train_data_path: train_data_path,
+      validation_data_path: validation_data_path,
+      vocabulary: { type: "from_bilm_tf_file", vocabulary_file: vocabulary_file },
       model: {
         type: "elmo_bilm",
         num_samples: num_samples,
         options: options,
-        mixed_precision: std.asciiLower($.env("ELMO_MIXED_PRECISION")) == "true",
+        // bfloat16 autocast in training where the device has bfloat16 arithmetic (README).
+        mixed_precision: mixed_precision,
       },
       data_loader: {
-        num_workers: $.int("ELMO_NUM_WORKERS"),
+        num_workers: num_workers,
         // Read lazily in chunks (a corpus larger than memory trains) and reshuffle each epoch;
         // a multiple of batch_size so that stream rows stay aligned.
         max_instances_in_memory: 100 * batch_size,
@@ -56,7 +70,7 @@
       validation_data_loader: { batch_size: 64, shuffle: false },
       trainer: {
         num_epochs: num_epochs,
-        cuda_device: $.int("ELMO_CUDA_DEVICE"),
+        cuda_device: cuda_device,
         grad_norm: 10.0,
         // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0.
         optimizer: optimizer,
@@ -75,4 +89,17 @@
         }
       ),
     },
+
+  // Adam with a linear decay to zero over the run, for the CPU-sized configs: with a few
+  // thousand updates per epoch, the last ones at a small step size are worth more than a constant
+  // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The lazy loader cannot count its batches, so
+  // `steps_per_epoch` is given: the corpus's batch count (the number of sentences / 64, rounded up
+  // per chunk of 6,400).
+  linear_decay(steps_per_epoch):: {
+    type: "polynomial_decay",
+    power: 1.0,
+    warmup_steps: 0,
+    end_learning_rate: 0.0,
+    num_steps_per_epoch: steps_per_epoch,
+  },
 }

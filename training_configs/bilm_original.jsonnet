@@ -1,14 +1,15 @@
 // The published "Original" ELMo (2x4096_512_2048cnn_2xhighway, 93.6M parameters without the
-// softmax) and bilm-tf's recipe (elmo-facts §2, §5): Adagrad 0.2 with initial accumulator 1.0,
+// softmax) and bilm-tf's recipe: Adagrad 0.2 with initial accumulator 1.0,
 // global gradient norm 10, batches of 128 rows cut into windows of 20 tokens with the LSTM state
 // carried between windows (stream batching), 8192 sampled negatives, dropout 0.1, 10 epochs.
 // On the 1B Word Benchmark (vocabulary of 793,471 tokens) this is two weeks of 3 GTX 1080s in
-// bilm-tf. Needs a GPU:
-//   ELMO_TRAIN_DATA="1b/training-monolingual.tokenized.shuffled/*" ELMO_VALIDATION_DATA=... \
-//   ELMO_VOCABULARY=vocab-2016-09-10.txt ELMO_CUDA_DEVICE=0 \
-//   allennlp train training_configs/bilm_original.jsonnet --include-package elmo_plugin -s OUT
-// ELMO_MIXED_PRECISION=true trains in bfloat16 autocast (2x faster steps on a CPU with
-// AVX512-BF16; not yet measured on a GPU, see BENCHMARKS.md).
+// bilm-tf. Needs a GPU, and your corpus and vocabulary (it has no default data):
+//   allennlp train training_configs/bilm_original.jsonnet --include-package elmo_plugin -s OUT \
+//     -o '{"train_data_path": "1b/training-monolingual.tokenized.shuffled/*",
+//          "validation_data_path": "1b/heldout.txt", "vocabulary.vocabulary_file": "vocab.txt",
+//          "trainer.cuda_device": 0, "model.mixed_precision": true}'
+// "model.mixed_precision": true trains in bfloat16 autocast where the device has bfloat16
+// arithmetic (2.3x faster steps on a CPU with AVX512-BF16; not yet measured on a GPU).
 local common = import "bilm_common.libsonnet";
 
 local options = {
@@ -38,8 +39,20 @@ local options = {
   n_negative_samples_batch: 8192,
 };
 
+function(
+  train_data_path=null,
+  validation_data_path=null,
+  vocabulary_file=null,
+  mixed_precision=false,
+  cuda_device=-1,
+)
 common.config(
   options=options,
+  train_data_path=train_data_path,
+  validation_data_path=validation_data_path,
+  vocabulary_file=vocabulary_file,
+  mixed_precision=mixed_precision,
+  cuda_device=cuda_device,
   batch_size=128,
   num_epochs=10,
   num_samples=8192,

@@ -8,11 +8,11 @@ written again loses nothing.
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from elmo_plugin.common.util import PathLike
 
 
 @dataclass
@@ -72,6 +72,12 @@ class BilmOptions:
     def n_filters(self) -> int:
         """Total number of convolution filters: the width of the highway layers."""
         return sum(count for _, count in self.filters)
+
+    @property
+    def has_character_projection(self) -> bool:
+        """Whether the token vectors are projected: bilm-tf has no projection when the filters
+        already sum to ``projection_dim``."""
+        return self.n_filters != self.projection_dim
 
     @property
     def output_dim(self) -> int:

@@ -1,9 +1,25 @@
 """
-Reading and writing the bilm-tf HDF5 weight layout (elmo-facts §3) for `ElmoBiLm`.
+bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM
+(`elmo_plugin.modules.bilm.ElmoBiLm`, whose parameter names this module spells out).
 
-Our parameters keep TensorFlow's conventions (gate order i, j, f, o; highway gate as
-"carry"; stored LSTM bias without the forget bias), so conversion is only transposes, the
-split of ``W_0`` into input and recurrent halves, and the zero mask row of the byte embedding.
+The file holds TensorFlow's variables by scope:
+
+| dataset | shape | our parameter |
+|---|---|---|
+| ``char_embed`` | (261, char_dim) | ``character_encoder.char_embedding.weight`` rows 1..261 (row 0 is the all-zero mask id) |
+| ``CNN/W_cnn_{i}`` | (1, width, char_dim, count) | ``character_encoder.convolutions.{i}.weight`` (count, char_dim, width) |
+| ``CNN/b_cnn_{i}`` | (count,) | ``character_encoder.convolutions.{i}.bias`` |
+| ``CNN_high_{i}/W_transform``, ``W_carry`` | (F, F) each, (in, out) | ``character_encoder.highway.layers.{i}.weight`` (2F, F): transform rows, then carry rows |
+| ``CNN_high_{i}/b_transform``, ``b_carry`` | (F,) each | ``character_encoder.highway.layers.{i}.bias`` |
+| ``CNN_proj/W_proj``, ``b_proj`` | (F, P), (P,) | ``character_encoder.projection.weight`` (P, F), ``.bias`` |
+| ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` | (in + P, 4C) | ``lstm.{forward,backward}_layers.{l}.input_weight`` (in, 4C) and ``recurrent_weight`` (P, 4C) |
+| ``.../LSTMCell/B`` | (4C,) | ``lstm.{...}_layers.{l}.bias`` |
+| ``.../LSTMCell/W_P_0`` | (C, P) | ``lstm.{...}_layers.{l}.projection_weight`` (C, P) |
+
+(F: total filters, P: projection size, C: cell size; direction d = 0 forward, 1 backward.)
+The biLM keeps TensorFlow's conventions (gate order i, j, f, o; the highway gate as "carry";
+the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at run time), so the
+conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
 """
 import os
 from typing import Dict, List, Optional, Set, Tuple
@@ -14,13 +30,17 @@ import torch
 
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.common.atomic_output import atomic_output
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.common.util import PathLike
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS
 
 # Scopes whose datasets must all be understood: anything else there means the file and the
 # options describe different models.
 _CHECKED_SCOPES = ("CNN", "CNN_high_", "CNN_proj", "RNN_", "char_embed")
+
+_ENCODER = "character_encoder"
+_DIRECTIONS = ("forward_layers", "backward_layers")
 
 
 def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> str:
@@ -78,12 +98,14 @@ class _WeightReader:
             )
 
 
-def load_bilm_tf_weights(
-    bilm: ElmoBiLm, weight_file: "os.PathLike[str] | str", options_source: str = "the options"
-) -> None:
+def read_bilm_tf_weights(
+    weight_file: PathLike, options: BilmOptions, options_source: str = "the options"
+) -> Dict[str, torch.Tensor]:
     """
-    Copies a bilm-tf ``weights.hdf5`` into ``bilm``. Raises `ConfigurationError` naming the
-    dataset and both shapes if the file does not fit the options the biLM was built from.
+    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from
+    ``options`` (every parameter, by name; see the module documentation). Raises
+    `ConfigurationError` naming the file, the dataset and both shapes if the file does not fit the
+    options, and naming the datasets the options leave unused.
     """
     path = os.fspath(weight_file)
     if not os.path.isfile(path):
@@ -91,108 +113,130 @@ def load_bilm_tf_weights(
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
-        raise ConfigurationError(f"{path}: not a readable HDF5 weight file ({error})") from None
-    options = bilm.options
-    encoder = bilm.character_encoder
-    with handle, torch.no_grad():
+        raise ConfigurationError(
+            f"{path}: not a readable HDF5 weight file ({error}); is the file complete?"
+        ) from None
+    state: Dict[str, torch.Tensor] = {}
+    with handle:
         reader = _WeightReader(handle, path, options_source)
         char_dim = options.char_embedding_dim
         char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
-        encoder.char_embedding.weight[0].zero_()
-        encoder.char_embedding.weight[1:].copy_(char_embed)
-
-        for index, ((width, count), conv) in enumerate(zip(options.filters, encoder.convolutions)):
-            weight = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
-            conv.weight.copy_(weight[0].permute(2, 1, 0))
-            conv.bias.copy_(reader.read(f"CNN/b_cnn_{index}", (count,)))
-
-        n_filters = options.n_filters
-        for index, layer in enumerate(encoder.highway.layers):
-            scope = f"CNN_high_{index}"
-            square = (n_filters, n_filters)
-            layer.weight[:n_filters].copy_(reader.read(f"{scope}/W_transform", square).t())
-            layer.weight[n_filters:].copy_(reader.read(f"{scope}/W_carry", square).t())
-            layer.bias[:n_filters].copy_(reader.read(f"{scope}/b_transform", (n_filters,)))
-            layer.bias[n_filters:].copy_(reader.read(f"{scope}/b_carry", (n_filters,)))
-
-        if encoder.projection is not None:
-            projection_dim = options.projection_dim
-            encoder.projection.weight.copy_(
-                reader.read("CNN_proj/W_proj", (n_filters, projection_dim)).t()
-            )
-            encoder.projection.bias.copy_(reader.read("CNN_proj/b_proj", (projection_dim,)))
-
-        single_layer_names = options.n_layers == 1 and not reader.has(
-            lstm_scope(0, 0) + "/W_0"
+        state[f"{_ENCODER}.char_embedding.weight"] = torch.cat(
+            [char_embed.new_zeros(1, char_dim), char_embed]
         )
-        lstm = bilm.lstm
-        for direction, layers in enumerate((lstm.forward_layers, lstm.backward_layers)):
-            for index, layer in enumerate(layers):
-                scope = lstm_scope(direction, index, single_layer_names)
-                gates = 4 * layer.cell_size
-                kernel = reader.read(
-                    f"{scope}/W_0", (layer.input_size + layer.projection_size, gates)
-                )
-                layer.input_weight.copy_(kernel[: layer.input_size])
-                layer.recurrent_weight.copy_(kernel[layer.input_size :])
-                layer.bias.copy_(reader.read(f"{scope}/B", (gates,)))
-                layer.projection_weight.copy_(
-                    reader.read(f"{scope}/W_P_0", (layer.cell_size, layer.projection_size))
+        for index, (width, count) in enumerate(options.filters):
+            kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
+            state[f"{_ENCODER}.convolutions.{index}.weight"] = kernel[0].permute(2, 1, 0)
+            state[f"{_ENCODER}.convolutions.{index}.bias"] = reader.read(
+                f"CNN/b_cnn_{index}", (count,)
+            )
+        n_filters = options.n_filters
+        square = (n_filters, n_filters)
+        for index in range(options.n_highway):
+            scope = f"CNN_high_{index}"
+            state[f"{_ENCODER}.highway.layers.{index}.weight"] = torch.cat(
+                [
+                    reader.read(f"{scope}/W_transform", square).t(),
+                    reader.read(f"{scope}/W_carry", square).t(),
+                ]
+            )
+            state[f"{_ENCODER}.highway.layers.{index}.bias"] = torch.cat(
+                [
+                    reader.read(f"{scope}/b_transform", (n_filters,)),
+                    reader.read(f"{scope}/b_carry", (n_filters,)),
+                ]
+            )
+        if options.has_character_projection:
+            projection_dim = options.projection_dim
+            state[f"{_ENCODER}.projection.weight"] = reader.read(
+                "CNN_proj/W_proj", (n_filters, projection_dim)
+            ).t()
+            state[f"{_ENCODER}.projection.bias"] = reader.read("CNN_proj/b_proj", (projection_dim,))
+
+        single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
+        for direction, name in enumerate(_DIRECTIONS):
+            for layer in range(options.n_layers):
+                scope = lstm_scope(direction, layer, single_layer_names)
+                # Every layer's input (the token vectors, or the layer below) is as wide as the
+                # projection.
+                input_size = projection_size = options.projection_dim
+                cell_size = options.lstm_dim
+                kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
+                prefix = f"lstm.{name}.{layer}"
+                state[f"{prefix}.input_weight"] = kernel[:input_size]
+                state[f"{prefix}.recurrent_weight"] = kernel[input_size:]
+                state[f"{prefix}.bias"] = reader.read(f"{scope}/B", (4 * cell_size,))
+                state[f"{prefix}.projection_weight"] = reader.read(
+                    f"{scope}/W_P_0", (cell_size, projection_size)
                 )
         reader.check_nothing_left()
+    return state
 
 
-def bilm_tf_arrays(bilm: ElmoBiLm) -> Dict[str, np.ndarray]:
-    """Every dataset of the bilm-tf weight file for ``bilm``, by HDF5 name (float32)."""
+def bilm_tf_arrays(
+    state_dict: Dict[str, torch.Tensor], options: BilmOptions
+) -> Dict[str, np.ndarray]:
+    """Every dataset of the bilm-tf weight file of a biLM's state dict, by HDF5 name (float32)."""
 
-    def array(tensor: torch.Tensor) -> np.ndarray:
-        return tensor.detach().cpu().numpy().astype(np.float32)
+    def array(name: str) -> torch.Tensor:
+        return state_dict[name].detach().cpu().float()
 
-    encoder = bilm.character_encoder
-    arrays: Dict[str, np.ndarray] = {"char_embed": array(encoder.char_embedding.weight[1:])}
-    for index, conv in enumerate(encoder.convolutions):
-        arrays[f"CNN/W_cnn_{index}"] = array(conv.weight.permute(2, 1, 0).unsqueeze(0))
-        arrays[f"CNN/b_cnn_{index}"] = array(conv.bias)
-    n_filters = encoder.n_filters
-    for index, layer in enumerate(encoder.highway.layers):
+    def numpy(tensor: torch.Tensor) -> np.ndarray:
+        return tensor.numpy().astype(np.float32)
+
+    arrays: Dict[str, np.ndarray] = {
+        "char_embed": numpy(array(f"{_ENCODER}.char_embedding.weight")[1:])
+    }
+    for index in range(len(options.filters)):
+        weight = array(f"{_ENCODER}.convolutions.{index}.weight")
+        arrays[f"CNN/W_cnn_{index}"] = numpy(weight.permute(2, 1, 0).unsqueeze(0))
+        arrays[f"CNN/b_cnn_{index}"] = numpy(array(f"{_ENCODER}.convolutions.{index}.bias"))
+    n_filters = options.n_filters
+    for index in range(options.n_highway):
         scope = f"CNN_high_{index}"
-        arrays[f"{scope}/W_transform"] = array(layer.weight[:n_filters].t())
-        arrays[f"{scope}/W_carry"] = array(layer.weight[n_filters:].t())
-        arrays[f"{scope}/b_transform"] = array(layer.bias[:n_filters])
-        arrays[f"{scope}/b_carry"] = array(layer.bias[n_filters:])
-    if encoder.projection is not None:
-        arrays["CNN_proj/W_proj"] = array(encoder.projection.weight.t())
-        arrays["CNN_proj/b_proj"] = array(encoder.projection.bias)
-    for direction, layers in enumerate((bilm.lstm.forward_layers, bilm.lstm.backward_layers)):
-        for index, layer in enumerate(layers):
-            scope = lstm_scope(direction, index)
-            kernel = torch.cat([layer.input_weight, layer.recurrent_weight], dim=0)
-            arrays[f"{scope}/W_0"] = array(kernel)
-            arrays[f"{scope}/B"] = array(layer.bias)
-            arrays[f"{scope}/W_P_0"] = array(layer.projection_weight)
+        weight = array(f"{_ENCODER}.highway.layers.{index}.weight")
+        bias = array(f"{_ENCODER}.highway.layers.{index}.bias")
+        arrays[f"{scope}/W_transform"] = numpy(weight[:n_filters].t())
+        arrays[f"{scope}/W_carry"] = numpy(weight[n_filters:].t())
+        arrays[f"{scope}/b_transform"] = numpy(bias[:n_filters])
+        arrays[f"{scope}/b_carry"] = numpy(bias[n_filters:])
+    if options.has_character_projection:
+        arrays["CNN_proj/W_proj"] = numpy(array(f"{_ENCODER}.projection.weight").t())
+        arrays["CNN_proj/b_proj"] = numpy(array(f"{_ENCODER}.projection.bias"))
+    for direction, name in enumerate(_DIRECTIONS):
+        for layer in range(options.n_layers):
+            scope = lstm_scope(direction, layer)
+            prefix = f"lstm.{name}.{layer}"
+            kernel = torch.cat(
+                [array(f"{prefix}.input_weight"), array(f"{prefix}.recurrent_weight")], dim=0
+            )
+            arrays[f"{scope}/W_0"] = numpy(kernel)
+            arrays[f"{scope}/B"] = numpy(array(f"{prefix}.bias"))
+            arrays[f"{scope}/W_P_0"] = numpy(array(f"{prefix}.projection_weight"))
     return arrays
 
 
-def write_bilm_tf_weights(bilm: ElmoBiLm, weight_file: "os.PathLike[str] | str") -> None:
-    """
-    Writes ``bilm`` in the bilm-tf layout. LSTM scopes always use the ``MultiRNNCell/Cell{l}``
-    names (also for one layer) because that is what AllenNLP and other loaders read. The file is
-    written under a temporary name and renamed, so an interrupted write leaves no file that
-    looks complete.
-    """
-    with atomic_output(os.fspath(weight_file)) as temporary:
+def write_hdf5_arrays(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
+    """Writes ``arrays`` (HDF5 name -> array) to ``path``, atomically (see `atomic_output`)."""
+    with atomic_output(os.fspath(path)) as temporary:
         with h5py.File(temporary, "w") as out:
-            for name, value in bilm_tf_arrays(bilm).items():
+            for name, value in arrays.items():
                 out.create_dataset(name, data=value)
 
 
 def write_bilm_tf_model(
-    bilm: ElmoBiLm,
-    options_file: "os.PathLike[str] | str",
-    weight_file: "os.PathLike[str] | str",
+    state_dict: Dict[str, torch.Tensor],
+    options: BilmOptions,
+    options_file: PathLike,
+    weight_file: PathLike,
     n_characters: Optional[int] = None,
 ) -> None:
-    """Writes ``options.json`` and ``weights.hdf5`` for ``bilm``, each atomically."""
-    write_bilm_tf_weights(bilm, weight_file)
+    """
+    Writes ``weights.hdf5`` and ``options.json`` of a biLM's state dict, each atomically. LSTM
+    scopes always use the ``MultiRNNCell/Cell{l}`` names (also for one layer) because that is what
+    AllenNLP and other loaders read. ``n_characters`` overrides the options' value (262 for
+    prediction-time loaders, 261 for bilm-tf's training code).
+    """
+    write_hdf5_arrays(weight_file, bilm_tf_arrays(state_dict, options))
     with atomic_output(os.fspath(options_file)) as temporary:
-        bilm.options.to_file(temporary, n_characters=n_characters)
+        options.to_file(temporary, n_characters=n_characters)

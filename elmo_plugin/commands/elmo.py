@@ -14,7 +14,6 @@ the default is stateless (see `ElmoEmbedder`); ``--stateful`` gives 0.9's result
 """
 import argparse
 import logging
-import sys
 
 import torch
 
@@ -23,7 +22,12 @@ from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.embedding.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder
-from elmo_plugin.commands.arguments import positive_int
+from elmo_plugin.commands.common import (
+    EXIT_USAGE,
+    exit_with_error,
+    positive_int,
+    run_reporting_errors,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -132,52 +136,49 @@ class ElmoCommand(Subcommand):
         return subparser
 
 
-def _fail(message: str, status: int, usage: str = "") -> None:
-    sys.stderr.write(f"{usage}allennlp elmo: error: {message}\n")
-    sys.exit(status)
-
-
 def elmo_command(args: argparse.Namespace) -> None:
     """
     Runs ``allennlp elmo`` for parsed arguments. Problems with the inputs are reported on one
     line of stderr and exit with status 2 (missing model files, like argparse's usage errors) or
-    1 (everything else); an interruption exits with 130. No output file is left behind in any
-    of these cases.
+    1 (everything else); an interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output
+    file is left behind in any of these cases.
     """
     model_files = (("--options-file", args.options_file), ("--weight-file", args.weight_file))
     missing = [flag for flag, value in model_files if not value]
     if missing:
-        _fail(
+        exit_with_error(
+            "elmo",
             _MISSING_MODEL_MESSAGE.format(missing=" and ".join(missing)),
-            2,
+            EXIT_USAGE,
             getattr(args, "elmo_usage", ""),
         )
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
-    try:
+
+    def embed() -> None:
         embedder = ElmoEmbedder(
             args.options_file,
             args.weight_file,
             cuda_device=args.cuda_device,
             stateful=args.stateful,
         )
-        embedder.embed_file(
-            args.input_file,
-            args.output_file,
-            output_format=output_format,
-            batch_size=args.batch_size,
-            forget_sentences=args.forget_sentences,
-            use_sentence_keys=args.use_sentence_keys,
-        )
-    except ConfigurationError as error:
-        _fail(str(error), 1)
-    except torch.cuda.OutOfMemoryError:
-        _fail(
-            f"the GPU ran out of memory with --batch-size {args.batch_size}; try a smaller batch "
-            f"size. {args.output_file} was not written.",
-            1,
-        )
-    except KeyboardInterrupt:
-        _fail(f"interrupted; {args.output_file} was not written.", 130)
+        try:
+            embedder.embed_file(
+                args.input_file,
+                args.output_file,
+                output_format=output_format,
+                batch_size=args.batch_size,
+                forget_sentences=args.forget_sentences,
+                use_sentence_keys=args.use_sentence_keys,
+            )
+        except torch.cuda.OutOfMemoryError:
+            raise ConfigurationError(
+                f"the GPU ran out of memory with --batch-size {args.batch_size}; try a smaller "
+                f"batch size. {args.output_file} was not written."
+            ) from None
+
+    run_reporting_errors(
+        "elmo", embed, interrupted=f"interrupted; {args.output_file} was not written."
+    )
     print(f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}")

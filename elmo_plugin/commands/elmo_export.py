@@ -4,10 +4,11 @@
 """
 import argparse
 import logging
-import sys
 
 from allennlp.commands.subcommand import Subcommand
-from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.commands.common import run_reporting_errors
+from elmo_plugin.models.export import export_to_bilm_tf
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +42,12 @@ class ElmoExportCommand(Subcommand):
 
 
 def export_from_args(args: argparse.Namespace) -> None:
-    from elmo_plugin.bilm_tf.export import export_bilm, load_bilm_model
-
-    try:
-        model = load_bilm_model(args.model)
-        paths = export_bilm(model, args.output_directory, args.include_softmax, args.n_characters)
-    except ConfigurationError as error:
-        # One line and status 1, as `allennlp elmo` and `allennlp elmo-vocab` report bad input.
-        print(f"allennlp elmo-export: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    paths = run_reporting_errors(
+        "elmo-export",
+        lambda: export_to_bilm_tf(
+            args.model, args.output_directory, args.include_softmax, args.n_characters
+        ),
+        interrupted=f"interrupted; {args.output_directory} was left as it was.",
+    )
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")

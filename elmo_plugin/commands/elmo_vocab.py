@@ -8,13 +8,11 @@ allennlp elmo-vocab "CORPUS_GLOB" OUTPUT_FILE [--min-count N] [--max-size N] [--
 Quote the glob so that the shell does not expand it. See `elmo_plugin.data.vocabulary`.
 """
 import argparse
-import sys
 
 from allennlp.commands.subcommand import Subcommand
-from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
-from elmo_plugin.commands.arguments import positive_int
+from elmo_plugin.commands.common import positive_int, run_reporting_errors
 
 _DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
 pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first, then the tokens
@@ -92,15 +90,15 @@ def elmo_vocab_command(args: argparse.Namespace) -> None:
     ``allennlp elmo-vocab: error: ...`` on stderr and exits with status 1 for a
     `ConfigurationError` (empty glob, no tokens, bad UTF-8, missing output directory).
     """
-    try:
-        stats = build_lm_vocabulary(
+    stats = run_reporting_errors(
+        "elmo-vocab",
+        lambda: build_lm_vocabulary(
             args.corpus_glob,
             args.output_file,
             min_count=args.min_count,
             max_size=args.max_size,
             progress=not getattr(args, "no_progress", False),
-        )
-    except ConfigurationError as error:
-        sys.stderr.write(f"allennlp elmo-vocab: error: {error}\n")
-        sys.exit(1)
+        ),
+        interrupted=f"interrupted; {args.output_file} was not written.",
+    )
     print(format_summary(stats))

@@ -1,5 +1,5 @@
 """
-Writing a file so that it either appears whole or not at all.
+Writing a file, or a set of files, so that it either appears whole or not at all.
 
 Every output of this plugin (embeddings, weights, options, vocabularies) is written under a
 temporary name in the destination directory and renamed over the final name only when complete,
@@ -7,8 +7,9 @@ so an interrupted run never leaves a file that looks like a result.
 """
 import contextlib
 import os
+import shutil
 import tempfile
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from allennlp.common.checks import ConfigurationError
 
@@ -37,4 +38,51 @@ def atomic_output(path: str) -> Iterator[str]:
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(temporary)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[str]:
+    """
+    Yields a new temporary directory next to ``path`` to write a set of files into; on normal
+    exit it takes the place of ``path``, on any exception it is deleted and ``path`` is left as it
+    was. So a reader of ``path`` sees either the old set of files or the new one, never a mix
+    (a kill between two files of an export, or an old file that the new set does not have).
+
+    ``path`` may exist only as a directory that holds nothing but ``replaceable_names`` (an earlier
+    result of the same writer, which is then replaced whole); anything else there is an error,
+    raised before any work, so that no file of the user's is ever removed.
+    """
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise ConfigurationError(f"{path} exists and is not a directory")
+        foreign = sorted(set(os.listdir(path)) - set(replaceable_names))
+        if foreign:
+            raise ConfigurationError(
+                f"{path} holds other files than an earlier output ({', '.join(foreign[:5])}"
+                f"{' ...' if len(foreign) > 5 else ''}); choose an empty or new directory"
+            )
+    try:
+        os.makedirs(parent, exist_ok=True)
+        temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    except OSError as error:
+        raise ConfigurationError(f"cannot create {path}: {error.strerror}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o777 & ~umask)
+        yield temporary
+        if os.path.exists(path):
+            # Two renames, so that the old set is only removed once the new one is in place.
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old", dir=parent)
+            os.rmdir(old)
+            os.rename(path, old)
+            os.rename(temporary, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(temporary, path)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
         raise

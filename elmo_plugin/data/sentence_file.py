@@ -15,16 +15,17 @@ byte order mark at the very start of the file is dropped, so that it does not be
 the first token.
 """
 import os
-from typing import Dict, Iterator, List, Tuple, Union
+from typing import Dict, Iterator, List, Tuple
 
 from allennlp.common.checks import ConfigurationError
 
-PathLike = Union[str, "os.PathLike[str]"]
-
-_UTF8_BOM = "\ufeff"
-
-# How many line numbers an error message lists before it only gives a count.
-DEFAULT_MAX_LISTED = 20
+from elmo_plugin.common.text_files import (
+    DEFAULT_MAX_LISTED,
+    check_is_file,
+    decoded_lines,
+    format_line_numbers,
+)
+from elmo_plugin.common.util import PathLike
 
 
 def sentence_text(tokens: List[str]) -> str:
@@ -34,51 +35,6 @@ def sentence_text(tokens: List[str]) -> str:
     differ only in their whitespace count as the same sentence.
     """
     return " ".join(tokens)
-
-
-def format_line_numbers(line_numbers: List[int], max_listed: int = DEFAULT_MAX_LISTED) -> str:
-    """
-    ``"3, 7, 12"``, or the first ``max_listed`` numbers followed by ``"... (45 in all)"``, so that a
-    file with millions of bad lines still gives a one-line message.
-    """
-    listed = ", ".join(str(number) for number in line_numbers[:max_listed])
-    if len(line_numbers) > max_listed:
-        listed += f", ... ({len(line_numbers)} in all)"
-    return listed
-
-
-def _check_is_file(path: str) -> None:
-    if not os.path.exists(path):
-        raise ConfigurationError(f"input file not found: {path}")
-    if not os.path.isfile(path):
-        raise ConfigurationError(f"input path is not a file: {path}")
-
-
-def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
-    """
-    Yields ``(line_index, text, size_in_bytes)`` (0-based index) for every line of ``path``,
-    blank ones included. The file is read as bytes so that a decoding error can name the exact
-    place: `ConfigurationError` ``path:line: not valid UTF-8 (byte offset ...)`` at the first line
-    that is not UTF-8. A UTF-8 byte order mark at the start is dropped. Every reader of tokenized
-    text in this plugin (``allennlp elmo`` input, pretraining corpora, vocabularies) uses this.
-    """
-    offset = 0
-    with open(path, "rb") as handle:
-        for line_index, raw_line in enumerate(handle):
-            try:
-                text = raw_line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                bad_bytes = raw_line[error.start : error.end].hex(" ")
-                raise ConfigurationError(
-                    f"{path}:{line_index + 1}: not valid UTF-8 (byte offset "
-                    f"{offset + error.start} in the file, bytes {bad_bytes}: {error.reason}); "
-                    "the text must be UTF-8, e.g. convert it with "
-                    "'iconv -f <its encoding> -t UTF-8'"
-                ) from None
-            if line_index == 0 and text.startswith(_UTF8_BOM):
-                text = text[len(_UTF8_BOM) :]
-            offset += len(raw_line)
-            yield line_index, text, len(raw_line)
 
 
 def check_sentence_file(
@@ -107,7 +63,7 @@ def check_sentence_file(
         their first occurrence).
     """
     path = os.fspath(path)
-    _check_is_file(path)
+    check_is_file(path)
     num_sentences = 0
     blank_lines: List[int] = []
     first_line_of: Dict[str, int] = {}
@@ -166,7 +122,7 @@ def read_sentences(
     """
     path = os.fspath(path)
     # Checked here rather than inside the generator, so that a missing file fails at the call.
-    _check_is_file(path)
+    check_is_file(path)
     return _tokenized_lines(path, skip_blank_lines)
 
 

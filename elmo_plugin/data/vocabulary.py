@@ -1,5 +1,5 @@
 """
-The bilm-tf vocabulary file, and an AllenNLP `Vocabulary` that reads it (elmo-facts §5).
+The bilm-tf vocabulary file, and an AllenNLP `Vocabulary` that reads it.
 
 The file has one token per line: ``<S>``, ``</S>`` and ``<UNK>`` first, then the corpus tokens by
 descending frequency (ties broken by the token itself), because the sampled softmax's
@@ -15,12 +15,11 @@ Corpus files are read as bytes, one ``\\n``-terminated line at a time, decoded a
 error names ``file:line``); a UTF-8 byte order mark at the start of a file is dropped; tokens
 are ``line.split()`` (any Unicode whitespace, ``\\r`` included); blank lines are skipped.
 """
-import glob
 import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
@@ -33,7 +32,8 @@ from allennlp.data.vocabulary import (
 
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.data.sentence_file import decoded_lines
+from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
+from elmo_plugin.common.util import PathLike
 
 logger = logging.getLogger(__name__)
 
@@ -47,37 +47,6 @@ DEFAULT_LM_NAMESPACE = "lm_targets"
 _ALLENNLP_NEWLINE_MARKER = "@@NEWLINE@@"
 _PROGRESS_EVERY_LINES = 10_000
 
-PathOrGlob = Union[str, "os.PathLike[str]"]
-
-
-def expand_corpus_glob(file_glob_or_paths: Union[PathOrGlob, Sequence[PathOrGlob]]) -> List[str]:
-    """
-    The files of a corpus, sorted: a glob pattern (``"data/train/*.txt"``, ``~`` expanded), a
-    plain path, or a list of either. Directories matched by a pattern are ignored. Raises a
-    `ConfigurationError` naming the pattern(s) when nothing matches.
-    """
-    patterns = (
-        [file_glob_or_paths]
-        if isinstance(file_glob_or_paths, (str, os.PathLike))
-        else list(file_glob_or_paths)
-    )
-    files = set()
-    for pattern in patterns:
-        expanded = os.path.expanduser(os.fspath(pattern))
-        files.update(path for path in glob.glob(expanded) if os.path.isfile(path))
-    if not files:
-        shown = ", ".join(repr(os.fspath(pattern)) for pattern in patterns) or "[]"
-        raise ConfigurationError(f"no files match the corpus glob {shown}")
-    return sorted(files)
-
-
-def iter_corpus_lines(path: str) -> Iterator[Tuple[int, str]]:
-    """
-    Yields ``(line_number, text)`` (1-based) for every line of the file, blank ones included;
-    a `ConfigurationError` names ``file:line`` of the first line that is not UTF-8.
-    """
-    for line_index, text, _ in decoded_lines(path):
-        yield line_index + 1, text
 
 
 @dataclass
@@ -100,8 +69,8 @@ class LmVocabularyStats:
 
 
 def build_lm_vocabulary(
-    file_glob_or_paths: Union[PathOrGlob, Sequence[PathOrGlob]],
-    output_file: PathOrGlob,
+    file_glob_or_paths: Union[PathLike, Sequence[PathLike]],
+    output_file: PathLike,
     min_count: int = 1,
     max_size: Optional[int] = None,
     progress: bool = True,

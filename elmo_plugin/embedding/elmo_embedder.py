@@ -27,18 +27,14 @@ from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.common.memory import release_freed_memory
-from elmo_plugin.data.sentence_file import (
-    check_sentence_file,
-    format_line_numbers,
-    read_sentences,
-    sentence_text,
-)
+from elmo_plugin.common.text_files import format_line_numbers
+from elmo_plugin.common.util import PathLike
+from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -207,13 +203,9 @@ class ElmoEmbedder:
             return activations, torch.zeros(batch_size, 0, dtype=torch.bool, device=self._device)
         character_ids = self.elmo_bilm.character_ids.batch_to_ids(batch).to(self._device)
         output = self.elmo_bilm(character_ids)
-        layers = torch.stack(output["activations"], dim=1)  # (batch, layers, time + 2, dim)
-        # Rows are left-aligned, so dropping <S> (position 0) and the last position leaves the
-        # tokens in place; </S> of the shorter rows (at length + 1) is zeroed by the new mask.
-        lengths = output["mask"].sum(dim=1) - 2
-        positions = torch.arange(layers.size(2) - 2, device=layers.device)
-        mask = positions.unsqueeze(0) < lengths.unsqueeze(1)
-        activations = layers[:, :, 1:-1] * mask[:, None, :, None].to(layers.dtype)
+        layers = torch.stack(output["activations"], dim=2)  # (batch, time + 2, layers, dim)
+        activations, mask = remove_sentence_boundaries(layers, output["mask"])
+        activations = activations.transpose(1, 2)  # (batch, layers, time, dim)
         return activations, mask
 
     def _embed_to_arrays(

@@ -10,16 +10,18 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
 
-from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.bilm_tf.options import BilmOptions
+from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 logger = logging.getLogger(__name__)
 
 
 @Model.register("elmo_bilm")
-class ElmoBilmModel(Model):
+class ElmoLanguageModel(Model):
     """
     A character-based bidirectional language model trained as bilm-tf trains it: forward and
     backward LMs over the same character encoder, each predicting its next token with a
@@ -74,9 +76,11 @@ class ElmoBilmModel(Model):
         self.bilm_options = BilmOptions.from_dict(options, source="model.options")
         self.bilm = ElmoBiLm(self.bilm_options)
         if initial_weight_file is not None:
-            from elmo_plugin.bilm_tf.weights import load_bilm_tf_weights
-
-            load_bilm_tf_weights(self.bilm, initial_weight_file, options_source="model.options")
+            self.bilm.copy_weights_(
+                read_bilm_tf_weights(
+                    initial_weight_file, self.bilm_options, options_source="model.options"
+                )
+            )
         num_words = vocab.get_vocab_size(vocab_namespace)
         if num_words < 4:
             raise ConfigurationError(
@@ -118,15 +122,8 @@ class ElmoBilmModel(Model):
 
     def _with_boundary_targets(self, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Target ids ``(batch, time + 2)`` for ``<S> tokens </S>``, matching the biLM's layout."""
-        batch_size, num_tokens = targets.shape
-        lengths = mask.sum(dim=1)
-        with_boundaries = targets.new_zeros(batch_size, num_tokens + 2)
-        with_boundaries[:, 1 : num_tokens + 1] = targets * mask
-        with_boundaries[:, 0] = self._bos_index
-        with_boundaries[torch.arange(batch_size, device=targets.device), lengths + 1] = (
-            self._eos_index
-        )
-        return with_boundaries
+        bos, eos = (targets.new_tensor(index) for index in (self._bos_index, self._eos_index))
+        return add_sentence_boundaries(targets, mask, bos, eos)[0]
 
     def forward(  # type: ignore
         self,
@@ -165,7 +162,7 @@ class ElmoBilmModel(Model):
         if self.bilm.stateful:
             self.bilm.stateful = False
         character_ids = tokens["elmo_characters"]["elmo_tokens"]
-        token_mask = (character_ids > 0).any(dim=-1)
+        token_mask = character_mask(character_ids)
         targets = self._with_boundary_targets(tokens["lm_targets"]["tokens"], token_mask)
         output = self.bilm(character_ids)
         top, mask = output["activations"][-1], output["mask"]
@@ -199,7 +196,7 @@ class ElmoBilmModel(Model):
             ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
         ):
             character_ids = inputs["elmo_characters"]["elmo_tokens"]
-            mask = (character_ids > 0).any(dim=-1)
+            mask = character_mask(character_ids)
             embedded = self.bilm.encode_tokens(character_ids, mask)
             top = self.bilm.lstm.run_direction(direction, embedded, mask)[-1]
             # The reader gives every input position its next token, so the input mask is the

@@ -6,15 +6,26 @@ import os
 from typing import Dict, Iterable, List, Optional, Union
 
 import torch
+from allennlp.common.checks import ConfigurationError
 from torch import nn
 
-from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
-from elmo_plugin.modules.character_encoder import CharacterEncoder
-from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.bilm_tf.options import BilmOptions
+from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights, write_bilm_tf_model
+from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
+from elmo_plugin.common.util import PathLike
+from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.modules.character_encoder import CharacterEncoder
+from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
+from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 logger = logging.getLogger(__name__)
+
+# The layout of the biLM's state dict, saved in it as the buffer ``format_version`` (so also in
+# every model archive of a model that holds a biLM). Archives written before the format was
+# recorded (elmo_plugin 0.1) have no such entry; `ElmoBiLm` converts them when they are loaded
+# (see `_upgrade_unversioned_state`).
+FORMAT_VERSION = 1
 
 
 class ElmoBiLm(nn.Module):
@@ -64,12 +75,13 @@ class ElmoBiLm(nn.Module):
         self.register_buffer(
             "_eos_ids", torch.tensor(self.character_ids.end_of_sentence_ids), persistent=False
         )
+        self.register_buffer("format_version", torch.tensor(FORMAT_VERSION), persistent=True)
 
     @classmethod
     def from_files(
         cls,
-        options_file: Union[str, os.PathLike],
-        weight_file: Optional[Union[str, os.PathLike]],
+        options_file: PathLike,
+        weight_file: Optional[PathLike],
         stateful: bool = False,
         requires_grad: bool = False,
     ) -> "ElmoBiLm":
@@ -77,14 +89,92 @@ class ElmoBiLm(nn.Module):
         Builds the biLM from a bilm-tf ``options.json`` and loads ``weight_file`` (bilm-tf HDF5)
         into it. ``weight_file=None`` keeps the random initialisation.
         """
-        from elmo_plugin.bilm_tf.weights import load_bilm_tf_weights
-
-        bilm = cls(BilmOptions.from_file(options_file), stateful=stateful)
+        options = BilmOptions.from_file(options_file)
+        bilm = cls(options, stateful=stateful)
         if weight_file is not None:
-            load_bilm_tf_weights(bilm, weight_file, options_source=os.fspath(options_file))
-        for parameter in bilm.parameters():
-            parameter.requires_grad_(requires_grad)
+            bilm.copy_weights_(
+                read_bilm_tf_weights(weight_file, options, options_source=os.fspath(options_file))
+            )
+        bilm.requires_grad_(requires_grad)
         return bilm
+
+    @classmethod
+    def from_archive(
+        cls, archive_file: PathLike, stateful: bool = False, requires_grad: bool = False
+    ) -> "ElmoBiLm":
+        """
+        The biLM of an ``elmo_bilm`` training run: its ``model.tar.gz`` or serialization
+        directory. Only the biLM's weights are read (the language model's softmax is not
+        built); archives of earlier versions of the plugin are converted as they load.
+        """
+        with open_model_archive(archive_file) as archive:
+            return cls.from_archive_contents(
+                archive, stateful=stateful, requires_grad=requires_grad
+            )
+
+    @classmethod
+    def from_archive_contents(
+        cls,
+        archive: ModelArchive,
+        weights: Optional[Dict[str, torch.Tensor]] = None,
+        stateful: bool = False,
+        requires_grad: bool = False,
+    ) -> "ElmoBiLm":
+        """
+        `from_archive` for an archive that is already open (`open_model_archive`); ``weights``
+        is its state dict if the caller has read it already.
+        """
+        model_config = archive.config.get("model", {})
+        if model_config.get("type") != "elmo_bilm":
+            raise ConfigurationError(
+                f"{archive.path} holds a model of type {model_config.get('type')!r}, not an "
+                "elmo_bilm language model"
+            )
+        options = BilmOptions.from_dict(
+            model_config.get("options"), source=f"{archive.path} (config.json: model.options)"
+        )
+        bilm = cls(options, stateful=stateful)
+        if weights is None:
+            weights = archive.load_weights()
+        bilm.load_state_dict(state_dict_under(weights, "bilm."))
+        bilm.requires_grad_(requires_grad)
+        return bilm
+
+    def to_files(
+        self, options_file: PathLike, weight_file: PathLike, n_characters: Optional[int] = None
+    ) -> None:
+        """
+        Writes the biLM as bilm-tf ``options.json`` and ``weights.hdf5``, each atomically;
+        ``n_characters`` (261 or 262) overrides the options' value.
+        """
+        write_bilm_tf_model(self.state_dict(), self.options, options_file, weight_file, n_characters)
+
+    def copy_weights_(self, state: Dict[str, torch.Tensor]) -> None:
+        """
+        Copies every parameter from ``state`` (a state dict in the current format, e.g. read from
+        a bilm-tf file); a missing or extra name, or another shape, is an error.
+        """
+        parameters = dict(self.named_parameters())
+        if set(parameters) != set(state):
+            raise ValueError(
+                f"the weights do not fit this biLM: missing {sorted(set(parameters) - set(state))}, "
+                f"unexpected {sorted(set(state) - set(parameters))}"
+            )
+        with torch.no_grad():
+            for name, parameter in parameters.items():
+                parameter.copy_(state[name])
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + "format_version"
+        if key not in state_dict:
+            _upgrade_unversioned_state(state_dict, prefix, self)
+            state_dict[key] = torch.tensor(FORMAT_VERSION)
+        elif int(state_dict[key]) > FORMAT_VERSION:
+            raise ConfigurationError(
+                f"these weights have format version {int(state_dict[key])}, newer than this "
+                f"elmo_plugin reads ({FORMAT_VERSION}); upgrade elmo_plugin"
+            )
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def stateful(self) -> bool:
@@ -109,16 +199,9 @@ class ElmoBiLm(nn.Module):
 
     def add_sentence_boundaries(self, character_ids: torch.Tensor):
         """Adds ``<S>``/``</S>`` around every row; returns the new ids and their mask."""
-        mask = (character_ids > 0).any(dim=-1)
-        lengths = mask.sum(dim=1)
-        batch_size, num_tokens, num_chars = character_ids.shape
-        with_boundaries = character_ids.new_zeros(batch_size, num_tokens + 2, num_chars)
-        with_boundaries[:, 1 : num_tokens + 1] = character_ids
-        with_boundaries[:, 0] = self._bos_ids
-        with_boundaries[torch.arange(batch_size, device=character_ids.device), lengths + 1] = (
-            self._eos_ids
+        return add_sentence_boundaries(
+            character_ids, character_mask(character_ids), self._bos_ids, self._eos_ids
         )
-        return with_boundaries, (with_boundaries > 0).any(dim=-1)
 
     def cache_tokens(self, tokens: Optional[Iterable[str]]) -> None:
         """
@@ -188,3 +271,39 @@ class ElmoBiLm(nn.Module):
         activations = [torch.cat([tokens, tokens], dim=-1)]
         activations.extend(layer * layer_mask for layer in self.lstm(tokens, mask))
         return {"activations": activations, "mask": mask}
+
+
+def _upgrade_unversioned_state(state_dict: Dict[str, torch.Tensor], prefix: str, bilm: ElmoBiLm) -> None:
+    """
+    Converts, in place, the biLM weights of an archive written before the state dict recorded
+    its format. Those archives differ only in the layout of the LSTM matrices:
+
+    - elmo_plugin 0.1 from commit 56023b8 on (the last of them 4a227d1) stored them in
+      TensorFlow's ``(in, out)`` layout, as now;
+    - before that commit, in PyTorch's ``(out, in)`` layout.
+
+    Which one a layer has is read off its recurrent matrix, ``(projection, 4 * cell)`` against
+    ``(4 * cell, projection)``, and then applied to all three matrices of the layer: the
+    projection matrix alone could not tell (it is square when ``cell == projection``). A layer
+    whose recurrent matrix is square too (``projection == 4 * cell``) cannot be told at all and
+    is an error rather than a guess.
+    """
+    for direction in ("forward_layers", "backward_layers"):
+        for index, layer in enumerate(getattr(bilm.lstm, direction)):
+            layer_prefix = f"{prefix}lstm.{direction}.{index}."
+            recurrent = state_dict.get(layer_prefix + "recurrent_weight")
+            if recurrent is None:
+                continue  # missing keys are reported by load_state_dict
+            current_shape = tuple(layer.recurrent_weight.shape)
+            if current_shape[0] == current_shape[1]:
+                raise ConfigurationError(
+                    f"cannot convert {layer_prefix}recurrent_weight of an archive without a format "
+                    f"version: it is square {current_shape}, so its layout is unknown"
+                )
+            if tuple(recurrent.shape) == current_shape:
+                continue
+            logger.info("converting %s* from the (out, in) layout of old archives", layer_prefix)
+            for name in ("input_weight", "recurrent_weight", "projection_weight"):
+                key = layer_prefix + name
+                if key in state_dict:
+                    state_dict[key] = state_dict[key].t()

@@ -118,7 +118,7 @@ class CharacterEncoder(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """bilm-tf's initialisation (elmo-facts §5): bytes U(-1, 1), gate bias -2."""
+        """bilm-tf's initialisation: bytes U(-1, 1), gate bias -2."""
         with torch.no_grad():
             nn.init.uniform_(self.char_embedding.weight, -1.0, 1.0)
             self.char_embedding.weight[0].zero_()

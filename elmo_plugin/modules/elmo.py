@@ -2,8 +2,6 @@
 The ELMo layer that task models use: a frozen (or fine-tuned) biLM and learned layer mixes.
 """
 import logging
-import os
-import tarfile
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -11,16 +9,12 @@ from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 
+from elmo_plugin.common.archive import is_model_archive
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.scalar_mix import ScalarMix
+from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
-
-
-def is_model_archive(path: Union[str, os.PathLike]) -> bool:
-    """True for a ``model.tar.gz`` or a serialization directory (not an HDF5 weight file)."""
-    path = os.fspath(path)
-    return os.path.isdir(path) or (os.path.isfile(path) and tarfile.is_tarfile(path))
 
 
 def load_pretrained_bilm(
@@ -47,11 +41,7 @@ def load_pretrained_bilm(
                 f"options_file and weight_file, not both (archive_file={archive_file}, "
                 f"options_file={options_file}, weight_file={weight_file})"
             )
-        from elmo_plugin.bilm_tf.export import load_bilm_model
-
-        bilm = load_bilm_model(cached_path(archive_file)).bilm
-        for parameter in bilm.parameters():
-            parameter.requires_grad_(requires_grad)
+        bilm = ElmoBiLm.from_archive(cached_path(archive_file), requires_grad=requires_grad)
     else:
         if options_file is None or weight_file is None:
             raise ConfigurationError(
@@ -188,7 +178,7 @@ class Elmo(torch.nn.Module, FromParams):
             if self._keep_sentence_boundaries:
                 mask = mask_with_boundaries
             else:
-                mixed, mask = _remove_sentence_boundaries(mixed, mask_with_boundaries)
+                mixed, mask = remove_sentence_boundaries(mixed, mask_with_boundaries)
             representations.append(self._dropout(mixed))
         if len(original_shape) > 3:
             leading = original_shape[:-2]
@@ -196,10 +186,3 @@ class Elmo(torch.nn.Module, FromParams):
             mask = mask.reshape(*leading, -1)
         return {"elmo_representations": representations, "mask": mask}
 
-
-def _remove_sentence_boundaries(tensor: torch.Tensor, mask_with_boundaries: torch.Tensor):
-    # <S> is at position 0 and </S> right after each row's last token: dropping the first and
-    # last positions and masking leaves exactly the tokens (as AllenNLP's
-    # remove_sentence_boundaries does).
-    mask = mask_with_boundaries[:, 2:]
-    return tensor[:, 1:-1] * mask.unsqueeze(-1).to(tensor.dtype), mask

@@ -74,16 +74,6 @@ class ProjectedLstmLayer(nn.Module):
             bound = (6.0 / (self.cell_size + self.projection_size)) ** 0.5
             nn.init.uniform_(self.projection_weight, -bound, bound)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Archives saved before the matrices took the (in, out) layout hold (out, in) ones.
-        for name in ("input_weight", "recurrent_weight", "projection_weight"):
-            key = prefix + name
-            shape = getattr(self, name).shape
-            stored = state_dict.get(key)
-            if stored is not None and stored.shape != shape and stored.t().shape == shape:
-                state_dict[key] = stored.t()
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
     def _effective_bias(self) -> torch.Tensor:
         offset = torch.zeros_like(self.bias)
         offset[2 * self.cell_size : 3 * self.cell_size] = self.forget_bias

@@ -1,0 +1,2 @@
+from elmo_plugin.training.callbacks import KeepFreedMemoryCallback
+from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler

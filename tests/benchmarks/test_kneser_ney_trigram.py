@@ -3,7 +3,6 @@ import importlib.util
 import json
 import math
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.weights import bilm_tf_arrays, write_bilm_tf_weights
+from elmo_plugin.bilm_tf.weights import bilm_tf_arrays, write_hdf5_arrays
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.bilm_tf.options import BilmOptions
 from tests.helpers import (
@@ -130,7 +130,7 @@ def test_missing_dataset_is_named(tmp_path):
 def test_fixture_weights_round_trip_exactly(tmp_path):
     bilm = ElmoBiLm.from_files(FIXTURE_OPTIONS, FIXTURE_WEIGHTS)
     original = read_hdf5_datasets(FIXTURE_WEIGHTS)
-    arrays = bilm_tf_arrays(bilm)
+    arrays = bilm_tf_arrays(bilm.state_dict(), bilm.options)
     assert set(arrays) == set(original)
     for name, value in original.items():
         assert arrays[name].dtype == np.float32, name
@@ -139,7 +139,7 @@ def test_fixture_weights_round_trip_exactly(tmp_path):
 
     # Written to disk and read back: the same datasets, and a biLM with identical outputs.
     weight_file = tmp_path / "weights.hdf5"
-    write_bilm_tf_weights(bilm, weight_file)
+    write_hdf5_arrays(weight_file, bilm_tf_arrays(bilm.state_dict(), bilm.options))
     written = read_hdf5_datasets(weight_file)
     assert set(written) == set(original)
     for name, value in original.items():
@@ -157,7 +157,7 @@ def test_random_weights_round_trip_and_char_embedding_mask_row(tmp_path):
     assert not embedding[0].any()
     stored = read_hdf5_datasets(files.weight_file)
     assert np.array_equal(embedding[1:].detach().numpy(), stored["char_embed"])
-    for name, value in bilm_tf_arrays(bilm).items():
+    for name, value in bilm_tf_arrays(bilm.state_dict(), bilm.options).items():
         assert np.array_equal(value, stored[name]), name
 
 

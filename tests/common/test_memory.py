@@ -4,7 +4,6 @@ Measured by page faults in a child process, so that the test run's own allocator
 """
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -17,7 +17,6 @@ import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.weights import write_bilm_tf_model
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
@@ -196,7 +195,7 @@ def test_embedder_follows_the_models_max_characters_per_token(tmp_path):
     )
     torch.manual_seed(0)
     bilm = ElmoBiLm(options)
-    write_bilm_tf_model(bilm, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    bilm.to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
     korean = ElmoEmbedder(tmp_path / "options.json", tmp_path / "weights.hdf5")
     tokens = ["아버지", "가", "방", "에", "들어가신다", "."]
     embedding = korean.embed_sentence(tokens)

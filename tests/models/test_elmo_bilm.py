@@ -15,7 +15,7 @@ from allennlp.data import Batch, Instance, Vocabulary
 from allennlp.data.fields import TextField
 from allennlp.data.tokenizers import Token
 
-from elmo_plugin.models.elmo_bilm import ElmoBilmModel
+from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
@@ -62,9 +62,9 @@ def vocab(tmp_path_factory) -> BilmTfVocabulary:
     return BilmTfVocabulary.from_bilm_tf_file(str(path))
 
 
-def make_model(vocab, seed: int = 0, num_samples: int = 4, dropout: float = 0.0) -> ElmoBilmModel:
+def make_model(vocab, seed: int = 0, num_samples: int = 4, dropout: float = 0.0) -> ElmoLanguageModel:
     torch.manual_seed(seed)
-    model = ElmoBilmModel(vocab, tiny_options(dropout), num_samples=num_samples)
+    model = ElmoLanguageModel(vocab, tiny_options(dropout), num_samples=num_samples)
     randomize_bilm_(model.bilm, seed=seed)
     with torch.no_grad():  # a non-trivial softmax (random biases too)
         generator = torch.Generator().manual_seed(seed + 100)
@@ -506,19 +506,19 @@ def plain_vocab(tokens: Sequence[str]) -> Vocabulary:
 )
 def test_vocabulary_errors(tokens, message):
     with pytest.raises(ConfigurationError, match=message):
-        ElmoBilmModel(plain_vocab(tokens), tiny_options())
+        ElmoLanguageModel(plain_vocab(tokens), tiny_options())
 
 
 def test_other_configuration_errors(vocab, tmp_path):
     bad = tiny_options()
     bad["char_cnn"]["n_characters"] = 300
     with pytest.raises(ConfigurationError, match="n_characters"):
-        ElmoBilmModel(vocab, bad)
+        ElmoLanguageModel(vocab, bad)
     with pytest.raises(ConfigurationError, match="not found"):
-        ElmoBilmModel(vocab, tiny_options(), initial_weight_file=str(tmp_path / "missing.hdf5"))
+        ElmoLanguageModel(vocab, tiny_options(), initial_weight_file=str(tmp_path / "missing.hdf5"))
     # The fixture's weights do not fit the tiny architecture: the dataset and shapes are named.
     message = r"dataset 'CNN/W_cnn_2' has shape \(1, 3, 4, 16\)"
     with pytest.raises(ConfigurationError, match=message):
-        ElmoBilmModel(vocab, tiny_options(), initial_weight_file=str(FIXTURE_WEIGHTS))
+        ElmoLanguageModel(vocab, tiny_options(), initial_weight_file=str(FIXTURE_WEIGHTS))
     with pytest.raises(ConfigurationError, match="either a 'tokens' field"):
         make_model(vocab)()

@@ -4,7 +4,6 @@ The ELMo layer for task models: the scalar mix against a hand computation and Al
 ``elmo_token_embedder`` against AllenNLP core's ``Elmo``, loading from an archive, fine-tuning
 only when asked, and the token cache giving identical vectors.
 """
-import copy
 import json
 import math
 from pathlib import Path
@@ -13,9 +12,7 @@ import pytest
 import torch
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
-from allennlp.data import Batch, Instance, Vocabulary
-from allennlp.data.fields import LabelField, TextField
-from allennlp.data.tokenizers import Token
+from allennlp.data import Vocabulary
 from allennlp.models import Model
 from allennlp.models.archival import archive_model
 from allennlp.modules import ScalarMix as CoreScalarMix
@@ -24,7 +21,7 @@ from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.nn import RegularizerApplicator
 from allennlp.nn.regularizers import L2Regularizer
 
-from elmo_plugin.models.elmo_bilm import ElmoBilmModel
+from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
@@ -212,7 +209,7 @@ def write_bilm_archive(directory: Path) -> Path:
     options = json.loads(FIXTURE_OPTIONS.read_text())
     model_params = {"type": "elmo_bilm", "num_samples": 2, "options": options}
     vocab = BilmTfVocabulary.from_bilm_tf_file(str(vocabulary_file))
-    model = ElmoBilmModel(vocab, options, num_samples=2, initial_weight_file=str(FIXTURE_WEIGHTS))
+    model = ElmoLanguageModel(vocab, options, num_samples=2, initial_weight_file=str(FIXTURE_WEIGHTS))
     config = {
         "dataset_reader": {"type": "bilm_corpus"},
         "train_data_path": "unused.txt",

@@ -92,20 +92,6 @@ def test_all_rows_full_and_all_rows_empty():
     assert not output.any() and not h.any() and not c.any()
 
 
-def test_state_dicts_in_the_old_out_in_layout_still_load():
-    """Archives trained before the (in, out) layout hold PyTorch-style (out, in) matrices."""
-    torch.manual_seed(2)
-    layer = ProjectedLstmLayer(5, 8, 3, cell_clip=3.0, proj_clip=3.0)
-    old_layout = {
-        name: value.t() if value.dim() == 2 else value for name, value in layer.state_dict().items()
-    }
-    assert old_layout["input_weight"].shape == (32, 5)
-    loaded = ProjectedLstmLayer(5, 8, 3, cell_clip=3.0, proj_clip=3.0)
-    loaded.load_state_dict(old_layout)
-    for name, value in layer.state_dict().items():
-        assert torch.equal(loaded.state_dict()[name], value), name
-
-
 def test_autocast_keeps_float32_states_and_stays_near_float32():
     """Mixed-precision training: outputs, states and gradients stay float32 and near float32's."""
     torch.manual_seed(3)

@@ -17,41 +17,30 @@ from allennlp.data import DataLoader, DatasetReader, Vocabulary
 from allennlp.models import Model
 from allennlp.training import GradientDescentTrainer, Trainer
 
-from elmo_plugin.bilm_tf.export import export_bilm, load_bilm_model
-from elmo_plugin.models.elmo_bilm import ElmoBilmModel
-from elmo_plugin.config_defaults import DEFAULTS
-from tests.helpers import REPO_ROOT
+from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
+from elmo_plugin.models.export import export_to_bilm_tf
+from tests.helpers import CONFIG_DIR, REPO_ROOT, config_calling
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-CONFIG_DIR = REPO_ROOT / "training_configs"
 CONFIGS = sorted(CONFIG_DIR.glob("*.jsonnet"))
 SAMPLE = REPO_ROOT / "elmo_plugin" / "sample_corpus"
 
 
 def write_sample_subset(directory: Path, train_lines: int, heldout_lines: int) -> Dict[str, str]:
     """
-    The first lines of the sample corpus; returns every ``ELMO_*`` variable: the plugin's
-    defaults (whatever the caller's environment says), with the data pointing at the subset.
+    The first lines of the sample corpus; returns the data arguments of a config's function
+    (``train_data_path``, ``validation_data_path``, ``vocabulary_file``) pointing at them.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for name, count in (("train.txt", train_lines), ("heldout.txt", heldout_lines)):
         lines = (SAMPLE / name).read_text(encoding="utf-8").splitlines()[:count]
         (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return {
-        **DEFAULTS,
-        "ELMO_TRAIN_DATA": str(directory / "train.txt"),
-        "ELMO_VALIDATION_DATA": str(directory / "heldout.txt"),
-        "ELMO_VOCABULARY": str(SAMPLE / "vocabulary.txt"),
-        "ELMO_CUDA_DEVICE": "-1",
-        "ELMO_NUM_WORKERS": "0",
+        "train_data_path": str(directory / "train.txt"),
+        "validation_data_path": str(directory / "heldout.txt"),
+        "vocabulary_file": str(SAMPLE / "vocabulary.txt"),
     }
-
-
-def set_env(monkeypatch, env: Dict[str, str]) -> None:
-    # Before any jsonnet is evaluated: AllenNLP passes the environment as external variables.
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
 
 
 def test_the_expected_configs_are_there():
@@ -61,12 +50,12 @@ def test_the_expected_configs_are_there():
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
-def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch):
-    env = write_sample_subset(tmp_path / "data", train_lines=6, heldout_lines=4)
-    set_env(monkeypatch, env)
-    params = Params.from_file(str(config))
-    assert params["train_data_path"] == env["ELMO_TRAIN_DATA"]
-    assert params["vocabulary"]["vocabulary_file"] == env["ELMO_VOCABULARY"]
+def test_config_builds_and_takes_one_training_step(config, tmp_path):
+    data = write_sample_subset(tmp_path / "data", train_lines=6, heldout_lines=4)
+    called = config_calling(tmp_path / "config.jsonnet", config, **data)
+    params = Params.from_file(str(called))
+    assert params["train_data_path"] == data["train_data_path"]
+    assert params["vocabulary"]["vocabulary_file"] == data["vocabulary_file"]
     stream = params["dataset_reader"]["mode"] == "stream"
     if stream:
         # Big stream configs (bilm_original: 128 rows x 20 steps of a 4096-cell LSTM) are far
@@ -76,7 +65,7 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
             "dataset_reader.unroll_steps": 5,
             "data_loader.batch_size": 2,
         }
-        params = Params.from_file(str(config), params_overrides=json.dumps(overrides))
+        params = Params.from_file(str(called), params_overrides=json.dumps(overrides))
         assert params["data_loader"]["shuffle"] is False
     config_dict = params.duplicate().as_dict(quiet=True)
 
@@ -86,16 +75,16 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
     validation_reader = DatasetReader.from_params(params.pop("validation_dataset_reader"))
     assert validation_reader.mode == "sentences"
     model = Model.from_params(vocab=vocab, params=params.pop("model"))
-    assert isinstance(model, ElmoBilmModel)
-    assert model._mixed_precision is False  # ELMO_MIXED_PRECISION's default
+    assert isinstance(model, ElmoLanguageModel)
+    assert model._mixed_precision is False  # the configs' default
     loader = DataLoader.from_params(
-        params=params.pop("data_loader"), reader=reader, data_path=env["ELMO_TRAIN_DATA"]
+        params=params.pop("data_loader"), reader=reader, data_path=data["train_data_path"]
     )
     loader.index_with(vocab)
     validation_loader = DataLoader.from_params(
         params=params.pop("validation_data_loader"),
         reader=validation_reader,
-        data_path=env["ELMO_VALIDATION_DATA"],
+        data_path=data["validation_data_path"],
     )
     validation_loader.index_with(vocab)
     trainer_params = params.pop("trainer")
@@ -121,10 +110,11 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
     expected_class = torch.optim.Adam if small else torch.optim.Adagrad
     assert isinstance(trainer.optimizer, expected_class)
     if small:
-        # Linear decay to zero over ELMO_[KO_]SMALL_STEPS_PER_EPOCH updates per epoch.
+        # Linear decay to zero over the configs' steps_per_epoch updates per epoch.
         korean = config.stem == "bilm_ko_small"
-        steps = 3107 if korean else 3165
-        epochs = int(env["ELMO_KO_SMALL_NUM_EPOCHS" if korean else "ELMO_SMALL_NUM_EPOCHS"])
+        steps = 9972 if korean else 3165
+        epochs = 3 if korean else 2
+        assert config_dict["trainer"]["num_epochs"] == epochs
         scheduler = trainer._learning_rate_scheduler
         assert scheduler is not None and scheduler.total_steps == steps * epochs
         scheduler.step_batch(steps // 2 * epochs)
@@ -175,7 +165,7 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
 
     options = config_dict["model"]["options"]
     if config.stem == "bilm_original":
-        # The published "Original" ELMo (elmo-facts §2): 93.6M parameters without the softmax.
+        # The published "Original" ELMo: 93.6M parameters without the softmax.
         assert options["lstm"]["dim"] == 4096 and options["lstm"]["projection_dim"] == 512
         assert options["char_cnn"]["filters"] == [
             [1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]
@@ -188,18 +178,17 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path, monkeypatch
 
 # -- bilm.jsonnet: resume, stream batching --------------------------------------------------------
 
-TINY_BILM_ENV = {
-    "ELMO_LSTM_DIM": "16",
-    "ELMO_PROJECTION_DIM": "8",
-    "ELMO_BATCH_SIZE": "16",
-    "ELMO_NUM_EPOCHS": "2",
-    "ELMO_UNROLL_STEPS": "10",
-}
+TINY_BILM = {"lstm_dim": 16, "projection_dim": 8, "batch_size": 16, "num_epochs": 2, "unroll_steps": 10}
 
 
-def train_bilm(serialization_dir: Path, overrides: Dict, recover: bool = False) -> Model:
+def train_bilm(
+    serialization_dir: Path, arguments: Dict, overrides: Dict, recover: bool = False
+) -> Model:
+    """Trains ``bilm.jsonnet`` called with ``arguments`` (a config of a user's own)."""
+    config = config_calling(serialization_dir.parent / f"{serialization_dir.name}.jsonnet",
+                            "bilm.jsonnet", **arguments)
     return train_model_from_file(
-        str(CONFIG_DIR / "bilm.jsonnet"),
+        str(config),
         str(serialization_dir),
         overrides=json.dumps({"trainer.callbacks": [], **overrides}),
         recover=recover,
@@ -265,20 +254,23 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
     (no sampler) nothing of that is left and the resumed run is bit-identical to the
     uninterrupted one. With the config as it is, the resumed run only ends close to it.
     """
-    env = write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16)
-    set_env(monkeypatch, {**env, **TINY_BILM_ENV, "ELMO_BATCHING": "sentences"})
+    arguments = {
+        **write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16),
+        **TINY_BILM,
+        "batching": "sentences",
+    }
     if randomness == "deterministic":
-        monkeypatch.setenv("ELMO_NUM_SAMPLES", "1000")  # >= 160 words: full softmax, no draws
+        arguments["num_samples"] = 1000  # >= 160 words: full softmax, no draws
         overrides = {
             "model.options.dropout": 0.0,
             "validation_data_loader": {"batch_size": 64, "shuffle": False},
         }
     else:
-        monkeypatch.setenv("ELMO_NUM_SAMPLES", "16")
+        arguments["num_samples"] = 16
         overrides = {}
 
     uninterrupted = tmp_path / "uninterrupted"
-    train_bilm(uninterrupted, overrides)
+    train_bilm(uninterrupted, arguments, overrides)
 
     resumed = tmp_path / "resumed"
     original_train_epoch = GradientDescentTrainer._train_epoch
@@ -291,13 +283,13 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(GradientDescentTrainer, "_train_epoch", interrupt_at_epoch_1)
         with pytest.raises(KeyboardInterrupt):
-            train_bilm(resumed, overrides)
+            train_bilm(resumed, arguments, overrides)
     assert not (resumed / "metrics_epoch_1.json").exists()
     assert (resumed / "model_state_e1_b0.th").exists() and (resumed / "best.th").exists()
     epoch_0_metrics = (resumed / "metrics_epoch_0.json").read_bytes()
     epoch_0_state = (resumed / "model_state_e1_b0.th").read_bytes()
 
-    model = train_bilm(resumed, overrides, recover=True)
+    model = train_bilm(resumed, arguments, overrides, recover=True)
 
     # Training went on from epoch 1: epoch 0 was not redone, epoch 1 was.
     assert (resumed / "metrics_epoch_0.json").read_bytes() == epoch_0_metrics
@@ -356,17 +348,19 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
         assert torch.equal(parameter, best[name]), name
 
 
-def test_stream_batching_trains_one_epoch(tmp_path, monkeypatch):
-    env = write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16)
-    set_env(
-        monkeypatch,
-        {**env, **TINY_BILM_ENV, "ELMO_BATCHING": "stream", "ELMO_NUM_EPOCHS": "1",
-         "ELMO_NUM_SAMPLES": "16", "ELMO_BATCH_SIZE": "4",
-         # and in bfloat16 autocast, which must learn as well
-         "ELMO_MIXED_PRECISION": "True"},
-    )
+def test_stream_batching_trains_one_epoch(tmp_path):
+    arguments = {
+        **write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16),
+        **TINY_BILM,
+        "batching": "stream",
+        "num_epochs": 1,
+        "num_samples": 16,
+        "batch_size": 4,
+        # and in bfloat16 autocast, which must learn as well
+        "mixed_precision": True,
+    }
     run = tmp_path / "run"
-    model = train_bilm(run, {})
+    model = train_bilm(run, arguments, {})
     config = json.loads((run / "config.json").read_text())
     assert config["model"]["mixed_precision"] is True
     assert config["dataset_reader"]["mode"] == "stream"
@@ -382,5 +376,5 @@ def test_stream_batching_trains_one_epoch(tmp_path, monkeypatch):
     assert metrics["validation_ppl"] < 160
     # Validation (sentences mode) left the biLM stateless; the archive exports.
     assert not model.bilm.stateful
-    paths = export_bilm(load_bilm_model(str(run / "model.tar.gz")), str(tmp_path / "export"))
+    paths = export_to_bilm_tf(run / "model.tar.gz", str(tmp_path / "export"))
     assert Path(paths["weights"]).exists()

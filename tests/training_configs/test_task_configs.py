@@ -14,8 +14,14 @@ import torch
 from allennlp.commands.train import train_model_from_file
 from allennlp.common.plugins import import_plugins
 
-from elmo_plugin.config_defaults import DEFAULTS
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT, make_random_bilm_files
+from elmo_plugin.modules.bilm import ElmoBiLm
+from tests.helpers import (
+    FIXTURE_OPTIONS,
+    FIXTURE_WEIGHTS,
+    REPO_ROOT,
+    config_calling,
+    make_random_bilm_files,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -23,7 +29,7 @@ TASKS = REPO_ROOT / "training_configs" / "tasks"
 CONFIGS = sorted(TASKS.glob("*.jsonnet"))
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
-# Each task's files (relative to ELMO_TASK_DATA) and the metric its test evaluation reports.
+# Each task's files (relative to the data root) and the metric its test evaluation reports.
 TASK_FILES: Dict[str, List[str]] = {
     "ner_wikiann": ["en/ner/wikiann/train.txt", "en/ner/wikiann/dev.txt", "en/ner/wikiann/test.txt"],
     "pos_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
@@ -38,7 +44,7 @@ TEST_METRIC = {
     "srl_up_ewt": "test_f1-measure-overall",
     "nsmc_sentiment": "test_accuracy",
 }
-# The tasks on a Korean biLM (ELMO_KO_* variables, 30 bytes per token).
+# The tasks on a Korean biLM (30 bytes per token).
 KOREAN_TASKS = {"nsmc_sentiment"}
 
 
@@ -69,7 +75,7 @@ def test_every_task_has_a_baseline_and_an_elmo_config():
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
-def test_task_config_trains_and_tests(config, tmp_path, monkeypatch):
+def test_task_config_trains_and_tests(config, tmp_path):
     if not SHARED_DATA.is_dir():
         pytest.skip(f"no shared data at {SHARED_DATA}")
     task = config.stem[: -len("_elmo")] if config.stem.endswith("_elmo") else config.stem
@@ -85,24 +91,32 @@ def test_task_config_trains_and_tests(config, tmp_path, monkeypatch):
     korean = make_random_bilm_files(tmp_path / "bilm", max_characters_per_token=30)
     korean_options = json.loads(korean.options_file.read_text())
     assert korean_options["char_cnn"]["max_characters_per_token"] == 30
-    env = {
-        **DEFAULTS,
-        "ELMO_TASK_DATA": str(data),
-        "ELMO_OPTIONS_FILE": str(FIXTURE_OPTIONS),
-        "ELMO_WEIGHT_FILE": str(FIXTURE_WEIGHTS),
-        "ELMO_TASK_ELMO_DIM": "32",  # the fixture biLM: 2 x 16
-        "ELMO_KO_OPTIONS_FILE": str(korean.options_file),
-        "ELMO_KO_WEIGHT_FILE": str(korean.weight_file),
-        "ELMO_KO_TASK_ELMO_DIM": str(2 * korean_options["lstm"]["projection_dim"]),
-        "ELMO_TASK_NUM_EPOCHS": "1",
-        "ELMO_CUDA_DEVICE": "-1",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    if task in KOREAN_TASKS:
+        options_file, weight_file = korean.options_file, korean.weight_file
+        max_characters = 30
+    else:
+        options_file, weight_file = FIXTURE_OPTIONS, FIXTURE_WEIGHTS
+        max_characters = 50
+    output_dim = 2 * json.loads(Path(options_file).read_text())["lstm"]["projection_dim"]
+    # The config as a user adapts it: the task's function with other data, biLM and epochs.
+    called = config_calling(
+        tmp_path / "config.jsonnet",
+        TASKS / f"{task}.libsonnet",
+        use_elmo=use_elmo,
+        data_root=str(data),
+        elmo={
+            "options_file": str(options_file),
+            "weight_file": str(weight_file),
+            "output_dim": output_dim,
+            "max_characters_per_token": max_characters,
+            "do_layer_norm": task in KOREAN_TASKS,
+        },
+        num_epochs=1,
+    )
     # What the `allennlp` command does first: load the default plugins (allennlp_models, for
     # crf_tagger and srl) and the ones .allennlp_plugins names.
     import_plugins()
-    model = train_model_from_file(str(config), str(tmp_path / "run"), force=True)
+    model = train_model_from_file(str(called), str(tmp_path / "run"), force=True)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert TEST_METRIC[task] in metrics, sorted(metrics)
     assert 0.0 <= metrics[TEST_METRIC[task]] <= 1.0
@@ -112,14 +126,8 @@ def test_task_config_trains_and_tests(config, tmp_path, monkeypatch):
     if not use_elmo:
         assert not elmo_parameters
         return
-    from elmo_plugin.modules.elmo import load_pretrained_bilm
-
     # Compared with the biLM files this config loaded.
-    if task in KOREAN_TASKS:
-        options_file, weight_file = korean.options_file, korean.weight_file
-    else:
-        options_file, weight_file = FIXTURE_OPTIONS, FIXTURE_WEIGHTS
-    pretrained = load_pretrained_bilm(str(options_file), str(weight_file)).state_dict()
+    pretrained = dict(ElmoBiLm.from_files(options_file, weight_file).named_parameters())
     bilm = {
         name.split("._elmo_lstm.", 1)[1]: parameter
         for name, parameter in elmo_parameters.items()

@@ -1,11 +1,17 @@
 // NER on WikiANN English (PER, ORG, LOC; BIO): allennlp-models' crf_tagger, span F1.
 local common = import "task_common.libsonnet";
 
-function(use_elmo) {
-  dataset_reader: { type: "token_tag_conll", token_indexers: common.token_indexers(use_elmo) },
-  train_data_path: common.data("en/ner/wikiann/train.txt"),
-  validation_data_path: common.data("en/ner/wikiann/dev.txt"),
-  test_data_path: common.data("en/ner/wikiann/test.txt"),
+function(
+  use_elmo,
+  data_root=common.shared_data,
+  elmo=common.english_elmo,
+  num_epochs=3,
+  cuda_device=-1,
+) {
+  dataset_reader: { type: "token_tag_conll", token_indexers: common.token_indexers(use_elmo, elmo) },
+  train_data_path: data_root + "/en/ner/wikiann/train.txt",
+  validation_data_path: data_root + "/en/ner/wikiann/dev.txt",
+  test_data_path: data_root + "/en/ner/wikiann/test.txt",
   evaluate_on_test: true,
   model: {
     type: "crf_tagger",
@@ -13,14 +19,14 @@ function(use_elmo) {
     constrain_crf_decoding: true,
     calculate_span_f1: true,
     dropout: 0.25,
-    text_field_embedder: common.text_field_embedder(use_elmo),
+    text_field_embedder: common.text_field_embedder(use_elmo, elmo),
     encoder: {
       type: "lstm",
-      input_size: common.embedding_dim(use_elmo),
+      input_size: common.embedding_dim(use_elmo, elmo),
       hidden_size: 100,
       bidirectional: true,
     },
   } + common.regularizer(use_elmo),
   data_loader: common.data_loader(32),
-  trainer: common.trainer(common.epochs(3), "+f1-measure-overall"),
+  trainer: common.trainer(num_epochs, "+f1-measure-overall", cuda_device),
 }

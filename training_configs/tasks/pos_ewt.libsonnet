@@ -1,27 +1,33 @@
 // POS tagging on UD English-EWT (17 UPOS tags): allennlp-models' crf_tagger, accuracy.
 local common = import "task_common.libsonnet";
 
-function(use_elmo) {
+function(
+  use_elmo,
+  data_root=common.shared_data,
+  elmo=common.english_elmo,
+  num_epochs=3,
+  cuda_device=-1,
+) {
   dataset_reader: {
     type: "conllu_tagging",
     tag_column: "upos",
-    token_indexers: common.token_indexers(use_elmo),
+    token_indexers: common.token_indexers(use_elmo, elmo),
   },
-  train_data_path: common.data("en/pos/en_ewt-ud-train.conllu"),
-  validation_data_path: common.data("en/pos/en_ewt-ud-dev.conllu"),
-  test_data_path: common.data("en/pos/en_ewt-ud-test.conllu"),
+  train_data_path: data_root + "/en/pos/en_ewt-ud-train.conllu",
+  validation_data_path: data_root + "/en/pos/en_ewt-ud-dev.conllu",
+  test_data_path: data_root + "/en/pos/en_ewt-ud-test.conllu",
   evaluate_on_test: true,
   model: {
     type: "crf_tagger",
     dropout: 0.25,
-    text_field_embedder: common.text_field_embedder(use_elmo),
+    text_field_embedder: common.text_field_embedder(use_elmo, elmo),
     encoder: {
       type: "lstm",
-      input_size: common.embedding_dim(use_elmo),
+      input_size: common.embedding_dim(use_elmo, elmo),
       hidden_size: 100,
       bidirectional: true,
     },
   } + common.regularizer(use_elmo),
   data_loader: common.data_loader(32),
-  trainer: common.trainer(common.epochs(3), "+accuracy"),
+  trainer: common.trainer(num_epochs, "+accuracy", cuda_device),
 }

@@ -1,49 +1,58 @@
 // What the downstream task configs share: the baseline's word + character embeddings, the
-// ELMo additions, the trainer. Each task has two configs that differ only in `use_elmo`.
+// ELMo additions, the trainer. Each task is a function in its .libsonnet file; its two .jsonnet
+// configs call it with use_elmo false and true, and are otherwise the same.
 //
-// Environment variables (defaults in elmo_plugin/config_defaults.py):
-//   ELMO_TASK_DATA          root of the task data (default ../shared/data next to the repo)
-//   ELMO_OPTIONS_FILE       bilm-tf options.json of the biLM   (default build/en_small/bilm/...;
-//   ELMO_WEIGHT_FILE        bilm-tf weights.hdf5 of the biLM    `make pretrain-small` makes them)
-//   ELMO_TASK_ELMO_DIM      the biLM's output size, 2 x projection_dim (256 for bilm_small)
-//   ELMO_KO_OPTIONS_FILE, ELMO_KO_WEIGHT_FILE, ELMO_KO_TASK_ELMO_DIM
-//                           the same for the Korean biLM (build/ko_small/bilm/...; made by
-//                           `make pretrain-ko-small`), read by the Korean task configs
-//   ELMO_TASK_NUM_EPOCHS    overrides every task's epoch count ("" keeps each config's own)
-//   ELMO_CUDA_DEVICE        -1 for the CPU
+// Every task function takes, besides use_elmo (all with defaults):
+//   data_root    the root of the task data (default ../shared/data beside the repository)
+//   elmo         the biLM of the +ELMo variant: `english_elmo` or `korean_elmo` below, or your own
+//                object with the same fields
+//   num_epochs   the number of training epochs (default: the task's own)
+//   cuda_device  -1 for the CPU
+// Change them in a config of your own, e.g. for another biLM:
+//   (import "training_configs/tasks/ner_wikiann.libsonnet")(
+//     use_elmo=true, elmo={ model: "runs/my_bilm/bilm", output_dim: 512 })
+// or change single values of a config with AllenNLP's -o (`-o '{"trainer.num_epochs": 1}'`).
+local paths = import "../paths.libsonnet";
 {
-  data(path):: std.extVar("ELMO_TASK_DATA") + "/" + path,
+  shared_data:: paths.shared_data,
 
-  epochs(default)::
-    if std.extVar("ELMO_TASK_NUM_EPOCHS") == "" then default
-    else std.parseInt(std.extVar("ELMO_TASK_NUM_EPOCHS")),
+  // The biLMs: `model` is what elmo_token_embedder loads (a directory with options.json and
+  // weights.hdf5, a training run, or a published model's name), `output_dim` its size
+  // (2 x projection_dim), `max_characters_per_token` its bytes per token.
+  english_elmo:: {
+    // `make pretrain-small` exports it there.
+    options_file: paths.english_bilm + "/options.json",
+    weight_file: paths.english_bilm + "/weights.hdf5",
+    output_dim: 256,
+    max_characters_per_token: 50,
+    do_layer_norm: false,
+  },
+  korean_elmo:: {
+    // `make pretrain-ko` exports it there.
+    options_file: paths.korean_bilm + "/options.json",
+    weight_file: paths.korean_bilm + "/weights.hdf5",
+    output_dim: 256,
+    max_characters_per_token: 30,
+    // As in the Korean course.
+    do_layer_norm: true,
+  },
 
   word_dim:: 100,
   character_dim:: 64,
 
-  // The three edits that add ELMo to a model (README, "Adding ELMo to a model"). Their defaults
-  // are the English biLM's; a task on another biLM passes its own (nsmc_sentiment.libsonnet).
-  // 1. an `elmo_characters` indexer next to the model's own indexers; `max_characters` is the
-  //    biLM's max_characters_per_token (null: the indexer's default, 50, as the English biLM),
-  token_indexers(use_elmo, max_characters=null):: {
+  // The three edits that add ELMo to a model (README, "Adding ELMo to a model"):
+  // 1. an `elmo_characters` indexer next to the model's own indexers,
+  token_indexers(use_elmo, elmo):: {
     tokens: { type: "single_id", lowercase_tokens: true },
     token_characters: { type: "characters", min_padding_length: 3 },
   } + (
     if use_elmo then {
-      elmo: { type: "elmo_characters" } + (
-        if max_characters == null then {} else { max_characters_per_token: max_characters }
-      ),
+      elmo: { type: "elmo_characters", max_characters_per_token: elmo.max_characters_per_token },
     } else {}
   ),
 
-  // 2. an `elmo_token_embedder` under the same key, its biLM files named by the environment
-  //    variables `options_var` and `weight_var`,
-  text_field_embedder(
-    use_elmo,
-    options_var="ELMO_OPTIONS_FILE",
-    weight_var="ELMO_WEIGHT_FILE",
-    do_layer_norm=false,
-  ):: {
+  // 2. an `elmo_token_embedder` under the same key,
+  text_field_embedder(use_elmo, elmo):: {
     token_embedders: {
       tokens: { type: "embedding", embedding_dim: $.word_dim },
       token_characters: {
@@ -55,18 +64,19 @@
       if use_elmo then {
         elmo: {
           type: "elmo_token_embedder",
-          options_file: std.extVar(options_var),
-          weight_file: std.extVar(weight_var),
-          do_layer_norm: do_layer_norm,
+          do_layer_norm: elmo.do_layer_norm,
           dropout: 0.5,
-        },
+        } + (
+          if std.objectHas(elmo, "model") then { model: elmo.model }
+          else { options_file: elmo.options_file, weight_file: elmo.weight_file }
+        ),
       } else {}
     ),
   },
 
-  // 3. the encoder's input grown by ELMo's size, read from the environment variable `elmo_dim_var`.
-  embedding_dim(use_elmo, elmo_dim_var="ELMO_TASK_ELMO_DIM")::
-    $.word_dim + $.character_dim + (if use_elmo then std.parseInt(std.extVar(elmo_dim_var)) else 0),
+  // 3. the encoder's input grown by ELMo's size.
+  embedding_dim(use_elmo, elmo)::
+    $.word_dim + $.character_dim + (if use_elmo then elmo.output_dim else 0),
 
   // The paper's penalty on the layer weights, lambda * ||s||^2 (lambda = 0.001).
   regularizer(use_elmo)::
@@ -77,9 +87,9 @@
     batch_sampler: { type: "bucket", batch_size: batch_size, sorting_keys: ["tokens"] },
   },
 
-  trainer(num_epochs, validation_metric):: {
+  trainer(num_epochs, validation_metric, cuda_device):: {
     num_epochs: num_epochs,
-    cuda_device: std.parseInt(std.extVar("ELMO_CUDA_DEVICE")),
+    cuda_device: cuda_device,
     optimizer: { type: "adam", lr: 0.001 },
     grad_norm: 5.0,
     validation_metric: validation_metric,

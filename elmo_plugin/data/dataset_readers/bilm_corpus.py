@@ -1,5 +1,5 @@
 """
-``bilm_corpus``: the dataset reader for pretraining the ELMo biLM (elmo-facts §5).
+``bilm_corpus``: the dataset reader for pretraining the ELMo biLM.
 
 The data is a glob of tokenized text files: UTF-8, one sentence per line, tokens split on
 whitespace (``line.split()``), blank lines skipped and counted. Reading is lazy: files are
@@ -82,24 +82,18 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-import torch.distributed as dist
-from allennlp.common import util as common_util
 from allennlp.common.checks import ConfigurationError
-from allennlp.data.dataset_readers.dataset_reader import DatasetReader, DistributedInfo
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.fields import TextField
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
-from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN
+from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
+from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
+from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
 from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer
-from elmo_plugin.data.vocabulary import (
-    BOS_TOKEN,
-    DEFAULT_LM_NAMESPACE,
-    EOS_TOKEN,
-    expand_corpus_glob,
-    iter_corpus_lines,
-)
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +186,7 @@ def _make_pass_counter():
 
 
 @DatasetReader.register("bilm_corpus")
-class BilmCorpusReader(DatasetReader):
+class BilmCorpusReader(ShardedDatasetReader):
     """
     Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining;
     see the module documentation for the modes, fields, sharding and shuffling.
@@ -236,11 +230,7 @@ class BilmCorpusReader(DatasetReader):
         vocab_namespace: str = DEFAULT_LM_NAMESPACE,
         **kwargs,
     ) -> None:
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(**kwargs)
         if mode not in MODES:
             raise ConfigurationError(f"bilm_corpus: mode must be one of {MODES}, got {mode!r}")
         if max_sentence_length is not None and max_sentence_length < 1:
@@ -354,7 +344,7 @@ class BilmCorpusReader(DatasetReader):
             else ", ".join(repr(os.fspath(p)) for p in file_path)
         )
         files = expand_corpus_glob(file_path)
-        shard, num_shards = self._shard()
+        shard, num_shards = self.shard()
         if self.mode == "stream" and self.get_worker_info() is not None:
             raise ConfigurationError(
                 "bilm_corpus: stream mode needs num_workers 0 in the data loader: with worker "
@@ -487,7 +477,8 @@ class BilmCorpusReader(DatasetReader):
         for file_index, path in assigned:
             counts.files += 1
             warned = False
-            for line_number, text in iter_corpus_lines(path):
+            for line_index, text, _ in decoded_lines(path):
+                line_number = line_index + 1
                 if by_line and (file_index + line_number - 1) % num_shards != shard:
                     continue
                 tokens = text.split()
@@ -513,21 +504,7 @@ class BilmCorpusReader(DatasetReader):
 
     @staticmethod
     def _any_sentence(files: List[str]) -> bool:
-        return any(text.split() for path in files for _, text in iter_corpus_lines(path))
-
-    def _shard(self) -> Tuple[int, int]:
-        """(shard id, number of shards) over distributed ranks x loader workers."""
-        shard, num_shards = 0, 1
-        info = self.get_distributed_info()
-        if info is None and common_util.is_distributed():
-            info = DistributedInfo(dist.get_world_size(), dist.get_rank())
-        if info is not None:
-            shard, num_shards = info.global_rank, info.world_size
-        worker = self.get_worker_info()
-        if worker is not None:
-            shard = shard * worker.num_workers + worker.id
-            num_shards *= worker.num_workers
-        return shard, num_shards
+        return any(text.split() for path in files for _, text, _ in decoded_lines(path))
 
     def _next_pass(self, key: str) -> int:
         if self._epoch is not None:

@@ -6,8 +6,6 @@ such as the NSMC-style Korean sentiment set (``ko/sentiment/{train,test}.tsv``: 
 import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import torch.distributed as dist
-from allennlp.common import util
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -16,7 +14,7 @@ from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token, Tokenizer
 
 from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer, is_blank
-from elmo_plugin.data.sentence_file import decoded_lines
+from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.data.dataset_readers.sharded_task_reader import ShardedTaskReader, no_instance_error
 
 logger = logging.getLogger(__name__)
@@ -122,7 +120,7 @@ class SentimentTsvReader(ShardedTaskReader):
                 tokens = tokens[: self.max_tokens]
             instances += 1
             yield self.text_to_instance(tokens, label, row_id)
-        shards = self._num_shards()
+        _, shards = self.shard()
         where = f" (one of {shards} shards)" if shards > 1 else ""
         if instances == 0:
             # With several shards, a shard may get no row of a small file; `_rows` has checked
@@ -237,12 +235,3 @@ class SentimentTsvReader(ShardedTaskReader):
         else:
             tokens = text
         return self.classification_instance(tokens, label, id=instance_id)
-
-    def _num_shards(self) -> int:
-        """How many shards `shard_iterable` splits the rows into here (ranks x workers)."""
-        shards = dist.get_world_size() if util.is_distributed() else 1
-        worker_info = self.get_worker_info()
-        if worker_info is not None:
-            shards *= worker_info.num_workers
-        return shards
-

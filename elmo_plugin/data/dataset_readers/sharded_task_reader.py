@@ -12,11 +12,12 @@ fields with the same sharding and indexing.
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.fields import Field, LabelField, MetadataField, SequenceLabelField, TextField
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
+
+from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
 
 
 def tokens_and_metadata(
@@ -51,7 +52,7 @@ def no_instance_error(
     return ConfigurationError(f"{message}; {hint}" if hint else message)
 
 
-class ShardedTaskReader(DatasetReader):
+class ShardedTaskReader(ShardedDatasetReader):
     """
     The base of the task readers (not registered itself): the ``token_indexers``, the
     ``label_namespace`` of the labels, sharding always on, `apply_token_indexers`, and the
@@ -68,9 +69,8 @@ class ShardedTaskReader(DatasetReader):
         Vocabulary namespace of the labels or tags (the default of allennlp's
         ``basic_classifier`` and allennlp-models' taggers).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. A
-        ``manual_distributed_sharding`` or ``manual_multiprocess_sharding`` given here is
-        ignored: the reader always shards itself.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir`` (see
+        `ShardedDatasetReader`: the reader always shards itself).
     """
 
     def __init__(
@@ -80,15 +80,8 @@ class ShardedTaskReader(DatasetReader):
         **kwargs,
     ) -> None:
         # Sharding by sentence (row, predicate) is cheap and exact: every shard parses and
-        # checks the whole file and keeps every n-th instance, so no instance is read twice or
-        # lost, whatever the number of data-loader workers and distributed ranks. So it is
-        # always on (as in bilm_corpus), and a config's setting (say, copied from another
-        # reader) is dropped rather than passed twice to `DatasetReader`.
-        kwargs.pop("manual_distributed_sharding", None)
-        kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        # checks the whole file and keeps every n-th instance (`shard_iterable`).
+        super().__init__(**kwargs)
         self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
         self.label_namespace = label_namespace
 

@@ -12,7 +12,7 @@ from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.tokenizers import Token
 
-from elmo_plugin.data.sentence_file import decoded_lines
+from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.data.dataset_readers.sharded_task_reader import ShardedTaskReader, no_instance_error
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ into BIO tags (see `UniversalPropBankSrlReader` for the heuristic).
 """
 import logging
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path

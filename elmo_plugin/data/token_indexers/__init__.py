@@ -1,0 +1,1 @@
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer

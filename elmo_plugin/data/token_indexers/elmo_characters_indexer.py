@@ -21,7 +21,7 @@ _replacement_logged = False
 @TokenIndexer.register("elmo_characters", exist_ok=True)
 class ElmoCharactersIndexer(TokenIndexer):
     """
-    Converts each token to its row of ELMo character ids (UTF-8 bytes, elmo-facts §1).
+    Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and end-of-word ids; see `elmo_plugin.data.character_ids`).
 
     Registered as a `TokenIndexer` with name ``"elmo_characters"``, **replacing AllenNLP's own
     ``ELMoTokenCharactersIndexer``** when elmo_plugin is loaded (a message is logged once). The

@@ -1,0 +1,1 @@
+from elmo_plugin.data.tokenizers.korean import KiwiTokenizer, MecabKoTokenizer

@@ -46,6 +46,17 @@ WHITESPACE_REPLACEMENT = "_"
 _SPACE = re.compile(r"[\s\u200b\u2060\ufeff]")
 _SPACE_RUN = re.compile(r"[\s\u200b\u2060\ufeff]+")
 
+# Hangul syllables, jamo (conjoining, compatibility, extended A and B) and half-width jamo.
+_HANGUL = re.compile(
+    "[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uffa0-\uffdc]"
+)
+
+
+def contains_hangul(text: str) -> bool:
+    """Whether ``text`` has a Hangul syllable or jamo: the test for a Korean line."""
+    return _HANGUL.search(text) is not None
+
+
 _INSTALL_HINT = "install it with 'pip install --no-deps -r requirements/korean.txt'"
 
 

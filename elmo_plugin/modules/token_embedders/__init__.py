@@ -1,0 +1,1 @@
+from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder

@@ -16,7 +16,7 @@ from allennlp.data import Batch, DatasetReader
 from allennlp.data.data_loaders import MultiProcessDataLoader
 from allennlp.data.dataset_readers.dataset_reader import DistributedInfo, WorkerInfo
 
-import elmo_plugin.data.dataset_readers.bilm_corpus as lm_dataset_reader
+import elmo_plugin.data.dataset_readers.sharded_reader as sharded_reader
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader, pack_windows
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 
@@ -359,11 +359,11 @@ def test_faked_torch_distributed(tmp_path: Path, monkeypatch):
     sentences = [[f"s{i}", "x"] for i in range(10)]
     _write(tmp_path / "one.txt", [" ".join(s) for s in sentences])
     pattern = str(tmp_path / "one.txt")
-    monkeypatch.setattr(lm_dataset_reader.common_util, "is_distributed", lambda: True)
-    monkeypatch.setattr(lm_dataset_reader.dist, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(sharded_reader.common_util, "is_distributed", lambda: True)
+    monkeypatch.setattr(sharded_reader.dist, "get_world_size", lambda *a, **k: 2)
     seen = []
     for rank in range(2):
-        monkeypatch.setattr(lm_dataset_reader.dist, "get_rank", lambda *a, r=rank, **k: r)
+        monkeypatch.setattr(sharded_reader.dist, "get_rank", lambda *a, r=rank, **k: r)
         reader = BilmCorpusReader(shuffle=False)
         reader._distributed_info = None  # only torch.distributed tells the rank
         seen.append([_sentence_key(_texts(i)) for i in reader.read(pattern)])

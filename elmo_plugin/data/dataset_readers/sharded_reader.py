@@ -1,0 +1,50 @@
+"""
+`ShardedDatasetReader`: the base of every dataset reader of the plugin, which all shard their
+data themselves over data-loader workers and distributed ranks.
+"""
+from typing import Tuple
+
+import torch.distributed as dist
+from allennlp.common import util as common_util
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader, DistributedInfo
+
+
+class ShardedDatasetReader(DatasetReader):
+    """
+    A `DatasetReader` with AllenNLP's manual sharding always on (not registered itself).
+
+    Every reader of the plugin decides itself which instances each (rank, worker) shard makes:
+    by line or sentence (`shard_iterable`) or by file (``bilm_corpus``), so that no instance is
+    read twice or lost whatever the number of workers and ranks. So sharding is not a setting:
+    a ``manual_distributed_sharding`` or ``manual_multiprocess_sharding`` given in a config (say,
+    copied from another reader) is dropped rather than passed twice to `DatasetReader`.
+
+    # Parameters
+
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.pop("manual_distributed_sharding", None)
+        kwargs.pop("manual_multiprocess_sharding", None)
+        super().__init__(
+            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
+        )
+
+    def shard(self) -> Tuple[int, int]:
+        """
+        ``(shard id, number of shards)`` of this process: the shards are the (distributed rank,
+        data-loader worker) pairs, numbered ``rank * num_workers + worker``.
+        """
+        shard, num_shards = 0, 1
+        info = self.get_distributed_info()
+        if info is None and common_util.is_distributed():
+            info = DistributedInfo(dist.get_world_size(), dist.get_rank())
+        if info is not None:
+            shard, num_shards = info.global_rank, info.world_size
+        worker = self.get_worker_info()
+        if worker is not None:
+            shard = shard * worker.num_workers + worker.id
+            num_shards *= worker.num_workers
+        return shard, num_shards

@@ -1,0 +1,73 @@
+"""
+Tensor helpers shared by the biLM, the ELMo layer, the language model and the embedder: the
+token mask of character ids, and the sentence boundaries ``<S>``/``</S>`` that the biLM runs
+over but callers never see.
+
+AllenNLP has ``add_sentence_boundary_token_ids`` and ``remove_sentence_boundaries`` too; these
+are vectorised (AllenNLP's loop over the rows in Python and copy the lengths to the host) and
+take the mask from the caller, because a bilm-tf target id 0 is a real token (``<S>``), so a mask
+computed from non-zero ids would be wrong for target ids.
+"""
+from typing import Tuple
+
+import torch
+
+
+def character_mask(character_ids: torch.Tensor) -> torch.BoolTensor:
+    """
+    ``(..., tokens)`` True where a token is, for ``(..., tokens, max_characters)`` character ids
+    from the ``elmo_characters`` indexer: padding tokens are all-zero rows.
+    """
+    return (character_ids > 0).any(dim=-1)
+
+
+def add_sentence_boundaries(
+    tensor: torch.Tensor,
+    mask: torch.BoolTensor,
+    beginning_of_sentence: torch.Tensor,
+    end_of_sentence: torch.Tensor,
+) -> Tuple[torch.Tensor, torch.BoolTensor]:
+    """
+    Puts ``beginning_of_sentence`` before and ``end_of_sentence`` after the tokens of every row.
+
+    # Parameters
+
+    tensor : `torch.Tensor`
+        ``(batch, time)`` ids or ``(batch, time, ...)`` rows (character ids), left-aligned.
+    mask : `torch.BoolTensor`
+        ``(batch, time)``, True at the tokens.
+    beginning_of_sentence, end_of_sentence : `torch.Tensor`
+        What to write: scalars for ``(batch, time)`` ids, or one row of ``tensor``'s trailing shape.
+
+    # Returns
+
+    ``(batch, time + 2, ...)``: ``<S>`` at position 0, the tokens at 1..length, ``</S>`` at
+    length + 1 and zeros after; and its ``(batch, time + 2)`` mask.
+    """
+    batch_size, num_tokens = mask.shape
+    lengths = mask.sum(dim=1)
+    with_boundaries = tensor.new_zeros(batch_size, num_tokens + 2, *tensor.shape[2:])
+    with_boundaries[:, 1 : num_tokens + 1] = tensor * mask.view(
+        batch_size, num_tokens, *([1] * (tensor.dim() - 2))
+    ).to(tensor.dtype)
+    with_boundaries[:, 0] = beginning_of_sentence
+    rows = torch.arange(batch_size, device=tensor.device)
+    with_boundaries[rows, lengths + 1] = end_of_sentence
+    positions = torch.arange(num_tokens + 2, device=mask.device).unsqueeze(0)
+    return with_boundaries, positions < (lengths + 2).unsqueeze(1)
+
+
+def remove_sentence_boundaries(
+    tensor: torch.Tensor, mask_with_boundaries: torch.BoolTensor
+) -> Tuple[torch.Tensor, torch.BoolTensor]:
+    """
+    The inverse of `add_sentence_boundaries` for ``(batch, time + 2, ...)`` outputs: the token
+    positions ``(batch, time, ...)``, zero at padding, and their ``(batch, time)`` mask.
+
+    Rows are left-aligned, so dropping the first and the last position keeps every token in
+    place; the ``</S>`` of a shorter row (at its length + 1) is then zeroed by the new mask, which
+    for position ``i`` is the old mask at ``i + 2``.
+    """
+    mask = mask_with_boundaries[:, 2:]
+    trailing = [1] * (tensor.dim() - 2)
+    return tensor[:, 1:-1] * mask.view(*mask.shape, *trailing).to(tensor.dtype), mask
