@@ -9,6 +9,10 @@ learned softmax-normalised layer weights of every +ELMo model (the paper's Figur
 
 Runs go to ``build/tasks/CONFIG`` (an existing run is kept unless ``--train`` is given for it).
 Each run uses ``--threads`` torch threads (default 1), so two can share a 2-core machine.
+``--num-epochs N`` trains every run for N epochs (AllenNLP's ``-o`` override of the trainer);
+``--bilm DIR`` gives the +ELMo runs another biLM (a directory with ``options.json`` and
+``weights.hdf5``, as ``allennlp elmo-export`` writes): the script then writes a config that calls
+the task's function with it, as a user adapting a config would.
 """
 import argparse
 import json
@@ -44,16 +48,43 @@ def config_name(task: str, variant: str) -> str:
     return task if variant == "baseline" else f"{task}_elmo"
 
 
-def train(config: str, runs: Path, threads: int) -> None:
+def config_file(task: str, variant: str, runs: Path, bilm: Optional[Path]) -> Path:
+    """The task config to train: the repository's, or for ``--bilm`` one that calls its function."""
+    tasks = REPO / "training_configs" / "tasks"
+    if variant == "baseline" or bilm is None:
+        return tasks / f"{config_name(task, variant)}.jsonnet"
+    options = json.loads((bilm / "options.json").read_text(encoding="utf-8"))
+    elmo = {
+        "options_file": str((bilm / "options.json").resolve()),
+        "weight_file": str((bilm / "weights.hdf5").resolve()),
+        "output_dim": 2 * options["lstm"]["projection_dim"],
+        "max_characters_per_token": options["char_cnn"]["max_characters_per_token"],
+    }
+    # The task's default biLM supplies the rest (do_layer_norm).
+    default_elmo = "korean_elmo" if task == "nsmc_sentiment" else "english_elmo"
+    path = runs / f"{config_name(task, variant)}.jsonnet"
+    path.write_text(
+        f'local common = import "{tasks / "task_common.libsonnet"}";\n'
+        f'(import "{tasks / (task + ".libsonnet")}")(use_elmo=true, '
+        f"elmo=common.{default_elmo} + {json.dumps(elmo)})\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def train(
+    config: str, config_path: Path, runs: Path, threads: int, num_epochs: Optional[int] = None
+) -> None:
     serialization_dir = runs / config
     if serialization_dir.exists():
         subprocess.run(["rm", "-rf", str(serialization_dir)], check=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     command = [
-        str(REPO / ".venv" / "bin" / "allennlp"), "train",
-        str(REPO / "training_configs" / "tasks" / f"{config}.jsonnet"),
+        str(REPO / ".venv" / "bin" / "allennlp"), "train", str(config_path),
         "--include-package", "elmo_plugin", "-s", str(serialization_dir), "--file-friendly-logging",
     ]
+    if num_epochs is not None:
+        command += ["-o", json.dumps({"trainer.num_epochs": num_epochs})]
     print("+", " ".join(command), flush=True)
     start = time.time()
     with open(runs / f"{config}.log", "w") as log:
@@ -155,13 +186,21 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=TASKS)
     parser.add_argument("--variants", nargs="+", choices=["baseline", "elmo"], default=["baseline", "elmo"])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--num-epochs", type=int, help="epochs for every run (default: each config's)")
+    parser.add_argument("--bilm", type=Path, help="the +ELMo runs' biLM: a directory of options.json + weights.hdf5")
     parser.add_argument("--figure", type=Path, help="also plot the layer weights to this PNG")
     args = parser.parse_args()
     args.runs.mkdir(parents=True, exist_ok=True)
     if args.train:
         for task in args.tasks:
             for variant in args.variants:
-                train(config_name(task, variant), args.runs, args.threads)
+                train(
+                    config_name(task, variant),
+                    config_file(task, variant, args.runs, args.bilm),
+                    args.runs,
+                    args.threads,
+                    args.num_epochs,
+                )
     print(f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
     print(table(args.runs))
     if args.figure:

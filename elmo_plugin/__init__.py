@@ -42,3 +42,33 @@ from elmo_plugin.models import ElmoLanguageModel
 from elmo_plugin.modules import ElmoBiLm, Elmo, ScalarMix, SingleLayerMix
 from elmo_plugin.modules.token_embedders import ElmoTokenEmbedder
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
+
+__all__ = [
+    "BilmOptions",
+    "ElmoCommand",
+    "ElmoExportCommand",
+    "ElmoTokenizeCommand",
+    "ElmoVocabCommand",
+    "ElmoCharacterIds",
+    "batch_to_ids",
+    "BilmCorpusReader",
+    "ConlluSentenceGenreReader",
+    "ConlluTaggingReader",
+    "SentimentTsvReader",
+    "TokenTagConllReader",
+    "UniversalPropBankSrlReader",
+    "ElmoCharactersIndexer",
+    "KiwiTokenizer",
+    "MecabKoTokenizer",
+    "BilmTfVocabulary",
+    "build_lm_vocabulary",
+    "ElmoEmbedder",
+    "ElmoLanguageModel",
+    "ElmoBiLm",
+    "Elmo",
+    "ScalarMix",
+    "SingleLayerMix",
+    "ElmoTokenEmbedder",
+    "KeepFreedMemoryCallback",
+    "ReduceOnPlateauLearningRateScheduler",
+]

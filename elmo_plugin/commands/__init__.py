@@ -5,3 +5,10 @@ from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.commands.elmo_tokenize import ElmoTokenizeCommand
 from elmo_plugin.commands.elmo_vocab import ElmoVocabCommand
+
+__all__ = [
+    "ElmoCommand",
+    "ElmoExportCommand",
+    "ElmoTokenizeCommand",
+    "ElmoVocabCommand",
+]

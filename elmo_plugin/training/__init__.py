@@ -1,2 +1,7 @@
 from elmo_plugin.training.callbacks import KeepFreedMemoryCallback
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
+
+__all__ = [
+    "KeepFreedMemoryCallback",
+    "ReduceOnPlateauLearningRateScheduler",
+]

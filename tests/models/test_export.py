@@ -33,7 +33,6 @@ from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
-from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -5,6 +5,7 @@ data loaders, model and trainer components, and takes one optimizer step on the 
 stream batching.
 """
 import json
+import os
 import math
 from pathlib import Path
 from typing import Dict
@@ -47,6 +48,22 @@ def test_the_expected_configs_are_there():
     names = [path.stem for path in CONFIGS]
     assert "bilm" in names and "bilm_small" in names
     assert set(names) <= {"bilm", "bilm_small", "bilm_original", "bilm_ko", "bilm_ko_small"}, names
+
+
+def test_the_default_config_finds_its_data_from_any_directory(tmp_path, monkeypatch):
+    # No environment variables and no arguments: paths are relative to the config file, so
+    # `allennlp train /path/to/training_configs/bilm.jsonnet` works from any directory.
+    monkeypatch.chdir(tmp_path)
+    for name in [key for key in os.environ if key.startswith("ELMO_")]:
+        monkeypatch.delenv(name)
+    params = Params.from_file(str(CONFIG_DIR / "bilm.jsonnet")).as_dict(quiet=True)
+    for path in (
+        params["train_data_path"],
+        params["validation_data_path"],
+        params["vocabulary"]["vocabulary_file"],
+    ):
+        assert Path(path).is_absolute() and Path(path).is_file(), path
+        assert Path(path).resolve().parent == SAMPLE.resolve()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])

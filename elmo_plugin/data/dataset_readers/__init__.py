@@ -3,3 +3,12 @@ from elmo_plugin.data.dataset_readers.conllu import ConlluSentenceGenreReader, C
 from elmo_plugin.data.dataset_readers.sentiment_tsv import SentimentTsvReader
 from elmo_plugin.data.dataset_readers.token_tag_conll import TokenTagConllReader
 from elmo_plugin.data.dataset_readers.universal_propbank_srl import UniversalPropBankSrlReader
+
+__all__ = [
+    "BilmCorpusReader",
+    "ConlluSentenceGenreReader",
+    "ConlluTaggingReader",
+    "SentimentTsvReader",
+    "TokenTagConllReader",
+    "UniversalPropBankSrlReader",
+]

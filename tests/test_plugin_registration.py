@@ -1,0 +1,133 @@
+"""
+How AllenNLP finds the plugin, checked in fresh interpreters (registration is process state, so
+an in-process check would pass on whatever an earlier test imported):
+
+- through the ``.allennlp_plugins`` file, which makes AllenNLP import only the top package
+  ``elmo_plugin``, so its ``__init__`` must register everything;
+- through ``--include-package elmo_plugin`` (AllenNLP imports the package and its submodules);
+  the subcommands too, though the ``allennlp`` command line cannot use them that way (below);
+- importing the package changes nothing else in the process: no environment variables, no
+  warning filters.
+
+Subcommands are found only through a plugins file: AllenNLP builds its subcommand parser before
+it reads ``--include-package`` (allennlp/commands/__init__.py), so ``allennlp elmo`` from a
+directory without ``.allennlp_plugins`` needs ``~/.allennlp/plugins`` (README, "Install").
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO_ROOT
+
+# Every name the plugin registers, by AllenNLP base class.
+REGISTERED = {
+    "allennlp.data.DatasetReader": [
+        "bilm_corpus",
+        "token_tag_conll",
+        "conllu_tagging",
+        "conllu_sentence_genre",
+        "universal_propbank_srl",
+        "sentiment_tsv",
+    ],
+    "allennlp.data.TokenIndexer": ["elmo_characters"],
+    "allennlp.data.Tokenizer": ["korean", "mecab_ko", "kiwi"],
+    "allennlp.data.Vocabulary": ["from_bilm_tf_file"],
+    "allennlp.models.Model": ["elmo_bilm"],
+    "allennlp.modules.TokenEmbedder": ["elmo_token_embedder"],
+    "allennlp.training.learning_rate_schedulers.LearningRateScheduler": ["reduce_on_plateau"],
+    "allennlp.training.callbacks.TrainerCallback": ["keep_freed_memory"],
+    "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
+    "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize"],
+}
+
+# Prints, as JSON, which of REGISTERED each class resolves to the plugin (module elmo_plugin.*).
+CHECK = """
+import importlib, json, sys
+registered = json.loads(sys.argv[1])
+found = {}
+for base_path, names in registered.items():
+    module, _, name = base_path.rpartition(".")
+    try:
+        base = getattr(importlib.import_module(module), name)
+    except ImportError:
+        found[base_path] = []  # elmo_plugin not imported: its ScalarMix base is unknown
+        continue
+    found[base_path] = [
+        n for n in names
+        if n in base.list_available()
+        and base.resolve_class_name(n)[0].__module__.startswith("elmo_plugin")
+    ]
+print(json.dumps(found))
+"""
+
+
+def run_python(code: str, *args: str, cwd: Path) -> str:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ELMO_")}
+    # The checkout, importable from any directory (as an installed package would be).
+    environment["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_everything_is_registered_through_the_plugins_file(tmp_path):
+    (tmp_path / ".allennlp_plugins").write_text("elmo_plugin\n", encoding="utf-8")
+    found = json.loads(
+        run_python(
+            "from allennlp.common.plugins import import_plugins\nimport_plugins()\n" + CHECK,
+            json.dumps(REGISTERED),
+            cwd=tmp_path,
+        )
+    )
+    assert found == REGISTERED
+
+
+def test_everything_is_registered_through_include_package(tmp_path):
+    # What `--include-package elmo_plugin` does (allennlp/commands/__init__.py, main).
+    found = json.loads(
+        run_python(
+            "from allennlp.common.util import import_module_and_submodules\n"
+            "import_module_and_submodules('elmo_plugin')\n" + CHECK,
+            json.dumps(REGISTERED),
+            cwd=tmp_path,
+        )
+    )
+    assert found == REGISTERED
+
+
+def test_the_commands_are_listed_by_allennlp_help(tmp_path):
+    (tmp_path / ".allennlp_plugins").write_text("elmo_plugin\n", encoding="utf-8")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ELMO_")}
+    environment["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "allennlp", "--help"],
+        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("    ")}
+    assert set(REGISTERED["allennlp.commands.Subcommand"]) <= listed, result.stdout
+
+
+def test_importing_the_package_sets_no_environment_variables_or_warning_filters(tmp_path):
+    # AllenNLP and torch are imported first: what they do at import is theirs, not ours.
+    code = """
+import json, os, warnings
+import allennlp.commands, allennlp.models, allennlp.training, torch, h5py
+environment, filters = dict(os.environ), list(warnings.filters)
+import elmo_plugin
+print(json.dumps({
+    "environment": sorted(set(os.environ.items()) ^ set(environment.items())),
+    "filters": [str(f) for f in warnings.filters if f not in filters],
+}))
+"""
+    changes = json.loads(run_python(code, cwd=tmp_path))
+    assert changes == {"environment": [], "filters": []}
