@@ -104,19 +104,6 @@ def test_everything_is_registered_through_include_package(tmp_path):
     assert found == REGISTERED
 
 
-def test_the_commands_are_listed_by_allennlp_help(tmp_path):
-    (tmp_path / ".allennlp_plugins").write_text("elmo_plugin\n", encoding="utf-8")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("ELMO_")}
-    environment["PYTHONPATH"] = str(REPO_ROOT)
-    result = subprocess.run(
-        [sys.executable, "-m", "allennlp", "--help"],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("    ")}
-    assert set(REGISTERED["allennlp.commands.Subcommand"]) <= listed, result.stdout
-
-
 def test_importing_the_package_sets_no_environment_variables_or_warning_filters(tmp_path):
     # AllenNLP and torch are imported first: what they do at import is theirs, not ours.
     code = """
