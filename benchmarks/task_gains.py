@@ -27,13 +27,15 @@ from typing import Dict, List, Optional
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment"]
+TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
+KOREAN_TASKS = {"nsmc_sentiment", "klue_ner"}
 METRIC = {
     "ner_wikiann": ("test_f1-measure-overall", "span F1"),
     "pos_ewt": ("test_accuracy", "accuracy"),
     "srl_up_ewt": ("test_f1-measure-overall", "span F1"),
     "genre_ewt": ("test_accuracy", "accuracy"),
     "nsmc_sentiment": ("test_accuracy", "accuracy"),
+    "klue_ner": ("test_entity_macro_f1", "entity macro F1 (characters, as KLUE)"),
 }
 TITLE = {
     "ner_wikiann": "NER (WikiANN)",
@@ -41,6 +43,7 @@ TITLE = {
     "srl_up_ewt": "SRL (UP EWT)",
     "genre_ewt": "Genre (EWT)",
     "nsmc_sentiment": "Sentiment (NSMC, Korean)",
+    "klue_ner": "NER (KLUE, Korean)",
 }
 
 
@@ -61,7 +64,7 @@ def config_file(task: str, variant: str, runs: Path, bilm: Optional[Path]) -> Pa
         "max_characters_per_token": options["char_cnn"]["max_characters_per_token"],
     }
     # The task's default biLM supplies the rest (do_layer_norm).
-    default_elmo = "korean_elmo" if task == "nsmc_sentiment" else "english_elmo"
+    default_elmo = "korean_elmo" if task in KOREAN_TASKS else "english_elmo"
     path = runs / f"{config_name(task, variant)}.jsonnet"
     path.write_text(
         f'local common = import "{tasks / "task_common.libsonnet"}";\n'

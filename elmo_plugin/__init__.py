@@ -6,13 +6,14 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 
 - token indexer ``elmo_characters`` (replaces AllenNLP's; configurable characters per token)
 - dataset readers ``bilm_corpus`` (pretraining), ``token_tag_conll``, ``conllu_tagging``,
-  ``conllu_sentence_genre``, ``universal_propbank_srl``, ``sentiment_tsv``
+  ``conllu_sentence_genre``, ``universal_propbank_srl``, ``sentiment_tsv``, ``klue_ner``
 - vocabulary ``from_bilm_tf_file``; Korean tokenizers ``korean`` / ``mecab_ko`` and ``kiwi``
-- model ``elmo_bilm`` (the language model that pretraining trains)
+- model ``elmo_bilm`` (the language model that pretraining trains) and
+  ``character_span_crf_tagger`` (a CRF tagger scored on characters, for KLUE-NER)
 - token embedder ``elmo_token_embedder`` (replaces AllenNLP's) and scalar mixes ``softmax``,
   ``single_layer``
 - learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
-  trainer callback ``keep_freed_memory``
+  trainer callback ``keep_freed_memory``; metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
@@ -33,15 +34,20 @@ from elmo_plugin.data.dataset_readers import (
     SentimentTsvReader,
     TokenTagConllReader,
     UniversalPropBankSrlReader,
+    KlueNerReader,
 )
 from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
-from elmo_plugin.models import ElmoLanguageModel
+from elmo_plugin.models import CharacterSpanCrfTagger, ElmoLanguageModel
 from elmo_plugin.modules import ElmoBiLm, Elmo, ScalarMix, SingleLayerMix
 from elmo_plugin.modules.token_embedders import ElmoTokenEmbedder
-from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
+from elmo_plugin.training import (
+    KeepFreedMemoryCallback,
+    KlueNerF1,
+    ReduceOnPlateauLearningRateScheduler,
+)
 
 __all__ = [
     "BilmOptions",
@@ -57,6 +63,7 @@ __all__ = [
     "SentimentTsvReader",
     "TokenTagConllReader",
     "UniversalPropBankSrlReader",
+    "KlueNerReader",
     "ElmoCharactersIndexer",
     "KiwiTokenizer",
     "MecabKoTokenizer",
@@ -64,11 +71,13 @@ __all__ = [
     "build_lm_vocabulary",
     "ElmoEmbedder",
     "ElmoLanguageModel",
+    "CharacterSpanCrfTagger",
     "ElmoBiLm",
     "Elmo",
     "ScalarMix",
     "SingleLayerMix",
     "ElmoTokenEmbedder",
     "KeepFreedMemoryCallback",
+    "KlueNerF1",
     "ReduceOnPlateauLearningRateScheduler",
 ]

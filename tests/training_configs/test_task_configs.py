@@ -36,6 +36,7 @@ TASK_FILES: Dict[str, List[str]] = {
     "genre_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
     "srl_up_ewt": ["en/srl/up_ewt/en_ewt-up-dev.conllu", "en/srl/up_ewt/en_ewt-up-test.conllu"],
     "nsmc_sentiment": ["ko/sentiment/train.tsv", "ko/sentiment/test.tsv"],
+    "klue_ner": ["ko/ner/klue/original/train.tsv", "ko/ner/klue/original/test.tsv"],
 }
 TEST_METRIC = {
     "ner_wikiann": "test_f1-measure-overall",
@@ -43,9 +44,10 @@ TEST_METRIC = {
     "genre_ewt": "test_accuracy",
     "srl_up_ewt": "test_f1-measure-overall",
     "nsmc_sentiment": "test_accuracy",
+    "klue_ner": "test_entity_macro_f1",
 }
 # The tasks on a Korean biLM (30 bytes per token).
-KOREAN_TASKS = {"nsmc_sentiment"}
+KOREAN_TASKS = {"nsmc_sentiment", "klue_ner"}
 
 
 def spread_sentences(path: Path, count: int) -> str:
@@ -84,7 +86,9 @@ def test_task_config_trains_and_tests(config, tmp_path):
     for relative in TASK_FILES[task]:
         target = data / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        sample = spread_tsv_rows if relative.endswith(".tsv") else spread_sentences
+        sample = spread_tsv_rows if relative.endswith("sentiment/train.tsv") or relative.endswith(
+            "sentiment/test.tsv"
+        ) else spread_sentences
         target.write_text(sample(SHARED_DATA / relative, 12), encoding="utf-8")
     # The Korean configs' biLM: random weights, the fixture's architecture but 30 bytes per token
     # (their indexer's setting).

@@ -1,0 +1,100 @@
+"""
+KLUE-NER's scores, on character spans: a tagger that works on other units (morphemes) maps its
+predicted entities back to the characters they cover and is scored as KLUE scores a character
+tagger, so that its numbers are comparable with published KLUE-NER results.
+"""
+from collections import Counter
+from typing import Dict, List, Sequence, Set, Tuple
+
+from allennlp.training.metrics.metric import Metric
+
+CharSpan = Tuple[int, int, str]
+
+
+def span_char_tags(length: int, spans: Sequence[CharSpan]) -> List[str]:
+    """BIO tags of ``length`` characters from entity spans (``end`` exclusive)."""
+    tags = ["O"] * length
+    for start, end, kind in spans:
+        for index in range(start, min(end, length)):
+            tags[index] = ("B-" if index == start else "I-") + kind
+    return tags
+
+
+@Metric.register("klue_ner_f1")
+class KlueNerF1(Metric):
+    """
+    KLUE-NER's two scores (KLUE, Park et al. 2021, section 3.4; its baseline's
+    ``klue_ner_entity_macro_f1`` and ``klue_ner_char_macro_f1``), from gold and predicted entities
+    given as character spans of each sentence's text:
+
+    - ``entity_macro_f1`` (KLUE's main NER score): an entity counts when its type and exact
+      character span match (seqeval's strict IOB2 mode); F1 per entity type, averaged over the
+      types that occur in gold or prediction;
+    - ``char_macro_f1``: the BIO tag of every non-space character (KLUE's tokens are the
+      characters without spaces), F1 per tag other than ``O``, averaged over the tags that occur;
+    - ``entity_micro_f1``, ``entity_precision``, ``entity_recall``: the pooled entity counts.
+
+    Registered as a `Metric` with name "klue_ner_f1".
+    """
+
+    def __init__(self) -> None:
+        self._entity: Dict[str, Counter] = {"tp": Counter(), "fp": Counter(), "fn": Counter()}
+        self._char: Dict[str, Counter] = {"tp": Counter(), "fp": Counter(), "fn": Counter()}
+
+    def __call__(  # type: ignore
+        self,
+        predicted: Sequence[Sequence[CharSpan]],
+        gold: Sequence[Sequence[CharSpan]],
+        texts: Sequence[str],
+    ) -> None:
+        """One list of spans per sentence in ``predicted`` and ``gold``; ``texts`` the sentences."""
+        for predicted_spans, gold_spans, text in zip(predicted, gold, texts):
+            predicted_set: Set[CharSpan] = set(predicted_spans)
+            gold_set: Set[CharSpan] = set(gold_spans)
+            for span in predicted_set & gold_set:
+                self._entity["tp"][span[2]] += 1
+            for span in predicted_set - gold_set:
+                self._entity["fp"][span[2]] += 1
+            for span in gold_set - predicted_set:
+                self._entity["fn"][span[2]] += 1
+            predicted_tags = span_char_tags(len(text), predicted_spans)
+            gold_tags = span_char_tags(len(text), gold_spans)
+            for char, p, g in zip(text, predicted_tags, gold_tags):
+                if char.isspace():
+                    continue
+                if p == g:
+                    if g != "O":
+                        self._char["tp"][g] += 1
+                else:
+                    if p != "O":
+                        self._char["fp"][p] += 1
+                    if g != "O":
+                        self._char["fn"][g] += 1
+
+    @staticmethod
+    def _f1(tp: int, fp: int, fn: int) -> float:
+        return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+    def _macro(self, counts: Dict[str, Counter]) -> float:
+        labels = set(counts["tp"]) | set(counts["fp"]) | set(counts["fn"])
+        if not labels:
+            return 0.0
+        return sum(
+            self._f1(counts["tp"][label], counts["fp"][label], counts["fn"][label]) for label in labels
+        ) / len(labels)
+
+    def get_metric(self, reset: bool = False) -> Dict[str, float]:
+        tp, fp, fn = (sum(self._entity[key].values()) for key in ("tp", "fp", "fn"))
+        metrics = {
+            "entity_macro_f1": self._macro(self._entity),
+            "char_macro_f1": self._macro(self._char),
+            "entity_micro_f1": self._f1(tp, fp, fn),
+            "entity_precision": tp / (tp + fp) if tp + fp else 0.0,
+            "entity_recall": tp / (tp + fn) if tp + fn else 0.0,
+        }
+        if reset:
+            self.reset()
+        return metrics
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
