@@ -4,16 +4,20 @@ of tokenized sentences, written to HDF5.
 
 ```
 allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
-    --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5 [--batch-size 64]
-    [--cuda-device -1] [--forget-sentences] [--use-sentence-keys] [--stateful]
-    [--file-friendly-logging] [--include-package P]
+    [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
+    [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
+    [--stateful] [--file-friendly-logging] [--include-package P]
+allennlp elmo --list-models
 ```
 
-Unlike 0.9 nothing is downloaded, so ``--options-file`` and ``--weight-file`` must be given, and
-the default is stateless (see `ElmoEmbedder`); ``--stateful`` gives 0.9's results.
+As in 0.9, with no model named the published English "Original" model is downloaded (once, into
+AllenNLP's cache); ``--model`` names another published model or local files (see
+`elmo_plugin.modules.pretrained`). Unlike 0.9 the default is stateless (see `ElmoEmbedder`);
+``--stateful`` gives 0.9's results.
 """
 import argparse
 import logging
+from typing import Any
 
 import torch
 
@@ -21,7 +25,17 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.embedding.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder
+from elmo_plugin.common.text_files import check_is_file
+from elmo_plugin.embedding.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, check_cuda_device
+from elmo_plugin.modules.pretrained import (
+    DEFAULT_MODEL,
+    MODELS_URL_VARIABLE,
+    PUBLISHED_MODELS,
+    ArgumentNames,
+    check_file_pair,
+    describe_published_models,
+    resolve_model,
+)
 from elmo_plugin.commands.common import (
     EXIT_USAGE,
     exit_with_error,
@@ -42,17 +56,32 @@ The output is an HDF5 file with one float32 dataset per line, keyed by the 0-bas
 plus a dataset "sentence_to_index" with a JSON string that maps each sentence (tokens joined by
 single spaces) to its key. The file appears only when the run completed.
 
-This plugin downloads nothing: --options-file and --weight-file must point to a bilm-tf
-options.json and its weights.hdf5. By default every batch starts from a zero LSTM state, so a
-sentence always gets the same vectors; --stateful reproduces AllenNLP 0.9 (state carried from
-batch to batch, results depend on --batch-size and the order of the lines)."""
+The model: with none named, the published English "Original" ELMo (AllenNLP 0.9's default),
+downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
+read from there afterwards, also offline. --model names another published model (see
+--list-models), or local files: a directory with options.json and weights.hdf5 (what
+allennlp elmo-export writes), or an elmo_bilm model.tar.gz or serialization directory.
+--options-file and --weight-file (paths or URLs) name bilm-tf files directly and win over
+--model. ELMO_MODELS_URL replaces the address the published models are downloaded from.
 
-_MISSING_MODEL_MESSAGE = (
-    "{missing} not given. This plugin does not download a model (AllenNLP 0.9 fetched a default "
-    "English one); --options-file must point to a bilm-tf options.json and --weight-file to the "
-    "weights.hdf5 that goes with it, e.g. --options-file elmo_options.json "
-    "--weight-file elmo_weights.hdf5"
-)
+By default every batch starts from a zero LSTM state, so a sentence always gets the same
+vectors; --stateful reproduces AllenNLP 0.9 (state carried from batch to batch, results depend
+on --batch-size and the order of the lines)."""
+
+# How errors about the model spell its arguments.
+COMMAND_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "--model", " ")
+
+
+class _ListModelsAction(argparse.Action):
+    """``--list-models``: prints the published models and exits, like ``--help``, so that the
+    positional arguments and the output mode are not needed."""
+
+    def __init__(self, option_strings, dest, help=None) -> None:  # noqa: A002 (argparse's name)
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(describe_published_models())
+        parser.exit()
 
 
 @Subcommand.register("elmo")
@@ -86,19 +115,36 @@ class ElmoCommand(Subcommand):
             help="write the mean of all layers: (num_tokens, dim)",
         )
 
-        # Not required=True for argparse: a missing model file gets its own explanation
-        # (there is no download here, unlike 0.9), see `elmo_command`.
+        subparser.add_argument(
+            "--model",
+            type=str,
+            metavar="NAME_OR_PATH",
+            help=f"the model: a published English one by name ({', '.join(PUBLISHED_MODELS)}; "
+            "downloaded once into AllenNLP's cache), a directory with options.json and "
+            "weights.hdf5, or an elmo_bilm model.tar.gz or serialization directory (a "
+            "directory named like a published model needs a slash: ./small). "
+            f"Default: {DEFAULT_MODEL}",
+        )
+        subparser.add_argument(
+            "--list-models",
+            action=_ListModelsAction,
+            help=f"list the published models (sizes, URLs, whether cached; {MODELS_URL_VARIABLE} "
+            "replaces their address) and exit",
+        )
+        # Not required=True for argparse: giving only one of the two gets its own explanation,
+        # see `elmo_command`.
         subparser.add_argument(
             "--options-file",
             type=str,
             metavar="OPTIONS_JSON",
-            help="required: the bilm-tf options.json of the model",
+            help="the bilm-tf options.json of the model (path or URL); with --weight-file, "
+            "instead of --model",
         )
         subparser.add_argument(
             "--weight-file",
             type=str,
             metavar="WEIGHTS_HDF5",
-            help="required: the bilm-tf weights.hdf5 of the model",
+            help="the bilm-tf weights.hdf5 that goes with --options-file (path or URL)",
         )
         subparser.add_argument(
             "--batch-size",
@@ -139,30 +185,35 @@ class ElmoCommand(Subcommand):
 def elmo_command(args: argparse.Namespace) -> None:
     """
     Runs ``allennlp elmo`` for parsed arguments. Problems with the inputs are reported on one
-    line of stderr and exit with status 2 (missing model files, like argparse's usage errors) or
-    1 (everything else); an interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output
-    file is left behind in any of these cases.
+    line of stderr and exit with status 2 (only one of --options-file and --weight-file, like
+    argparse's usage errors) or 1 (everything else, a failed model download included); an
+    interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output file is left behind in any
+    of these cases.
     """
-    model_files = (("--options-file", args.options_file), ("--weight-file", args.weight_file))
-    missing = [flag for flag, value in model_files if not value]
-    if missing:
-        exit_with_error(
-            "elmo",
-            _MISSING_MODEL_MESSAGE.format(missing=" and ".join(missing)),
-            EXIT_USAGE,
-            getattr(args, "elmo_usage", ""),
-        )
+    # Empty strings count as not given (an unset shell variable in a script).
+    model = getattr(args, "model", None) or None
+    options_file = args.options_file or None
+    weight_file = args.weight_file or None
+    try:
+        check_file_pair(options_file, weight_file, COMMAND_ARGUMENTS)
+    except ConfigurationError as error:
+        exit_with_error("elmo", str(error), EXIT_USAGE, getattr(args, "elmo_usage", ""))
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
 
     def embed() -> None:
-        embedder = ElmoEmbedder(
-            args.options_file,
-            args.weight_file,
-            cuda_device=args.cuda_device,
-            stateful=args.stateful,
+        # The cheap checks first: a mistyped path or a missing GPU should not wait for a model
+        # download (embed_file checks the input completely afterwards).
+        check_is_file(args.input_file)
+        check_cuda_device(args.cuda_device)
+        files = resolve_model(
+            model,
+            options_file=options_file,
+            weight_file=weight_file,
+            argument_names=COMMAND_ARGUMENTS,
         )
+        embedder = ElmoEmbedder(model=files, cuda_device=args.cuda_device, stateful=args.stateful)
         try:
             embedder.embed_file(
                 args.input_file,

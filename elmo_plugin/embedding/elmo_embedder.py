@@ -2,7 +2,8 @@
 `ElmoEmbedder`: the biLM layers of tokenized sentences as numpy arrays or an HDF5 file.
 
 This is AllenNLP 0.9's ``ElmoEmbedder`` (removed in 1.0) on top of this plugin's `ElmoBiLm`,
-with the same methods, shapes and HDF5 layout, and three differences:
+with the same methods, shapes and HDF5 layout (and, like 0.9's, the published English "Original"
+model when no model is named), and three differences:
 
 - It is **stateless by default**: every batch starts from a zero LSTM state, so a sentence gets
   the same vectors whatever was embedded before it and whatever shares its batch. Pass
@@ -16,7 +17,7 @@ with the same methods, shapes and HDF5 layout, and three differences:
 import json
 import logging
 import os
-from typing import IO, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
+from typing import IO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import h5py
 import numpy as np
@@ -31,7 +32,7 @@ from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.text_files import format_line_numbers
 from elmo_plugin.common.util import PathLike
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.pretrained import ModelFiles, resolve_model
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,11 @@ SENTENCE_TO_INDEX = "sentence_to_index"
 
 
 
-def _device_for(cuda_device: int) -> torch.device:
+def check_cuda_device(cuda_device: int) -> torch.device:
+    """
+    The torch device for ``cuda_device`` (-1: the CPU), or a `ConfigurationError` that says why
+    that GPU cannot be used. Cheap, so callers can check before a model download.
+    """
     if cuda_device < 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -118,11 +123,12 @@ class ElmoEmbedder:
 
     # Parameters
 
-    options_file : `PathLike`
-        A bilm-tf ``options.json``.
-    weight_file : `PathLike`
-        The bilm-tf ``weights.hdf5`` that goes with it. (Nothing is downloaded: 0.9's default
-        URLs are not used.)
+    options_file : `PathLike`, optional
+        A bilm-tf ``options.json``: a path, or a URL (anything AllenNLP's ``cached_path``
+        downloads). With ``weight_file`` it wins over ``model``.
+    weight_file : `PathLike`, optional
+        The bilm-tf ``weights.hdf5`` that goes with it (path or URL). Giving only one of the two
+        is a `ConfigurationError`.
     cuda_device : `int`, optional (default = `-1`)
         The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
     stateful : `bool`, optional (default = `False`)
@@ -130,24 +136,29 @@ class ElmoEmbedder:
         did. Then a sentence's vectors depend on the sentences embedded before it in the same
         row, so outputs are only reproducible with the same batches in the same order. The
         default starts every batch from zero: the same sentence always gets the same vectors.
+    model : `str`, `PathLike` or `ModelFiles`, optional
+        The model when no files are given: a published English model's name (``small``,
+        ``medium``, ``original``, ``original-5.5b``), downloaded once into AllenNLP's cache (from
+        ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
+        ``allennlp elmo-export`` writes); or an ``elmo_bilm`` ``model.tar.gz`` or serialization
+        directory. With no files and no ``model``: the published ``original``, as in 0.9. See
+        `elmo_plugin.modules.pretrained.resolve_model`.
     """
 
     def __init__(
         self,
-        options_file: PathLike,
-        weight_file: PathLike,
+        options_file: Optional[PathLike] = None,
+        weight_file: Optional[PathLike] = None,
         cuda_device: int = -1,
         stateful: bool = False,
+        model: Optional[Union[PathLike, ModelFiles]] = None,
     ) -> None:
-        if weight_file is None:
-            raise ConfigurationError(
-                "ElmoEmbedder needs a weight_file (a bilm-tf weights.hdf5); a random biLM would "
-                "give meaningless vectors"
-            )
         self.cuda_device = cuda_device
-        self._device = _device_for(cuda_device)
-        logger.info("Loading the ELMo biLM from %s and %s", options_file, weight_file)
-        self.elmo_bilm = ElmoBiLm.from_files(options_file, weight_file, stateful=stateful)
+        # The device first: a missing GPU should not wait for a model download.
+        self._device = check_cuda_device(cuda_device)
+        files = resolve_model(model, options_file=options_file, weight_file=weight_file)
+        logger.info("Loading the ELMo biLM: %s", files.description)
+        self.elmo_bilm = files.load(stateful=stateful)
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)

@@ -7,10 +7,9 @@ from typing import Dict, List, Optional, Union
 import torch
 from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 
-from elmo_plugin.common.archive import is_model_archive
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.pretrained import load_bilm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -22,35 +21,25 @@ def load_pretrained_bilm(
     weight_file: Optional[str] = None,
     archive_file: Optional[str] = None,
     requires_grad: bool = False,
+    model: Optional[str] = None,
 ) -> ElmoBiLm:
     """
-    The biLM from bilm-tf files (``options_file`` + ``weight_file``, paths or URLs) or from an
-    ``elmo_bilm`` training run (``archive_file``: its ``model.tar.gz`` or serialization directory).
-    A ``weight_file`` that is an archive and no ``options_file`` also means the archive.
+    The biLM of a model named as `resolve_model` takes it: bilm-tf files (``options_file`` +
+    ``weight_file``, paths or URLs), an ``elmo_bilm`` training run (``archive_file``: its
+    ``model.tar.gz`` or serialization directory; a ``weight_file`` that is an archive and no
+    ``options_file`` also means the archive), or ``model`` (a published model's name or a local
+    directory); with none of them, the published English "Original" model.
 
     The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
     their dropout on the mixed vectors.
     """
-    if archive_file is None and options_file is None and weight_file is not None:
-        if is_model_archive(weight_file):
-            archive_file, weight_file = weight_file, None
-    if archive_file is not None:
-        if options_file is not None or weight_file is not None:
-            raise ConfigurationError(
-                "give either archive_file (a model.tar.gz of an elmo_bilm run) or "
-                f"options_file and weight_file, not both (archive_file={archive_file}, "
-                f"options_file={options_file}, weight_file={weight_file})"
-            )
-        bilm = ElmoBiLm.from_archive(cached_path(archive_file), requires_grad=requires_grad)
-    else:
-        if options_file is None or weight_file is None:
-            raise ConfigurationError(
-                "ELMo needs options_file and weight_file (bilm-tf files), or archive_file "
-                f"(got options_file={options_file}, weight_file={weight_file})"
-            )
-        bilm = ElmoBiLm.from_files(
-            cached_path(options_file), cached_path(weight_file), requires_grad=requires_grad
-        )
+    bilm = load_bilm(
+        model,
+        options_file=options_file,
+        weight_file=weight_file,
+        archive_file=archive_file,
+        requires_grad=requires_grad,
+    )
     bilm.lstm.dropout = 0.0
     return bilm
 
@@ -64,7 +53,7 @@ class Elmo(torch.nn.Module, FromParams):
     # Parameters
 
     options_file : `str`, optional
-        bilm-tf ``options.json`` (path or URL).
+        bilm-tf ``options.json`` (path or URL). With ``weight_file`` it wins over ``model``.
     weight_file : `str`, optional
         bilm-tf ``weights.hdf5``; or a ``model.tar.gz`` of our pretraining with no options file.
     num_output_representations : `int`, optional (default = `1`)
@@ -91,6 +80,12 @@ class Elmo(torch.nn.Module, FromParams):
         softmax mix of the paper. ``num_layers`` and ``do_layer_norm`` are filled in.
     bilm : `ElmoBiLm`, optional
         An already built biLM (from Python), instead of files.
+    model : `str`, optional
+        The model when no files are given: a published English model's name (``small``,
+        ``medium``, ``original``, ``original-5.5b``; downloaded once into AllenNLP's cache, from
+        ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and ``weights.hdf5``, or
+        an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. With no files and no
+        ``model``, the published ``original`` (see `elmo_plugin.modules.pretrained`).
     """
 
     def __init__(
@@ -107,10 +102,13 @@ class Elmo(torch.nn.Module, FromParams):
         archive_file: Optional[str] = None,
         scalar_mix: Optional[Lazy[ScalarMix]] = None,
         bilm: Optional[ElmoBiLm] = None,
+        model: Optional[str] = None,
     ) -> None:
         super().__init__()
         if bilm is None:
-            bilm = load_pretrained_bilm(options_file, weight_file, archive_file, requires_grad)
+            bilm = load_pretrained_bilm(
+                options_file, weight_file, archive_file, requires_grad, model=model
+            )
         self._elmo_lstm = bilm
         if vocab_to_cache is not None:
             if requires_grad:

@@ -1,26 +1,40 @@
 """
 Tests of the ``allennlp elmo`` subcommand. Most run the command in-process through its own
-argument parser (fast); two start the real ``allennlp`` CLI to check that the plugin registers
-the command and that output and errors look right from a shell.
+argument parser (fast); three start the real ``allennlp`` CLI to check that the plugin registers
+the command, that output and errors look right from a shell, and that a download goes to the
+cache that ``ALLENNLP_CACHE_ROOT`` names. Downloads come from a local HTTP server
+(`tests.model_server`), never from the internet, into temporary caches, never the user's.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 import h5py
 import numpy as np
 import pytest
 
 from allennlp.commands import ArgumentParserWithDefaults
+from allennlp.common import file_utils
 from allennlp.common import logging as common_logging
+from cached_path import resource_to_filename
 
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.pretrained import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
 from tests.helpers import REPO_ROOT
+from tests.model_server import (
+    DROPPED,
+    HTML_PAGE,
+    NOT_FOUND,
+    ModelServer,
+    cache_entries,
+    golden_fixtures_dir,
+)
 
 FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp"
 OPTIONS_FILE = str(FIXTURES / "options.json")
@@ -169,7 +183,7 @@ def test_missing_input_file(tmp_path, capsys):
     assert os.listdir(tmp_path) == []
 
 
-def test_missing_model_files_explain_that_nothing_is_downloaded(tmp_path, capsys):
+def test_only_one_model_file_is_a_usage_error_naming_the_other(tmp_path, capsys):
     input_file = write_lines(tmp_path / "in.txt", LINES)
     status = run_elmo(
         input_file, tmp_path / "out.hdf5", "--all", "--options-file", OPTIONS_FILE, model_files=False
@@ -177,11 +191,17 @@ def test_missing_model_files_explain_that_nothing_is_downloaded(tmp_path, capsys
     assert status == 2
     error = capsys.readouterr().err
     assert error.startswith("usage: allennlp elmo")
-    assert "allennlp elmo: error: --weight-file not given. This plugin does not download" in error
-    assert "bilm-tf options.json" in error and "weights.hdf5" in error
+    assert (
+        "allennlp elmo: error: --weight-file not given: ELMo needs --options-file and "
+        "--weight-file together" in error
+    )
+    assert "bilm-tf options.json" in error and "--model" in error
 
-    assert run_elmo(input_file, tmp_path / "out.hdf5", "--top", model_files=False) == 2
-    assert "--options-file and --weight-file not given" in capsys.readouterr().err
+    status = run_elmo(
+        input_file, tmp_path / "out.hdf5", "--top", "--weight-file", WEIGHT_FILE, model_files=False
+    )
+    assert status == 2
+    assert "allennlp elmo: error: --options-file not given" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["in.txt"]
 
 
@@ -261,7 +281,7 @@ def test_help_describes_the_layout(capsys):
     assert run_elmo("--help", model_files=False) == 0
     help_text = capsys.readouterr().out
     for text in ("--all", "--top", "--average", "--stateful", "sentence_to_index",
-                 "downloads nothing", "(default = 64)"):
+                 "--model NAME_OR_PATH", "--list-models", "ELMO_MODELS_URL", "(default = 64)"):
         assert text in help_text
 
 
@@ -269,7 +289,9 @@ def test_help_describes_the_layout(capsys):
 # The real CLI (each start costs a few seconds)
 
 
-def run_allennlp(arguments: List[str]) -> subprocess.CompletedProcess:
+def run_allennlp(
+    arguments: List[str], env: Optional[Dict[str, str]] = None
+) -> subprocess.CompletedProcess:
     # cwd = the repository, whose .allennlp_plugins file makes allennlp import elmo_plugin.
     return subprocess.run(
         [sys.executable, "-m", "allennlp", "elmo"] + arguments,
@@ -277,6 +299,7 @@ def run_allennlp(arguments: List[str]) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
 
 
@@ -303,7 +326,163 @@ def test_allennlp_cli_explains_a_missing_weight_file(tmp_path):
         [str(input_file), str(tmp_path / "out.hdf5"), "--top", "--options-file", OPTIONS_FILE]
     )
     assert result.returncode == 2
-    expected = "allennlp elmo: error: --weight-file not given. This plugin does not download"
+    expected = "allennlp elmo: error: --weight-file not given: ELMo needs --options-file and"
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
     assert os.listdir(tmp_path) == ["in.txt"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Naming the model: the published default, --model, --list-models. A local HTTP server plays
+# AllenNLP's bucket (ELMO_MODELS_URL), serving the golden fixture as the published "original".
+
+GOLDEN = golden_fixtures_dir()
+ORIGINAL = PUBLISHED_MODELS["original"]
+
+
+@pytest.fixture
+def cache_dir(tmp_path_factory, monkeypatch) -> Path:
+    """An empty download cache (never the user's), outside tmp_path so that the tests can
+    check that tmp_path holds no output."""
+    directory = tmp_path_factory.mktemp("allennlp_cache")
+    monkeypatch.setattr(file_utils, "CACHE_DIRECTORY", str(directory))
+    return directory
+
+
+@pytest.fixture
+def model_server(monkeypatch):
+    with ModelServer() as server:
+        server.serve_published(ORIGINAL, GOLDEN)
+        monkeypatch.setenv(MODELS_URL_VARIABLE, server.url)
+        yield server
+
+
+def golden_lines() -> List[str]:
+    """The fixture's sentences in the order TensorFlow saw them: batch i, sentence i of each row."""
+    with open(GOLDEN / "sentences.json", encoding="utf-8") as handle:
+        by_row = json.load(handle)
+    return [by_row[row][batch] for batch in range(10) for row in range(3)]
+
+
+def assert_matches_tensorflow(output_file: Path, num_lines: int) -> None:
+    """The top layer of an ``--all --stateful --batch-size 3`` run equals bilm-tf's vectors."""
+    datasets, _ = read_output(output_file)
+    assert len(datasets) == num_lines
+    for index in range(num_lines):
+        row, batch = index % 3, index // 3
+        with h5py.File(GOLDEN / f"lm_embeddings_{row}.hdf5", "r") as handle:
+            halves = handle[str(batch)][...]
+        tensorflow_top = np.concatenate([halves[0], halves[1]], axis=-1)
+        np.testing.assert_allclose(datasets[str(index)][2], tensorflow_top, rtol=0, atol=2e-6)
+
+
+def test_no_model_named_downloads_the_published_original_once(model_server, cache_dir, tmp_path):
+    lines = golden_lines()
+    input_file = write_lines(tmp_path / "in.txt", lines)
+    arguments = ("--all", "--stateful", "--batch-size", "3")
+    assert run_elmo(input_file, tmp_path / "first.hdf5", *arguments, model_files=False) == 0
+    assert_matches_tensorflow(tmp_path / "first.hdf5", len(lines))
+    assert sorted(model_server.gets()) == sorted(model_server.files)
+
+    # The server gone (offline): the cached copy is used.
+    model_server.stop()
+    assert run_elmo(input_file, tmp_path / "second.hdf5", *arguments, model_files=False) == 0
+    assert_matches_tensorflow(tmp_path / "second.hdf5", len(lines))
+
+
+@pytest.mark.parametrize("behaviour", [NOT_FOUND, DROPPED, HTML_PAGE])
+def test_a_failed_download_is_one_error_line_and_nothing_is_written_or_cached(
+    model_server, cache_dir, tmp_path, capsys, behaviour
+):
+    weights_url = ORIGINAL.weights_url(model_server.url)
+    model_server.misbehave[model_server.path_of(weights_url)] = behaviour
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    assert run_elmo(input_file, tmp_path / "out.hdf5", "--top", model_files=False) == 1
+    error = capsys.readouterr().err
+    # Only the download's progress bar (if it started) comes before the one error line.
+    assert error.count("allennlp elmo: error: ") == 1
+    last_line = error.rstrip("\n").splitlines()[-1]
+    assert last_line.startswith("allennlp elmo: error: ") and weights_url in last_line
+    assert "Traceback" not in error
+    assert os.listdir(tmp_path) == ["in.txt"]
+    prefix = resource_to_filename(weights_url)
+    assert not [name for name in cache_entries(cache_dir) if name.startswith(prefix)]
+
+
+def test_offline_with_an_empty_cache_is_one_line(model_server, cache_dir, tmp_path, capsys):
+    model_server.stop()
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    assert run_elmo(input_file, tmp_path / "out.hdf5", "--all", model_files=False) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert error.startswith(
+        f"allennlp elmo: error: cannot download {ORIGINAL.options_url(model_server.url)} "
+        "(Connection refused) and it is not in the cache"
+    )
+    assert "--model DIRECTORY" in error
+    assert "--options-file OPTIONS_JSON with --weight-file WEIGHTS_HDF5" in error
+    assert os.listdir(tmp_path) == ["in.txt"]
+    assert cache_entries(cache_dir) == []
+
+
+def test_model_directory_and_files_winning_over_model(embedder, tmp_path):
+    directory = tmp_path / "exported"  # what allennlp elmo-export writes
+    directory.mkdir()
+    shutil.copy(OPTIONS_FILE, directory / "options.json")
+    shutil.copy(WEIGHT_FILE, directory / "weights.hdf5")
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    status = run_elmo(
+        input_file, tmp_path / "a.hdf5", "--top", "--model", directory, model_files=False
+    )
+    assert status == 0
+    datasets, _ = read_output(tmp_path / "a.hdf5")
+    for index, line in enumerate(LINES):
+        expected = embedder.embed_sentence(line.split())[-1]
+        np.testing.assert_allclose(datasets[str(index)], expected, rtol=0, atol=BATCH_TOLERANCE)
+    # --options-file and --weight-file win: the unknown --model is not even looked at.
+    assert run_elmo(input_file, tmp_path / "b.hdf5", "--top", "--model", "no-such-model") == 0
+
+
+def test_unknown_model_is_one_error_line(tmp_path, capsys):
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    status = run_elmo(
+        input_file, tmp_path / "out.hdf5", "--top", "--model", "tiny", model_files=False
+    )
+    assert status == 1
+    error = capsys.readouterr().err
+    assert error == (
+        "allennlp elmo: error: unknown ELMo model 'tiny': not a published model (small, medium, "
+        "original, original-5.5b) and no such file or directory\n"
+    )
+    assert os.listdir(tmp_path) == ["in.txt"]
+
+
+def test_list_models_needs_no_other_arguments(model_server, cache_dir, capsys):
+    assert run_elmo("--list-models", model_files=False) == 0
+    listing = capsys.readouterr().out
+    for model in PUBLISHED_MODELS.values():
+        assert f"{model.name:<15}{model.parameters:>11}{model.output_dim:>12}  no" in listing
+        assert model.options_url(model_server.url) in listing
+        assert model.weights_url(model_server.url) in listing
+    assert str(cache_dir) in listing
+
+
+def test_allennlp_cli_downloads_the_default_model_into_allennlp_cache_root(
+    model_server, embedder, tmp_path_factory
+):
+    work = tmp_path_factory.mktemp("work")
+    cache_root = tmp_path_factory.mktemp("allennlp_root")
+    input_file = write_lines(work / "in.txt", LINES)
+    output_file = work / "out.hdf5"
+    # The child reads ALLENNLP_CACHE_ROOT when AllenNLP is imported; ELMO_MODELS_URL is set by
+    # the model_server fixture.
+    env = {**os.environ, "ALLENNLP_CACHE_ROOT": str(cache_root)}
+    result = run_allennlp([str(input_file), str(output_file), "--top"], env=env)
+    assert result.returncode == 0, result.stderr
+    datasets, _ = read_output(output_file)
+    for index, line in enumerate(LINES):
+        expected = embedder.embed_sentence(line.split())[-1]
+        np.testing.assert_allclose(datasets[str(index)], expected, rtol=0, atol=BATCH_TOLERANCE)
+    cached = cache_entries(cache_root / "cache")
+    for url in (ORIGINAL.options_url(model_server.url), ORIGINAL.weights_url(model_server.url)):
+        assert any(name.startswith(resource_to_filename(url)) for name in cached)

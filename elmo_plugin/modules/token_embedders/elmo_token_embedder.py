@@ -20,7 +20,8 @@ class ElmoTokenEmbedder(TokenEmbedder):
     One ELMo representation per token, for the ``elmo_characters`` indexer's output.
 
     Takes every parameter of AllenNLP's ``elmo_token_embedder``, so existing configs run
-    unchanged, plus ``archive_file`` (our pretraining's ``model.tar.gz``) and ``scalar_mix``.
+    unchanged, plus ``archive_file`` (our pretraining's ``model.tar.gz``), ``scalar_mix`` and
+    ``model`` (a published model's name or a model directory, named as for ``allennlp elmo``).
     Add it to a model by three edits of its config: an ``elmo_characters`` token indexer in the
     dataset reader, this embedder under the same key in ``text_field_embedder``, and the
     encoder's ``input_dim`` grown by ``get_output_dim()`` (README, "Adding ELMo to a model").
@@ -28,7 +29,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
     # Parameters
 
     options_file : `str`, optional
-        bilm-tf ``options.json`` (path or URL).
+        bilm-tf ``options.json`` (path or URL). With ``weight_file`` it wins over ``model``.
     weight_file : `str`, optional
         bilm-tf ``weights.hdf5`` (path or URL); or a ``model.tar.gz`` when no options file is given.
     do_layer_norm : `bool`, optional (default = `False`)
@@ -50,6 +51,12 @@ class ElmoTokenEmbedder(TokenEmbedder):
     scalar_mix : `Lazy[ScalarMix]`, optional
         Which mix (default: the paper's softmax mix; ``{"type": "single_layer", "layer": -1}``
         for the top layer only).
+    model : `str`, optional
+        The model when no files are given: ``small``, ``medium``, ``original`` or
+        ``original-5.5b`` (the published English models, downloaded once into AllenNLP's cache,
+        from ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and
+        ``weights.hdf5``, or an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. With
+        no files and no ``model``: the published ``original``.
     """
 
     def __init__(
@@ -64,6 +71,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
         scalar_mix_parameters: Optional[List[float]] = None,
         archive_file: Optional[str] = None,
         scalar_mix: Optional[Lazy[ScalarMix]] = None,
+        model: Optional[str] = None,
     ) -> None:
         super().__init__()
         self._elmo = Elmo(
@@ -77,6 +85,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
             scalar_mix_parameters=scalar_mix_parameters,
             archive_file=archive_file,
             scalar_mix=scalar_mix,
+            model=model,
         )
         if projection_dim is not None:
             self._projection: Optional[torch.nn.Module] = torch.nn.Linear(
