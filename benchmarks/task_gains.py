@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,8 +76,19 @@ def config_file(task: str, variant: str, runs: Path, bilm: Optional[Path]) -> Pa
     return path
 
 
+def run_name(task: str, variant: str, seed: Optional[int]) -> str:
+    """``TASK[_elmo]``, or ``TASK[_elmo]_seedN`` for a run with its own seed."""
+    config = config_name(task, variant)
+    return config if seed is None else f"{config}_seed{seed}"
+
+
 def train(
-    config: str, config_path: Path, runs: Path, threads: int, num_epochs: Optional[int] = None
+    config: str,
+    config_path: Path,
+    runs: Path,
+    threads: int,
+    num_epochs: Optional[int] = None,
+    seed: Optional[int] = None,
 ) -> None:
     serialization_dir = runs / config
     if serialization_dir.exists():
@@ -86,8 +98,14 @@ def train(
         str(REPO / ".venv" / "bin" / "allennlp"), "train", str(config_path),
         "--include-package", "elmo_plugin", "-s", str(serialization_dir), "--file-friendly-logging",
     ]
+    overrides: Dict[str, int] = {}
     if num_epochs is not None:
-        command += ["-o", json.dumps({"trainer.num_epochs": num_epochs})]
+        overrides["trainer.num_epochs"] = num_epochs
+    if seed is not None:
+        # AllenNLP's three seeds (Python, NumPy, torch); the configs leave AllenNLP's defaults.
+        overrides.update(random_seed=seed, numpy_seed=seed, pytorch_seed=seed)
+    if overrides:
+        command += ["-o", json.dumps(overrides)]
     print("+", " ".join(command), flush=True)
     start = time.time()
     with open(runs / f"{config}.log", "w") as log:
@@ -126,6 +144,35 @@ def layer_weights(runs: Path, config: str) -> Optional[List[float]]:
 
 def minutes(seconds: Optional[float]) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
+    """Mean ± sample standard deviation over the seeds' runs (``TASK[_elmo]_seedN``)."""
+    lines = [
+        "| task | metric | baseline mean ± std (n) | +ELMo mean ± std (n) | gain | baseline runs | +ELMo runs | wall time per run baseline / +ELMo |",
+        "|---|---|---:|---:|---:|---|---|---:|",
+    ]
+    for task in tasks:
+        key, label = METRIC[task]
+        cells, walls, raw = [], [], []
+        for variant in ("baseline", "elmo"):
+            found = [read_run(runs, run_name(task, variant, seed)) for seed in seeds]
+            scores = [100 * m[key] for m in found if m is not None and key in m]
+            seconds = [m["wall_seconds"] for m in found if m is not None]
+            raw.append(scores)
+            if scores:
+                std = float(np.std(scores, ddof=1)) if len(scores) > 1 else float("nan")
+                cells.append(f"{np.mean(scores):.2f} ± {std:.2f} ({len(scores)})")
+            else:
+                cells.append("-")
+            walls.append(minutes(float(np.mean(seconds))) if seconds else "-")
+        gain = f"{np.mean(raw[1]) - np.mean(raw[0]):+.2f}" if raw[0] and raw[1] else "-"
+        each = [", ".join(f"{x:.2f}" for x in scores) or "-" for scores in raw]
+        lines.append(
+            f"| {TITLE[task]} | {label} | {cells[0]} | {cells[1]} | {gain} | {each[0]} | {each[1]} | "
+            f"{walls[0]} / {walls[1]} |"
+        )
+    return "\n".join(lines)
 
 
 def table(runs: Path) -> str:
@@ -190,6 +237,14 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=["baseline", "elmo"], default=["baseline", "elmo"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--num-epochs", type=int, help="epochs for every run (default: each config's)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+",
+        help="train one run per seed (TASK[_elmo]_seedN) and print mean ± std over them",
+    )
+    parser.add_argument(
+        "--keep-finished", action="store_true",
+        help="with --train, skip runs that already have metrics.json (to resume a series)",
+    )
     parser.add_argument("--bilm", type=Path, help="the +ELMo runs' biLM: a directory of options.json + weights.hdf5")
     parser.add_argument("--figure", type=Path, help="also plot the layer weights to this PNG")
     args = parser.parse_args()
@@ -197,15 +252,21 @@ def main() -> None:
     if args.train:
         for task in args.tasks:
             for variant in args.variants:
-                train(
-                    config_name(task, variant),
-                    config_file(task, variant, args.runs, args.bilm),
-                    args.runs,
-                    args.threads,
-                    args.num_epochs,
-                )
+                for seed in args.seeds or [None]:
+                    name = run_name(task, variant, seed)
+                    if args.keep_finished and (args.runs / name / "metrics.json").is_file():
+                        print(f"kept {name} (finished)", flush=True)
+                        continue
+                    train(
+                        name,
+                        config_file(task, variant, args.runs, args.bilm),
+                        args.runs,
+                        args.threads,
+                        args.num_epochs,
+                        seed,
+                    )
     print(f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
-    print(table(args.runs))
+    print(seeds_table(args.runs, args.tasks, args.seeds) if args.seeds else table(args.runs))
     if args.figure:
         figure(args.runs, args.figure)
 
