@@ -29,6 +29,7 @@ from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sentences,
                         write_random_bilm)
+from elmo_plugin.common.hardware import describe_cpu
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
 
@@ -129,9 +130,10 @@ def main() -> None:
     apply_allocator_option(args)
     torch.manual_seed(0)
     if args.training:
-        print(f"# {platform.node()}, torch {torch.__version__}, {torch.get_num_threads()} "
-              f"threads, {time.strftime('%Y-%m-%d')}; training step, {args.size}, batch "
-              f"{args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens"
+        print(f"# {platform.node()} {describe_cpu()}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}; training step, "
+              f"{args.size}, batch {args.batch_size} x "
+              f"{args.tokens_per_sentence or 'natural'} tokens"
               + (", bfloat16 autocast" if args.amp else ""))
         return profile_training_step(args.size, args.batch_size, args.tokens_per_sentence,
                                      args.amp)
@@ -147,7 +149,7 @@ def main() -> None:
     ours_ms = profile_one(ours, ids)
     theirs._elmo_lstm.reset_states()
     theirs_ms = profile_one(theirs, ids)
-    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
+    print(f"# {platform.node()} {describe_cpu()}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{time.strftime('%Y-%m-%d')}; {args.size}, batch {args.batch_size} x "
           f"{args.tokens_per_sentence or 'natural'} tokens")

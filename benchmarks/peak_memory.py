@@ -28,6 +28,7 @@ from typing import Dict
 import torch
 
 from bilm_sizes import SIZES, load_sentences, write_random_bilm
+from elmo_plugin.common.hardware import describe_cpu
 
 
 def _status_kb(field: str) -> int:
@@ -125,7 +126,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args)))
         return
-    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
+    print(f"# {platform.node()} {describe_cpu()}, "
           f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; batch {args.batch_size} x "
           f"{args.tokens_per_sentence} tokens; training: {args.num_samples} sampled negatives of "
           f"{args.vocabulary_size:,} words, Adagrad")

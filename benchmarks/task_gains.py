@@ -27,6 +27,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
+from elmo_plugin.common.hardware import describe_cpu
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
 KOREAN_TASKS = {"nsmc_sentiment", "klue_ner"}
@@ -265,7 +267,8 @@ def main() -> None:
                         args.num_epochs,
                         seed,
                     )
-    print(f"{platform.node()}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+    print(f"{platform.node()} {describe_cpu()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{time.strftime('%Y-%m-%d')}")
     print(seeds_table(args.runs, args.tasks, args.seeds) if args.seeds else table(args.runs))
     if args.figure:
         figure(args.runs, args.figure)

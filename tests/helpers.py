@@ -8,16 +8,31 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import h5py
 import numpy as np
+import pytest
 import torch
 
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.bilm_tf.options import BilmOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# ../shared/fixtures/elmo_allennlp next to the repository (elmo-facts §4).
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp"
+# AllenNLP's golden ELMo fixture, in the repository so that the tests need nothing beside it
+# (its README gives the source and licence).
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "elmo_allennlp"
 FIXTURE_OPTIONS = FIXTURES / "options.json"
 FIXTURE_WEIGHTS = FIXTURES / "lm_weights.hdf5"
+
+# The real-language data of the project's machines, ../shared/data beside the repository (its
+# README gives sources and licences): too large for the repository, so the tests that read it
+# skip where it is absent (`requires_shared_data`).
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def requires_shared_data(relative: str = "") -> pytest.MarkDecorator:
+    """Skips a test, naming the path, when ``SHARED_DATA / relative`` is absent."""
+    path = SHARED_DATA / relative
+    return pytest.mark.skipif(
+        not path.exists(), reason=f"needs {path}: the shared data, which is not in the repository"
+    )
 
 # The fixture's architecture, as keyword arguments of `BilmOptions`.
 TINY_ARCH: Dict[str, Any] = dict(

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from elmo_plugin.modules.pretrained import PublishedModel
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import FIXTURES
 
 # Ways a served file can go wrong (`ModelServer.misbehave`).
 NOT_FOUND = "404"
@@ -24,17 +24,9 @@ HTML = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Log in<
 def golden_fixtures_dir() -> Path:
     """
     AllenNLP's golden ELMo fixture (options.json, lm_weights.hdf5, lm_embeddings_*.hdf5,
-    sentences.json): tests/fixtures/elmo_allennlp once it has been copied into the repository,
-    else ../shared/fixtures/elmo_allennlp next to it.
+    sentences.json), in the repository: `tests.helpers.FIXTURES`.
     """
-    candidates = (
-        REPO_ROOT / "tests" / "fixtures" / "elmo_allennlp",
-        REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp",
-    )
-    for candidate in candidates:
-        if (candidate / "options.json").is_file() and (candidate / "lm_weights.hdf5").is_file():
-            return candidate
-    raise FileNotFoundError(f"the ELMo golden fixture is in none of {[str(c) for c in candidates]}")
+    return FIXTURES
 
 
 class ModelServer:

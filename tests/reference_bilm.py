@@ -3,8 +3,8 @@ A deliberately naive NumPy re-implementation of the bilm-tf forward pass, for te
 
 It shares no code with `elmo_plugin`: it works on the raw weight-file datasets (a dict of HDF5
 name -> array) and the raw ``options.json`` dictionary, runs one sentence at a time, one token
-and one time step at a time, in float64, and follows TensorFlow's math as elmo-facts §1 and §3
-state it:
+and one time step at a time, in float64, and follows the math of the TensorFlow code (bilm-tf's
+model.py):
 
 * token -> UTF-8 bytes framed by begin/end-of-word ids, cut to ``max_chars - 2`` bytes, padded,
   shifted by +1; the byte embedding is ``char_embed`` with a zero row prepended;

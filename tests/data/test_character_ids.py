@@ -1,5 +1,6 @@
 """
-The character-id contract (elmo-facts §1) and the ``elmo_characters`` token indexer.
+The character-id contract (bilm-tf's UnicodeCharsVocabulary: UTF-8 bytes + 1, begin and end of
+word, padding) and the ``elmo_characters`` token indexer.
 """
 import pytest
 import torch

@@ -1,6 +1,6 @@
 """
 The golden test: the fixture biLM must reproduce the top layer that the TensorFlow biLM computed
-(elmo-facts §4). The 30 sentences were run in 10 batches of 3, statefully.
+(tests/fixtures/elmo_allennlp/README.md). The 30 sentences were run in 10 batches of 3, statefully.
 """
 import json
 from typing import List

@@ -19,15 +19,16 @@ from tests.helpers import (
     FIXTURE_OPTIONS,
     FIXTURE_WEIGHTS,
     REPO_ROOT,
+    SHARED_DATA,
     config_calling,
     make_random_bilm_files,
+    requires_shared_data,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 TASKS = REPO_ROOT / "training_configs" / "tasks"
 CONFIGS = sorted(TASKS.glob("*.jsonnet"))
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 # Each task's files (relative to the data root) and the metric its test evaluation reports.
 TASK_FILES: Dict[str, List[str]] = {
@@ -76,10 +77,9 @@ def test_every_task_has_a_baseline_and_an_elmo_config():
     assert names == set(TASK_FILES) | {f"{task}_elmo" for task in TASK_FILES}
 
 
+@requires_shared_data()
 @pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
 def test_task_config_trains_and_tests(config, tmp_path):
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"no shared data at {SHARED_DATA}")
     task = config.stem[: -len("_elmo")] if config.stem.endswith("_elmo") else config.stem
     use_elmo = config.stem.endswith("_elmo")
     data = tmp_path / "data"

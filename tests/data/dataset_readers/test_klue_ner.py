@@ -16,8 +16,9 @@ from elmo_plugin.data.dataset_readers.klue_ner import (
     select_part,
 )
 from elmo_plugin.models.character_span_crf_tagger import token_tags_to_char_spans
+from tests.helpers import SHARED_DATA, requires_shared_data
 
-SHARED_KLUE = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "ko" / "ner" / "klue"
+SHARED_KLUE = SHARED_DATA / "ko" / "ner" / "klue"
 
 # KLUE's layout: comment lines, "## id<TAB>marked-up text", a character per line (spaces too).
 KLUE_TSV = """## 토큰, 레이블 구분자 : \\t
@@ -126,7 +127,7 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
         list(KlueNerReader().read(empty))
 
 
-@pytest.mark.skipif(not SHARED_KLUE.is_dir(), reason=f"no KLUE-NER data at {SHARED_KLUE}")
+@requires_shared_data("ko/ner/klue")
 def test_real_klue_test_split_maps_back_almost_exactly():
     """
     The oracle: gold morpheme tags mapped back to characters, scored as KLUE scores. It bounds

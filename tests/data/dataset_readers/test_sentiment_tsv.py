@@ -17,11 +17,9 @@ from allennlp.data.dataset_readers.dataset_reader import WorkerInfo
 from allennlp.data.tokenizers import WhitespaceTokenizer
 
 from elmo_plugin.data.dataset_readers.sentiment_tsv import SentimentTsvReader
-from tests.helpers import REPO_ROOT
+from tests.helpers import SHARED_DATA, requires_shared_data
 
 pytest.importorskip("mecab_ko", reason="the default tokenizer needs requirements/korean.txt")
-
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 # Line 1 the header; line 5 a blank text (skipped); line 6 a " inside the text (no quoting).
 TSV_TEXT = (
@@ -199,7 +197,7 @@ def test_basic_classifier_batch(tmp_path, single_thread):
     assert torch.equal(tensors["label"], torch.tensor(labels))
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
+@requires_shared_data("ko/sentiment/train.tsv")
 def test_first_rows_of_the_shared_sentiment_set():
     # ko/sentiment/train.tsv, lines 2-4 (shared/data/README.md, section 7).
     reader = SentimentTsvReader(max_instances=3)

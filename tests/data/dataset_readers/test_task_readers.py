@@ -36,14 +36,9 @@ from elmo_plugin.data.dataset_readers.universal_propbank_srl import (
     UniversalPropBankSrlReader,
     propbank_frame_to_bio,
 )
-from tests.helpers import REPO_ROOT
+from tests.helpers import SHARED_DATA, requires_shared_data
 
-# ../shared/data next to the repository, like the fixtures (tests.helpers.FIXTURES).
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-needs_shared_data = pytest.mark.skipif(
-    not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}"
-)
+needs_shared_data = requires_shared_data()
 
 
 def _write(path: Path, text: str) -> str:

@@ -1,0 +1,160 @@
+"""
+What the machine can do, where the plugin's choices depend on it: whether a device has native
+bfloat16 arithmetic (`ElmoLanguageModel` trains in bfloat16 autocast only there) and a
+one-line description of the CPU for the headers of the benchmarks.
+
+bfloat16 autocast pays only where the multiplies run in bfloat16 instructions. Elsewhere
+PyTorch emulates them in software: on an AVX2-only AMD EPYC, biLM training in bfloat16
+autocast ran 17 times slower than in float32.
+"""
+import platform
+from typing import FrozenSet, NamedTuple, Optional, Union
+
+import torch
+
+CPUINFO = "/proc/cpuinfo"
+
+# The x86 instructions that multiply bfloat16 in hardware, by their /proc/cpuinfo flag:
+# AVX512-BF16 (Intel Cooper Lake and later Xeons, AMD Zen 4 and later) and AMX (Intel Sapphire
+# Rapids and later); and Arm's BF16 extension (Armv8.6; e.g. AWS Graviton3).
+_BFLOAT16_FLAGS = (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"), ("bf16", "BF16"))
+
+# The vector extensions that `describe_cpu` lists, by /proc/cpuinfo flag.
+_X86_EXTENSIONS = (
+    ("avx2", "AVX2"),
+    ("avx512f", "AVX512F"),
+    ("avx512_bf16", "AVX512_BF16"),
+    ("amx_bf16", "AMX"),
+)
+_ARM_EXTENSIONS = (("asimd", "NEON"), ("sve", "SVE"), ("bf16", "BF16"))
+
+
+class Bfloat16Support(NamedTuple):
+    """
+    Whether a device multiplies bfloat16 natively (`native`), and a sentence naming the
+    hardware that says why (`reason`), for the log.
+    """
+
+    native: bool
+    reason: str
+
+
+def cpu_flags() -> Optional[FrozenSet[str]]:
+    """
+    The CPU's feature flags as Linux names them in ``/proc/cpuinfo`` (the first processor's
+    ``flags`` line on x86, ``Features`` on Arm), lower case. Without ``/proc/cpuinfo`` (macOS,
+    Windows) the flags that matter here are asked of PyTorch's own CPU detection where this
+    version of PyTorch has it (x86 only), else ``None``: unknown.
+    """
+    try:
+        with open(CPUINFO, encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.lower().split())
+    except OSError:
+        pass
+    # torch.cpu's private checks (PyTorch 2.1+), mapped to the Linux names. AMX-TILE stands for
+    # AMX-BF16: every CPU with AMX so far has both.
+    checks = {
+        "avx2": "_is_avx2_supported",
+        "avx512f": "_is_avx512_supported",
+        "avx512_bf16": "_is_avx512_bf16_supported",
+        "amx_bf16": "_is_amx_tile_supported",
+    }
+    if not all(hasattr(torch.cpu, check) for check in checks.values()):
+        return None
+    return frozenset(flag for flag, check in checks.items() if getattr(torch.cpu, check)())
+
+
+def cpu_model_name() -> str:
+    """
+    The CPU's model name (``/proc/cpuinfo``'s ``model name``, e.g. ``"AMD EPYC 7B13"``), else
+    what `platform` knows (``platform.processor()`` or the architecture).
+    """
+    try:
+        with open(CPUINFO, encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def bfloat16_support(device: Union[torch.device, str]) -> Bfloat16Support:
+    """
+    Whether ``device`` multiplies bfloat16 in hardware, so that bfloat16 autocast makes it
+    faster rather than slower, and why (naming the CPU or GPU).
+
+    - CPU: the AVX512-BF16 or AMX instructions (x86) or the BF16 extension (Arm), read from
+      `cpu_flags`. A CPU with neither converts every operand in software.
+    - CUDA: `torch.cuda.is_bf16_supported`, leaving out the emulation that newer PyTorch counts
+      as support (compute capability 8.0, Ampere, and newer have bfloat16 tensor cores).
+    - Any other device type: not known here, so not native.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _cpu_bfloat16_support()
+    if device.type == "cuda":
+        return _cuda_bfloat16_support(device)
+    return Bfloat16Support(
+        False, f"elmo_plugin cannot tell whether '{device.type}' devices have native bfloat16"
+    )
+
+
+def _cpu_bfloat16_support() -> Bfloat16Support:
+    model = cpu_model_name()
+    flags = cpu_flags()
+    if flags is None:
+        return Bfloat16Support(
+            False,
+            f"cannot read the instruction set of CPU '{model}' (no {CPUINFO}; PyTorch's "
+            f"CPU capability: {torch.backends.cpu.get_cpu_capability()})",
+        )
+    found = [name for flag, name in _BFLOAT16_FLAGS if flag in flags]
+    if found:
+        return Bfloat16Support(True, f"CPU '{model}' has {'/'.join(found)} instructions")
+    return Bfloat16Support(False, f"CPU '{model}' has no AVX512-BF16/AMX instructions")
+
+
+def _cuda_bfloat16_support(device: torch.device) -> Bfloat16Support:
+    name = torch.cuda.get_device_name(device)
+    with torch.cuda.device(device):
+        try:
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # PyTorch before 2.3 did not count emulation in the first place
+            native = torch.cuda.is_bf16_supported()
+    if native:
+        return Bfloat16Support(True, f"GPU '{name}' has native bfloat16")
+    major, minor = torch.cuda.get_device_capability(device)
+    return Bfloat16Support(
+        False,
+        f"GPU '{name}' (compute capability {major}.{minor}) has no native bfloat16 (Ampere, "
+        "8.0, and newer have it)",
+    )
+
+
+def describe_cpu() -> str:
+    """
+    The CPU's model name and the vector extensions that decide the speed of this plugin's
+    kernels, for the header of a benchmark's output, e.g. ``"AMD EPYC 7B13 (x86_64: AVX2; no
+    AVX512F, AVX512_BF16, AMX; PyTorch kernels AVX2)"``. The last part is the instruction set
+    PyTorch dispatches its own kernels to (``ATEN_CPU_CAPABILITY`` can lower it).
+    """
+    machine = platform.machine() or "unknown architecture"
+    flags = cpu_flags()
+    if flags is None:
+        extensions = "extensions unknown"
+    else:
+        table = _ARM_EXTENSIONS if machine.lower() in ("aarch64", "arm64") else _X86_EXTENSIONS
+        present = [name for flag, name in table if flag in flags]
+        absent = [name for flag, name in table if flag not in flags]
+        extensions = " ".join(present) or "none of " + ", ".join(absent)
+        if present and absent:
+            extensions += "; no " + ", ".join(absent)
+    return (
+        f"{cpu_model_name()} ({machine}: {extensions}; PyTorch kernels "
+        f"{torch.backends.cpu.get_cpu_capability()})"
+    )
