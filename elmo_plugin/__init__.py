@@ -13,7 +13,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 - token embedder ``elmo_token_embedder`` (replaces AllenNLP's) and scalar mixes ``softmax``,
   ``single_layer``
 - learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
-  trainer callback ``keep_freed_memory``; metric ``klue_ner_f1``
+  trainer callbacks ``keep_freed_memory``, ``check_training_settings``; metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,

@@ -38,7 +38,7 @@ REGISTERED = {
     "allennlp.models.Model": ["elmo_bilm", "character_span_crf_tagger"],
     "allennlp.modules.TokenEmbedder": ["elmo_token_embedder"],
     "allennlp.training.learning_rate_schedulers.LearningRateScheduler": ["reduce_on_plateau"],
-    "allennlp.training.callbacks.TrainerCallback": ["keep_freed_memory"],
+    "allennlp.training.callbacks.TrainerCallback": ["keep_freed_memory", "check_training_settings"],
     "allennlp.training.metrics.Metric": ["klue_ner_f1"],
     "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
     "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize"],

@@ -7,6 +7,25 @@
 //        "model.mixed_precision": true, "trainer.cuda_device": 0}'
 // or import the config's function into your own config and call it with arguments
 // (README, "Pretraining a biLM").
+//
+// The arguments are checked here, when the config is read: a wrong value (0 epochs, a batch size
+// of 2.5, a number given as a string) is one error naming the argument, before `allennlp train`
+// creates the serialization directory, instead of an obscure failure later ("best.th does not
+// exist" after 0 epochs). AllenNLP's -o overrides are applied after this, so the plugin checks
+// what they can change that matters most again (`trainer.num_epochs`, in the
+// `check_training_settings` callback).
+local is_integer(value) = std.isNumber(value) && value == std.floor(value);
+local integer_at_least(name, value, minimum) =
+  is_integer(value) && value >= minimum
+  || error name + " must be an integer >= " + minimum + ", got " + std.manifestJson(value);
+local null_or_integer_at_least(name, value, minimum) =
+  value == null || integer_at_least(name, value, minimum);
+local positive_number_or_null(name, value) =
+  value == null || std.isNumber(value) && value > 0
+  || error name + " must be a number > 0 or null, got " + std.manifestJson(value);
+local boolean(name, value) =
+  std.isBoolean(value) || error name + " must be true or false, got " + std.manifestJson(value);
+
 {
   config(
     options,
@@ -27,7 +46,16 @@
     num_workers=0,
   )::
     assert batching == "sentences" || batching == "stream" :
-           "batching must be \"sentences\" or \"stream\", got " + batching;
+           "batching must be \"sentences\" or \"stream\", got " + std.manifestJson(batching);
+    assert integer_at_least("num_epochs", num_epochs, 1);
+    assert integer_at_least("batch_size", batch_size, 1);
+    assert integer_at_least("num_samples", num_samples, 1);
+    assert integer_at_least("unroll_steps", unroll_steps, 1);
+    assert null_or_integer_at_least("max_sentence_length", max_sentence_length, 1);
+    assert positive_number_or_null("checkpoint_seconds", checkpoint_seconds);
+    assert integer_at_least("num_workers", num_workers, 0);
+    assert integer_at_least("cuda_device", cuda_device, -1);
+    assert boolean("mixed_precision", mixed_precision);
     local stream = batching == "stream";
     local reader = {
       type: "bilm_corpus",
@@ -77,7 +105,11 @@
         validation_metric: "-ppl",
         // keep_freed_memory: glibc keeps freed activations for the next step instead of
         // faulting their pages in again (about 30% faster Original-size steps on CPU).
-        callbacks: [{ type: "tensorboard" }, { type: "keep_freed_memory" }],
+        callbacks: [
+          { type: "tensorboard" },
+          { type: "keep_freed_memory" },
+          { type: "check_training_settings" },
+        ],
       } + (
         if learning_rate_scheduler == null then {}
         else { learning_rate_scheduler: learning_rate_scheduler }
@@ -95,11 +127,13 @@
   // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The lazy loader cannot count its batches, so
   // `steps_per_epoch` is given: the corpus's batch count (the number of sentences / 64, rounded up
   // per chunk of 6,400).
-  linear_decay(steps_per_epoch):: {
-    type: "polynomial_decay",
-    power: 1.0,
-    warmup_steps: 0,
-    end_learning_rate: 0.0,
-    num_steps_per_epoch: steps_per_epoch,
-  },
+  linear_decay(steps_per_epoch)::
+    assert integer_at_least("steps_per_epoch", steps_per_epoch, 1);
+    {
+      type: "polynomial_decay",
+      power: 1.0,
+      warmup_steps: 0,
+      end_learning_rate: 0.0,
+      num_steps_per_epoch: steps_per_epoch,
+    },
 }

@@ -19,7 +19,9 @@ pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first,
 by descending frequency (ties in alphabetical order).
 
 The corpus is every file matching CORPUS_GLOB (quote it: "data/train/*.txt"), UTF-8, one
-sentence per line, tokens separated by whitespace; blank lines are skipped. Use the file in a
+sentence per line, tokens separated by whitespace; blank lines are skipped. OUTPUT_FILE may
+not be one of the corpus files (an error); if the glob matches it because it is a vocabulary
+from an earlier run, it is left out of the corpus (with a warning). Use the file in a
 training config as
   "vocabulary": {"type": "from_bilm_tf_file", "vocabulary_file": "OUTPUT_FILE"}"""
 
@@ -69,10 +71,17 @@ class ElmoVocabCommand(Subcommand):
 
 def format_summary(stats: LmVocabularyStats) -> str:
     """The lines ``allennlp elmo-vocab`` prints after writing the file."""
+    excluded = (
+        [f"  left out:          {', '.join(stats.excluded_files)} (the output file, an earlier "
+         "vocabulary, which the glob matches)"]
+        if stats.excluded_files
+        else []
+    )
     return "\n".join(
         [
             f"Wrote {stats.output_file}",
             f"  files read:        {stats.num_files}",
+            *excluded,
             f"  sentences:         {stats.num_sentences} ({stats.num_blank_lines} blank lines "
             "skipped)",
             f"  tokens counted:    {stats.num_tokens}",

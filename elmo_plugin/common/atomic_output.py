@@ -9,9 +9,29 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 from allennlp.common.checks import ConfigurationError
+
+
+def input_at(output_path: str, input_paths: Iterable[str]) -> Optional[str]:
+    """
+    The first of ``input_paths`` that ``output_path`` would replace: the same path, or the same
+    file under another name (a symbolic link, a hard link, ``./`` or ``..`` in the path), or
+    ``None``. Writing a file under a temporary name and renaming it over ``output_path``
+    (`atomic_output`) would otherwise silently replace that input with the output, so every
+    command checks its output against its inputs with this before any work.
+    """
+    if not os.path.exists(output_path):
+        return None
+    output_stat = os.stat(output_path)
+    for path in input_paths:
+        try:
+            if os.path.samestat(output_stat, os.stat(path)):
+                return path
+        except OSError:  # an input that vanished is not the output
+            continue
+    return None
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@ Reading text files line by line, with errors that name the file and the line.
 Every text file the plugin reads (sentences to embed, pretraining corpora, vocabularies, task
 data, raw text to tokenize) goes through `decoded_lines`, so a byte that is not UTF-8 is always
 reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``, before any output is
-written by the callers that check their input first.
+written by the callers that check their input first. NUL bytes are refused the same way: they
+are valid UTF-8, but in a text file they mean UTF-16 (``t\\x00h\\x00e\\x00``) or a binary file,
+which would otherwise become garbage tokens.
 """
 import glob
 import os
@@ -15,6 +17,11 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.common.util import PathLike
 
 _UTF8_BOM = "\ufeff"
+# UTF-16's byte order marks, little- and big-endian: a file that starts with one is UTF-16
+# (0xFF and 0xFE never occur in UTF-8).
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF16_HINT = "convert it with 'iconv -f UTF-16 -t UTF-8'"
+_NUL = b"\x00"
 
 # How many line numbers an error message lists before it only gives a count.
 DEFAULT_MAX_LISTED = 20
@@ -43,12 +50,31 @@ def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
     Yields ``(line_index, text, size_in_bytes)`` (0-based index) for every line of ``path``,
     blank ones included. The file is read as bytes so that a decoding error can name the exact
     place: `ConfigurationError` ``path:line: not valid UTF-8 (byte offset ...)`` at the first line
-    that is not UTF-8. A UTF-8 byte order mark at the start is dropped. Every reader of tokenized
-    text in this plugin (``allennlp elmo`` input, pretraining corpora, vocabularies) uses this.
+    that is not UTF-8, or ``path:line: NUL byte (byte offset ...)`` at the first line with a NUL
+    byte (UTF-16 text without a byte order mark is valid UTF-8 with a NUL after every ASCII
+    character; the message says so), or at a UTF-16 byte order mark. A UTF-8 byte order mark at
+    the start is dropped. Every
+    reader of text in this plugin (``allennlp elmo`` input, pretraining corpora, vocabularies,
+    task data, raw text to tokenize) uses this.
     """
     offset = 0
     with open(path, "rb") as handle:
         for line_index, raw_line in enumerate(handle):
+            if offset == 0 and raw_line.startswith(_UTF16_BOMS):
+                raise ConfigurationError(
+                    f"{path}:1: not UTF-8: the file starts with a UTF-16 byte order mark "
+                    f"({raw_line[:2].hex(' ')}); {_UTF16_HINT}"
+                )
+            if _NUL in raw_line:
+                # Before decoding: UTF-16 text with non-ASCII characters may also be invalid
+                # UTF-8, and the NUL bytes are what points to UTF-16.
+                raise ConfigurationError(
+                    f"{path}:{line_index + 1}: NUL byte (byte offset "
+                    f"{offset + raw_line.index(_NUL)} in the file); a text file has none: "
+                    "this looks like UTF-16 without a byte order mark (a 0 byte next to every "
+                    "ASCII character) or a binary file. If it is UTF-16, convert it with "
+                    "'iconv -f UTF-16LE -t UTF-8' (UTF-16BE if the 0 bytes come first)"
+                )
             try:
                 text = raw_line.decode("utf-8")
             except UnicodeDecodeError as error:

@@ -46,7 +46,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.common.tqdm import Tqdm
 from allennlp.data.tokenizers.tokenizer import Tokenizer
 
-from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.data.tokenizers.korean import (  # noqa: F401  (registers the tokenizers)
     KiwiTokenizer,
@@ -267,7 +267,6 @@ def _plan(
 ) -> List[OutputPart]:
     parts: List[OutputPart] = []
     source_of: Dict[str, str] = {}
-    input_paths = {os.path.realpath(path) for path in input_files}
     for input_file in input_files:
         num_lines = _count_lines(input_file)
         names = _part_names(input_file, num_lines, lines_per_file)
@@ -283,7 +282,7 @@ def _plan(
                     f"{input_file} and {source_of[name]} would both be written to {output_file}; "
                     "input files must have distinct base names"
                 )
-            if os.path.realpath(output_file) in input_paths:
+            if input_at(output_file, input_files) is not None:
                 raise ConfigurationError(
                     f"the output {output_file} would overwrite an input file; choose an "
                     "OUTPUT_DIR that holds none of the input files"

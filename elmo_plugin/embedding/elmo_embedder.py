@@ -27,7 +27,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
-from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.text_files import format_line_numbers
 from elmo_plugin.common.util import PathLike
@@ -117,6 +117,57 @@ def _check_sentences_are_hdf5_names(path: str) -> None:
         )
 
 
+def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
+    """
+    Checks tokenized sentences before they reach the biLM, whose character ids would otherwise
+    fail deep inside with an ``AttributeError`` (``None``, ints, bytes) or embed something
+    nobody meant. Errors name the sentence (``first_index`` + its position in ``batch``) and the
+    token (0-based):
+
+    - a sentence must be a sequence of tokens (a list, a tuple ...): ``None`` or another
+      non-sequence is a `TypeError`; a string is a `ConfigurationError` (it is a sequence, of
+      characters, and would be embedded letter by letter);
+    - a token must be a ``str``: anything else (``None``, a number, ``bytes``) is a `TypeError`;
+    - a token must contain a non-whitespace character: ``""`` and ``" "`` are a `ValueError`.
+      ``allennlp elmo`` splits lines on whitespace, which never gives such a token, and the
+      published models never saw one.
+
+    A token with whitespace inside (``"New York"``) is accepted and embedded as one token, its
+    characters (the space included) going through the character CNN as they are; the models
+    were trained on whitespace-split text, so they have never seen a space inside a token: split
+    such tokens first to get what ``allennlp elmo`` computes for the same text.
+    """
+    for position, sentence in enumerate(batch):
+        index = first_index + position
+        if isinstance(sentence, str):
+            raise ConfigurationError(
+                f"sentence {index}: sentences must be lists of tokens, got a string; split it "
+                "first, e.g. sentence.split()"
+            )
+        if isinstance(sentence, (bytes, bytearray)) or not (
+            hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
+        ):
+            raise TypeError(
+                f"sentence {index}: a sentence must be a list of string tokens, got "
+                f"{type(sentence).__name__} {sentence!r:.60}"
+            )
+        for token_position, token in enumerate(sentence):
+            if not isinstance(token, str):
+                hint = " (decode it first, e.g. token.decode('utf-8'))" if isinstance(
+                    token, (bytes, bytearray)
+                ) else ""
+                raise TypeError(
+                    f"sentence {index}, token {token_position}: tokens must be strings, got "
+                    f"{type(token).__name__} {token!r:.60}{hint}"
+                )
+            if not token or token.isspace():
+                raise ValueError(
+                    f"sentence {index}, token {token_position}: {token!r} is an empty or "
+                    "whitespace-only token, which no ELMo model has seen (allennlp elmo splits "
+                    "lines on whitespace, which never gives one); leave it out"
+                )
+
+
 class ElmoEmbedder:
     """
     Computes all ELMo layers (the biLM activations) of tokenized sentences.
@@ -190,7 +241,8 @@ class ElmoEmbedder:
         # Parameters
 
         batch : `Sequence[Sequence[str]]`
-            Tokenized sentences (empty ones allowed).
+            Tokenized sentences (empty ones allowed); see `check_sentences` for what a token
+            may be.
 
         # Returns
 
@@ -199,12 +251,7 @@ class ElmoEmbedder:
         embedder's device. ``num_timesteps`` is the longest sentence's length.
         """
         batch_size = len(batch)
-        if any(isinstance(sentence, str) for sentence in batch):
-            # A string is a sequence too, but of characters: it would be embedded letter by letter.
-            raise ConfigurationError(
-                "sentences must be lists of tokens, got a string; split it first, "
-                "e.g. sentence.split()"
-            )
+        check_sentences(batch)
         if max((len(sentence) for sentence in batch), default=0) == 0:
             # Nothing to run. 0.9 skipped the biLM for [[]] too, so a stateful embedder's state is
             # not changed by an all-empty batch.
@@ -267,12 +314,18 @@ class ElmoEmbedder:
             Sentences per biLM call. In stateful mode it also decides which sentences share a
             row of carried state.
         """
-        _check_batch_size(batch_size)
-        return (
-            embedding
-            for batch in lazy_groups_of(iter(sentences), batch_size)
-            for embedding in self.embed_batch(batch)
-        )
+        _check_batch_size(batch_size)  # here, not in the generator: an error at the call
+        return self._embed_stream(sentences, batch_size)
+
+    def _embed_stream(
+        self, sentences: Iterable[Sequence[str]], batch_size: int
+    ) -> Iterator[np.ndarray]:
+        first_index = 0
+        for batch in lazy_groups_of(iter(sentences), batch_size):
+            # Checked here too, so that an error gives the sentence's index in the whole stream.
+            check_sentences(batch, first_index)
+            yield from self.embed_batch(batch)
+            first_index += len(batch)
 
     def _file_batches(
         self, path: str, batch_size: int, sort_chunk_batches: int
@@ -354,7 +407,7 @@ class ElmoEmbedder:
             raise ConfigurationError(f"the output directory does not exist: {output_directory}")
         if os.path.isdir(output_path):
             raise ConfigurationError(f"the output path is a directory: {output_path}")
-        if os.path.exists(output_path) and os.path.samefile(output_path, input_path):
+        if input_at(output_path, [input_path]) is not None:
             raise ConfigurationError(f"the output file would replace the input file: {output_path}")
 
         logger.info(

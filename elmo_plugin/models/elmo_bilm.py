@@ -12,7 +12,9 @@ from allennlp.models import Model
 
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.common.hardware import bfloat16_support
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.data.vocabulary import VocabularyOrderCheck
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
@@ -57,8 +59,18 @@ class ElmoLanguageModel(Model):
         stay float32. bfloat16 has float32's range, so no loss scaling is needed. Validation and
         ``allennlp evaluate`` run in float32, so perplexities compare across modes. On a CPU with
         bfloat16 instructions (measured: AVX512-BF16) this makes Original-size training steps
-        about twice as fast (BENCHMARKS.md). The trainer's ``use_amp`` is the float16
-        alternative, GPU only (not tested here: no GPU).
+        about twice as fast (BENCHMARKS.md). Only there: a device without native bfloat16
+        (`elmo_plugin.common.hardware.bfloat16_support`: a CPU without AVX512-BF16 or AMX, a GPU
+        older than Ampere) emulates it, 17 times slower than float32 on an AVX2-only CPU, so on
+        such a device the first training batch logs a warning naming the reason and the model
+        trains in float32. The trainer's ``use_amp`` is the float16 alternative, GPU only (not
+        tested here: no GPU).
+    check_vocabulary_order : `bool`, optional (default = `True`)
+        Count the targets of the first 100,000 training tokens (or of the first epoch, if
+        fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
+        line out of order if the vocabulary is clearly not sorted by descending frequency,
+        which the sampled softmax assumes (see `VocabularyOrderCheck`). Set it to false for a
+        vocabulary whose order is intended.
     """
 
     def __init__(
@@ -69,10 +81,17 @@ class ElmoLanguageModel(Model):
         vocab_namespace: str = "lm_targets",
         initial_weight_file: Optional[str] = None,
         mixed_precision: bool = False,
+        check_vocabulary_order: bool = True,
     ) -> None:
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
+        # Whether bfloat16 autocast is used on each device the model has trained on, decided on
+        # the first training batch there (`_autocast_enabled`).
+        self._autocast_by_device: Dict[torch.device, bool] = {}
         self._namespace = vocab_namespace
+        self._vocabulary_order = VocabularyOrderCheck(
+            vocab, vocab_namespace, enabled=check_vocabulary_order
+        )
         self.bilm_options = BilmOptions.from_dict(options, source="model.options")
         self.bilm = ElmoBiLm(self.bilm_options)
         if initial_weight_file is not None:
@@ -113,7 +132,11 @@ class ElmoLanguageModel(Model):
     ) -> torch.Tensor:
         """Mean token loss of one direction; also accumulates the perplexity metric."""
         selected = self._dropout(outputs[mask])
-        losses = self.softmax(selected, targets[mask], sampled=sampled)
+        selected_targets = targets[mask]
+        if direction == 0 and self.training:
+            # One direction: in sentences mode both predict the same tokens.
+            self._vocabulary_order.observe(selected_targets)
+        losses = self.softmax(selected, selected_targets, sampled=sampled)
         total = losses.sum()
         count = int(mask.sum())
         self._loss_sums[direction] += float(total.detach())
@@ -145,9 +168,9 @@ class ElmoLanguageModel(Model):
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
                 "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
             )
+        device = self._device()
         with torch.autocast(
-            self._device().type, dtype=torch.bfloat16,
-            enabled=self._mixed_precision and self.training,
+            device.type, dtype=torch.bfloat16, enabled=self._autocast_enabled(device)
         ):
             if tokens is not None:
                 return self._sentences_forward(tokens, sampled)
@@ -157,6 +180,23 @@ class ElmoLanguageModel(Model):
 
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device
+
+    def _autocast_enabled(self, device: torch.device) -> bool:
+        """
+        Whether this forward pass runs in bfloat16 autocast: in training with
+        ``mixed_precision``, where ``device`` has native bfloat16. Asked once per device; a
+        device without it gets one warning, and training goes on in float32.
+        """
+        if not (self._mixed_precision and self.training):
+            return False
+        if device not in self._autocast_by_device:
+            support = bfloat16_support(device)
+            if support.native:
+                logger.info("mixed_precision: bfloat16 autocast in training (%s)", support.reason)
+            else:
+                logger.warning("%s; mixed_precision is off, training in float32", support.reason)
+            self._autocast_by_device[device] = support.native
+        return self._autocast_by_device[device]
 
     def _sentences_forward(self, tokens: TextFieldTensors, sampled) -> Dict[str, torch.Tensor]:
         if self.bilm.stateful:
@@ -225,6 +265,10 @@ class ElmoLanguageModel(Model):
                 perplexities.append(metrics[name])
         if perplexities:
             metrics["ppl"] = sum(perplexities) / len(perplexities)
+        if reset and self.training:
+            # The end of a training epoch: a corpus smaller than the check's sample is judged
+            # on what the epoch counted.
+            self._vocabulary_order.finish()
         if reset:
             self._loss_sums = [0.0, 0.0]
             self._token_counts = [0, 0]

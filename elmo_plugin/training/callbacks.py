@@ -4,6 +4,7 @@ Trainer callbacks of the plugin.
 import logging
 from typing import Any
 
+from allennlp.common.checks import ConfigurationError
 from allennlp.training.callbacks.callback import TrainerCallback
 
 from elmo_plugin.common.memory import keep_freed_memory_for_reuse
@@ -24,3 +25,26 @@ class KeepFreedMemoryCallback(TrainerCallback):
     ) -> None:
         if keep_freed_memory_for_reuse():
             logger.info("glibc keeps freed memory for reuse during training")
+
+
+@TrainerCallback.register("check_training_settings")
+class CheckTrainingSettingsCallback(TrainerCallback):
+    """
+    Checks the trainer's settings when training starts, before the first batch: the configs
+    check their arguments themselves (bilm_common.libsonnet), but AllenNLP's ``-o`` overrides
+    are applied after that, so ``-o '{"trainer.num_epochs": 0}'`` would otherwise train nothing
+    and end in AllenNLP's "best.th does not exist". Raises `ConfigurationError` naming the
+    setting.
+    """
+
+    def on_start(
+        self, trainer: Any, is_primary: bool = True, **kwargs: Any
+    ) -> None:
+        num_epochs = getattr(trainer, "_num_epochs", None)
+        if num_epochs is None:  # another kind of trainer: nothing known to check
+            return
+        if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
+            raise ConfigurationError(
+                f"trainer.num_epochs must be an integer >= 1, got {num_epochs!r}: with no "
+                "epoch nothing is trained and no model is saved"
+            )

@@ -26,7 +26,7 @@ from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.pretrained import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
-from tests.helpers import REPO_ROOT
+from tests.helpers import FIXTURES, REPO_ROOT
 from tests.model_server import (
     DROPPED,
     HTML_PAGE,
@@ -36,7 +36,6 @@ from tests.model_server import (
     golden_fixtures_dir,
 )
 
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp"
 OPTIONS_FILE = str(FIXTURES / "options.json")
 WEIGHT_FILE = str(FIXTURES / "lm_weights.hdf5")
 MODEL_ARGS = ["--options-file", OPTIONS_FILE, "--weight-file", WEIGHT_FILE]
@@ -486,3 +485,46 @@ def test_allennlp_cli_downloads_the_default_model_into_allennlp_cache_root(
     cached = cache_entries(cache_root / "cache")
     for url in (ORIGINAL.options_url(model_server.url), ORIGINAL.weights_url(model_server.url)):
         assert any(name.startswith(resource_to_filename(url)) for name in cached)
+
+
+def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
+    # Used to print a 53-line traceback. AllenNLP turns SIGTERM into SigTermReceived; the command
+    # reports it on one line, and the half-written temporary output is removed.
+    import random
+    import signal
+    import time
+
+    words = "the a cat dog sat on mat ran river bank house old new".split()
+    generator = random.Random(0)
+    input_file = write_lines(
+        tmp_path / "in.txt",
+        [" ".join(generator.choice(words) for _ in range(20)) for _ in range(5000)],
+    )
+    output_file = tmp_path / "out.hdf5"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "allennlp", "elmo", str(input_file), str(output_file), "--top",
+         "--batch-size", "16", *MODEL_ARGS],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Embedding has started once the temporary output exists.
+        deadline = time.monotonic() + 120
+        while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "embedding did not start"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert stderr.rstrip("\n").split("\n")[-1] == (
+        f"allennlp elmo: error: interrupted; {output_file} was not written."
+    )
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]

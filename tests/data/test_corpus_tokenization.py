@@ -237,6 +237,14 @@ def test_errors(raw: Path, tmp_path: Path):
     # Outputs must not overwrite inputs, nor two inputs share an output.
     with pytest.raises(ConfigurationError, match="overwrite an input"):
         _run(raw, raw)
+    # Also under another name: a hard link of an input where its output goes would have been
+    # taken for a complete output of an earlier run (raw text passed off as tokenized).
+    linked = tmp_path / "linked_out"
+    linked.mkdir()
+    os.link(raw / "a.txt", linked / "a.txt")
+    with pytest.raises(ConfigurationError, match=f"the output {linked / 'a.txt'} would overwrite"):
+        _run(raw, linked)
+    assert os.listdir(linked) == ["a.txt"]
     other = tmp_path / "other"
     other.mkdir()
     _write(other / "a.txt", ["방"])

@@ -311,3 +311,150 @@ def test_allennlp_elmo_vocab_subprocess(corpus: Path, tmp_path: Path):
     assert result.returncode == 0, result.stderr
     assert _lines(output) == EXPECTED_ORDER
     assert "vocabulary size:   11" in result.stdout
+
+
+# ----------------------------------------------------------------------------------------------
+# The output is never one of the corpus files
+
+
+def test_build_refuses_an_output_that_is_a_corpus_file(corpus: Path, tmp_path: Path):
+    a_file = corpus / "a.txt"
+    symlink = tmp_path / "link.txt"
+    symlink.symlink_to(a_file)
+    hard_link = tmp_path / "hard.txt"
+    os.link(a_file, hard_link)
+    for pattern, output in (
+        (a_file, a_file),  # allennlp elmo-vocab corpus.txt corpus.txt
+        (a_file, symlink),
+        (a_file, hard_link),
+        (corpus / "*.txt", a_file),  # a corpus file the glob matches
+    ):
+        with pytest.raises(ConfigurationError, match=f"would replace the corpus file {a_file}"):
+            build_lm_vocabulary(str(pattern), output, progress=False)
+        assert a_file.read_text(encoding="utf-8") == CORPUS_A
+    assert sorted(os.listdir(corpus)) == ["a.txt", "b.txt"]  # no temporary file either
+
+
+def test_an_earlier_vocabulary_matched_by_the_glob_is_left_out(corpus: Path, caplog):
+    # `elmo-vocab "dir/*.txt" dir/vocab.txt` twice: the second run must not count the first
+    # run's vocabulary as corpus text.
+    output = corpus / "vocab.txt"
+    first = build_lm_vocabulary(str(corpus / "*.txt"), output, progress=False)
+    first_lines = _lines(output)
+    second = build_lm_vocabulary(str(corpus / "*.txt"), output, progress=False)
+    assert second.num_tokens == first.num_tokens == 17
+    assert second.num_files == first.num_files == 2
+    assert second.excluded_files == [str(output)] and first.excluded_files == []
+    assert _lines(output) == first_lines == EXPECTED_ORDER
+    assert f"left {output} out of the corpus" in caplog.text
+
+    # Only the vocabulary matches: nothing to count is an error, and the file stays.
+    with pytest.raises(ConfigurationError, match="matches only the output file"):
+        build_lm_vocabulary(str(output), output, progress=False)
+    assert _lines(output) == EXPECTED_ORDER
+
+
+# ----------------------------------------------------------------------------------------------
+# The order of a vocabulary, judged from training targets
+
+SAMPLE = REPO_ROOT / "elmo_plugin" / "sample_corpus"
+
+
+def _sample_counts(vocabulary, num_tokens):
+    from collections import Counter
+
+    tokens = (SAMPLE / "train.txt").read_text(encoding="utf-8").split()[:num_tokens]
+    counts = Counter(tokens)
+    return [counts[token] for token in vocabulary]
+
+
+def _sample_vocabulary():
+    return (SAMPLE / "vocabulary.txt").read_text(encoding="utf-8").split()
+
+
+def test_judge_frequency_order_on_the_sample_corpus():
+    import random
+
+    from elmo_plugin.data.vocabulary import judge_frequency_order
+
+    in_order = _sample_vocabulary()[3:]
+    shuffled = list(in_order)
+    random.Random(0).shuffle(shuffled)
+    for num_tokens in (1000, 5000, 50_000):
+        # The sample corpus's own vocabulary is never flagged, on a part of it or all of it ...
+        judgement = judge_frequency_order(_sample_counts(in_order, num_tokens))
+        assert judgement.judged and not judgement.out_of_order, (num_tokens, judgement)
+        assert judgement.wrong_pairs == 0
+        # ... a shuffled or alphabetical one always.
+        for wrong in (shuffled, sorted(in_order)):
+            judgement = judge_frequency_order(_sample_counts(wrong, num_tokens))
+            assert judgement.out_of_order, (num_tokens, judgement)
+            assert judgement.wrong_pairs > 0.3 * judgement.clear_pairs
+    # Too little data: not judged, whatever the order.
+    judgement = judge_frequency_order(_sample_counts(shuffled, 50))
+    assert not judgement.judged and not judgement.out_of_order
+    # The first entry out of order and the most counted one after it.
+    judgement = judge_frequency_order([50, 40, 0, 30, 100, 1])
+    assert (judgement.first_wrong, judgement.later) == (0, 4)
+
+
+def _order_check_with(tmp_path: Path, tokens, check_after_tokens=10**9):
+    from elmo_plugin.data.vocabulary import VocabularyOrderCheck
+
+    vocab_file = _write_vocab(tmp_path / "vocab.txt", tokens)
+    vocab = BilmTfVocabulary.from_bilm_tf_file(vocab_file)
+    return vocab, vocab_file, VocabularyOrderCheck(vocab, "lm_targets", check_after_tokens)
+
+
+def _sample_target_ids(vocab, num_tokens):
+    tokens = (SAMPLE / "train.txt").read_text(encoding="utf-8").split()[:num_tokens]
+    return torch.tensor([vocab.get_token_index(token, "lm_targets") for token in tokens])
+
+
+def test_vocabulary_order_check_names_the_file_and_the_first_line_out_of_order(tmp_path: Path):
+    vocabulary = _sample_vocabulary()
+    # Alphabetical after the special tokens: ".", "a", "across" ... "the" ... In the first 5,000
+    # tokens "." (line 4, 500 times) is not clearly counted less than any later entry ("the",
+    # 523), but "a" (line 5, 178 times) is.
+    alphabetical = vocabulary[:3] + sorted(vocabulary[3:])
+    vocab, vocab_file, check = _order_check_with(tmp_path, alphabetical, check_after_tokens=3000)
+    ids = _sample_target_ids(vocab, 5000)
+    check.observe(ids[:2000])  # below check_after_tokens: nothing judged yet
+    with pytest.raises(ConfigurationError) as error:
+        check.observe(ids[2000:])
+    message = str(error.value)
+    assert message.startswith(
+        f"the vocabulary {vocab_file} is not sorted by descending frequency, which the sampled "
+        "softmax's log-uniform sampler assumes"
+    )
+    assert "in the first 5000 training targets" in message
+    the_line = alphabetical.index("the") + 1
+    assert (
+        f"The first line out of order: {vocab_file}:5 'a' (counted 178 times) comes before "
+        f"{vocab_file}:{the_line} 'the' (counted 523 times)."
+    ) in message
+    assert """-o '{"model.check_vocabulary_order": false}'""" in message
+    check.observe(ids)  # judged once: no second error
+    check.finish()
+
+
+def test_vocabulary_order_check_passes_the_sample_vocabulary_and_judges_once(tmp_path: Path):
+    vocab, _, check = _order_check_with(tmp_path, _sample_vocabulary())
+    check.observe(_sample_target_ids(vocab, 2000))
+    check.finish()  # a small corpus: judged at the end of the first epoch, in order
+    assert check.done
+
+
+def test_vocabulary_order_check_can_be_turned_off(tmp_path: Path):
+    from elmo_plugin.data.vocabulary import VocabularyOrderCheck
+
+    vocabulary = _sample_vocabulary()
+    vocab_file = _write_vocab(tmp_path / "vocab.txt", vocabulary[:3] + vocabulary[3:][::-1])
+    vocab = BilmTfVocabulary.from_bilm_tf_file(vocab_file)
+    check = VocabularyOrderCheck(vocab, "lm_targets", enabled=False)
+    check.observe(_sample_target_ids(vocab, 5000))
+    check.finish()
+    enabled = VocabularyOrderCheck(vocab, "lm_targets")
+    enabled.observe(_sample_target_ids(vocab, 5000))
+    with pytest.raises(ConfigurationError, match="not sorted by descending frequency"):
+        enabled.finish()

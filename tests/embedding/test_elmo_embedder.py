@@ -20,9 +20,8 @@ from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
-from tests.helpers import REPO_ROOT
+from tests.helpers import FIXTURES
 
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "elmo_allennlp"
 OPTIONS_FILE = FIXTURES / "options.json"
 WEIGHT_FILE = FIXTURES / "lm_weights.hdf5"
 
@@ -300,6 +299,48 @@ def test_a_string_is_not_taken_for_a_list_of_tokens(embedder):
         embedder.embed_sentence("The cat sat .")
 
 
+@pytest.mark.parametrize(
+    "batch, error, message",
+    [
+        ([["a"], None], TypeError, "sentence 1: a sentence must be a list of string tokens, got "
+         "NoneType None"),
+        ([["a", "b"], 5], TypeError, "sentence 1: a sentence must be a list of string tokens, got "
+         "int 5"),
+        ([["a"], b"a b"], TypeError, "sentence 1: a sentence must be a list of string tokens, got "
+         "bytes b'a b'"),
+        ([["a", None]], TypeError, "sentence 0, token 1: tokens must be strings, got NoneType "
+         "None"),
+        ([["a"], ["b", 3]], TypeError, "sentence 1, token 1: tokens must be strings, got int 3"),
+        ([["a", b"cat"]], TypeError, "sentence 0, token 1: tokens must be strings, got bytes "
+         "b'cat' (decode it first, e.g. token.decode('utf-8'))"),
+        ([["a", ""]], ValueError, "sentence 0, token 1: '' is an empty or whitespace-only token"),
+        ([[" ", "a"]], ValueError, "sentence 0, token 0: ' ' is an empty or whitespace-only "
+         "token"),
+    ],
+)
+def test_bad_sentences_and_tokens_name_their_position(embedder, batch, error, message):
+    # These used to fail deep in the character ids with an AttributeError naming nothing.
+    with pytest.raises(error) as raised:
+        embedder.embed_batch(batch)
+    assert str(raised.value).startswith(message)
+    with pytest.raises(error):
+        embedder.batch_to_embeddings(batch)
+
+
+def test_embed_sentences_names_the_position_in_the_whole_stream(embedder):
+    sentences = [["a", "b"]] * 5 + [["c", None]]
+    with pytest.raises(TypeError, match=r"^sentence 5, token 1: tokens must be strings"):
+        list(embedder.embed_sentences(iter(sentences), batch_size=2))
+
+
+def test_a_token_with_inner_whitespace_is_one_token_with_a_space_character(embedder):
+    # Documented (check_sentences): accepted and embedded as one token, spaces included; tuples
+    # are sentences too.
+    one = embedder.embed_sentence(("New York", "is", "big"))
+    assert one.shape == (embedder.num_layers, 3, embedder.get_output_dim())
+    assert not np.allclose(one[0, 0], embedder.embed_sentence(["New", "York"])[0, 0])
+
+
 def test_unavailable_cuda_device_is_a_configuration_error():
     # One past the last visible GPU: unavailable with or without CUDA.
     device = torch.cuda.device_count()
@@ -428,3 +469,13 @@ def test_embed_file_checks_its_arguments_before_any_work(embedder, tmp_path):
     with pytest.raises(ConfigurationError, match="would replace the input"):
         embedder.embed_file(input_file, input_file)
     assert os.listdir(tmp_path) == ["in.txt"]
+
+
+def test_embed_file_refuses_another_name_of_the_input(embedder, tmp_path):
+    input_file = write_lines(tmp_path / "in.txt", ["a"])
+    (tmp_path / "link.hdf5").symlink_to(input_file)
+    os.link(input_file, tmp_path / "hard.hdf5")
+    for name in ("link.hdf5", "hard.hdf5"):
+        with pytest.raises(ConfigurationError, match="would replace the input"):
+            embedder.embed_file(input_file, tmp_path / name)
+    assert input_file.read_text() == "a\n"

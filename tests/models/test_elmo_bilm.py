@@ -5,7 +5,9 @@ language models, learning, stream mode (state carried between windows, ``<S>`` t
 and configuration errors.
 """
 import copy
+import logging
 import math
+import random
 from typing import Dict, List, Sequence, Tuple
 
 import pytest
@@ -15,12 +17,13 @@ from allennlp.data import Batch, Instance, Vocabulary
 from allennlp.data.fields import TextField
 from allennlp.data.tokenizers import Token
 
+from elmo_plugin.common import hardware
 from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates
-from tests.helpers import FIXTURE_WEIGHTS, randomize_bilm_
+from tests.helpers import FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -313,10 +316,46 @@ def test_a_few_optimizer_steps_lower_the_evaluation_loss(vocab):
     assert after < 0.8 * before
 
 
-def test_mixed_precision_trains_in_bfloat16_and_evaluates_in_float32(vocab):
+# -- mixed precision, by hardware -----------------------------------------------------------------
+
+BFLOAT16_CPU = frozenset({"avx2", "avx512f", "avx512_bf16"})  # e.g. AMD Zen 4
+AVX2_ONLY_CPU = frozenset({"avx", "avx2", "fma"})  # e.g. AMD EPYC 7B13 (Zen 3)
+MODEL_LOGGER = "elmo_plugin.models.elmo_bilm"
+
+
+@pytest.fixture
+def cpu_with(monkeypatch):
+    """
+    Sets the CPU flags that `hardware.bfloat16_support` reads (and the model name it reports),
+    so that both branches of ``mixed_precision`` run on any machine.
+    """
+    monkeypatch.setattr(hardware, "cpu_model_name", lambda: "AMD EPYC 7B13")
+
+    def set_flags(flags: frozenset) -> None:
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: flags)
+
+    return set_flags
+
+
+def record_autocast(model: ElmoLanguageModel) -> List[bool]:
+    """Whether each forward pass of the model's biLM ran in bfloat16 autocast, in order."""
+    states: List[bool] = []
+
+    def hook(module, inputs):
+        states.append(
+            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        )
+
+    model.bilm.register_forward_pre_hook(hook)
+    return states
+
+
+def test_mixed_precision_trains_in_bfloat16_and_evaluates_in_float32(vocab, cpu_with, caplog):
+    cpu_with(BFLOAT16_CPU)
     model = make_model(vocab, num_samples=4)
     mixed = copy.deepcopy(model)
     mixed._mixed_precision = True
+    autocast = record_autocast(mixed)
     tensors = sentence_tensors(vocab, SENTENCES + MORE_SENTENCES)
     with torch.no_grad():
         assert torch.equal(model(**tensors)["loss"], mixed(**tensors)["loss"])
@@ -325,11 +364,15 @@ def test_mixed_precision_trains_in_bfloat16_and_evaluates_in_float32(vocab):
     for side in (model, mixed):
         side.train()
         torch.manual_seed(5)  # the same negative samples on both sides
-        loss = side(**tensors)["loss"]
+        with caplog.at_level(logging.INFO, logger=MODEL_LOGGER):
+            loss = side(**tensors)["loss"]
         assert loss.dtype == torch.float32
         loss.backward()
         losses.append(float(loss))
         gradients.append({name: p.grad for name, p in side.named_parameters() if p.grad is not None})
+    assert autocast == [False, True]  # evaluation in float32, training in bfloat16
+    assert not [r for r in caplog.records if r.name == MODEL_LOGGER and r.levelno >= logging.WARNING]
+    assert "bfloat16 autocast in training (CPU 'AMD EPYC 7B13' has AVX512-BF16" in caplog.text
     # bfloat16's numbers (the loss differs), within its rounding of float32's.
     assert losses[0] != losses[1]
     assert abs(losses[0] - losses[1]) < 1e-2 * abs(losses[0])
@@ -343,6 +386,39 @@ def test_mixed_precision_trains_in_bfloat16_and_evaluates_in_float32(vocab):
         assert (got - expected).norm() <= 0.25 * expected.norm(), name
     everything = [torch.cat([g.flatten() for g in side.values()]) for side in gradients]
     assert (everything[1] - everything[0]).norm() <= 2e-2 * everything[0].norm()
+
+
+def test_mixed_precision_without_native_bfloat16_warns_once_and_trains_in_float32(
+    vocab, cpu_with, caplog
+):
+    # On an AVX2-only CPU bfloat16 is emulated: training ran 17 times slower than in float32.
+    cpu_with(AVX2_ONLY_CPU)
+    model = make_model(vocab, num_samples=4)
+    mixed = copy.deepcopy(model)
+    mixed._mixed_precision = True
+    autocast = record_autocast(mixed)
+    tensors = sentence_tensors(vocab, SENTENCES + MORE_SENTENCES)
+    with caplog.at_level(logging.INFO, logger=MODEL_LOGGER):
+        with torch.no_grad():
+            mixed(**tensors)  # evaluation never uses autocast: nothing to decide or report
+        assert caplog.records == []
+        model.train()
+        mixed.train()
+        for step in range(3):
+            torch.manual_seed(step)
+            expected = model(**tensors)["loss"]
+            torch.manual_seed(step)
+            loss = mixed(**tensors)["loss"]
+            assert torch.equal(loss, expected)  # float32's numbers, not bfloat16's
+            loss.backward()
+    assert autocast == [False] * 4
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.name == MODEL_LOGGER] == [
+        (
+            logging.WARNING,
+            "CPU 'AMD EPYC 7B13' has no AVX512-BF16/AMX instructions; mixed_precision is off, "
+            "training in float32",
+        )
+    ]
 
 
 # -- stream mode --------------------------------------------------------------------------------
@@ -522,3 +598,41 @@ def test_other_configuration_errors(vocab, tmp_path):
         ElmoLanguageModel(vocab, tiny_options(), initial_weight_file=str(FIXTURE_WEIGHTS))
     with pytest.raises(ConfigurationError, match="either a 'tokens' field"):
         make_model(vocab)()
+
+
+def _sample_corpus_vocab(tmp_path, order: str) -> BilmTfVocabulary:
+    tokens = (REPO_ROOT / "elmo_plugin" / "sample_corpus" / "vocabulary.txt").read_text(
+        encoding="utf-8"
+    ).split()
+    corpus_tokens = tokens[3:]
+    if order == "shuffled":
+        random.Random(0).shuffle(corpus_tokens)
+    path = tmp_path / f"{order}.txt"
+    path.write_text("\n".join(tokens[:3] + corpus_tokens) + "\n", encoding="utf-8")
+    return BilmTfVocabulary.from_bilm_tf_file(str(path))
+
+
+@pytest.mark.parametrize(
+    "order, check, refused",
+    [("sorted", True, False), ("shuffled", True, True), ("shuffled", False, False)],
+)
+def test_training_refuses_a_vocabulary_not_sorted_by_frequency(tmp_path, order, check, refused):
+    # The log-uniform sampler of the sampled softmax assumes Zipf order; a shuffled vocabulary
+    # used to train silently with a wrong perplexity. The sample corpus is smaller than the
+    # check's 100,000 tokens, so it is judged at the end of the first epoch.
+    vocab = _sample_corpus_vocab(tmp_path, order)
+    lines = (REPO_ROOT / "elmo_plugin" / "sample_corpus" / "train.txt").read_text(
+        encoding="utf-8"
+    ).splitlines()[:160]
+    model = ElmoLanguageModel(vocab, tiny_options(), num_samples=4, check_vocabulary_order=check)
+    model.eval()
+    model(**sentence_tensors(vocab, [line.split() for line in lines[:40]]))
+    model.get_metrics(reset=True)  # validation neither counts nor judges
+    model.train()
+    for start in range(0, len(lines), 40):
+        model(**sentence_tensors(vocab, [line.split() for line in lines[start : start + 40]]))
+    if refused:
+        with pytest.raises(ConfigurationError, match=rf"{tmp_path / order}.txt:4 .* comes before"):
+            model.get_metrics(reset=True)
+    else:
+        model.get_metrics(reset=True)

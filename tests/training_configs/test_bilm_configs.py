@@ -395,3 +395,57 @@ def test_stream_batching_trains_one_epoch(tmp_path):
     assert not model.bilm.stateful
     paths = export_to_bilm_tf(run / "model.tar.gz", str(tmp_path / "export"))
     assert Path(paths["weights"]).exists()
+
+
+# -- argument checks: a bad value is one error naming the argument, before training --------------
+
+
+@pytest.mark.parametrize(
+    "config, arguments, message",
+    [
+        ("bilm.jsonnet", {"num_epochs": 0}, "num_epochs must be an integer >= 1, got 0"),
+        ("bilm.jsonnet", {"num_epochs": 1.5}, "num_epochs must be an integer >= 1, got 1.5"),
+        ("bilm.jsonnet", {"num_epochs": "3"}, 'num_epochs must be an integer >= 1, got "3"'),
+        ("bilm.jsonnet", {"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
+        ("bilm.jsonnet", {"num_samples": -1}, "num_samples must be an integer >= 1, got -1"),
+        ("bilm.jsonnet", {"unroll_steps": 2.5}, "unroll_steps must be an integer >= 1, got 2.5"),
+        ("bilm.jsonnet", {"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
+        ("bilm.jsonnet", {"cuda_device": "0"}, 'cuda_device must be an integer >= -1, got "0"'),
+        ("bilm.jsonnet", {"mixed_precision": "yes"},
+         'mixed_precision must be true or false, got "yes"'),
+        ("bilm.jsonnet", {"batching": "windows"},
+         'batching must be "sentences" or "stream", got "windows"'),
+        ("bilm_small.jsonnet", {"steps_per_epoch": 0},
+         "steps_per_epoch must be an integer >= 1, got 0"),
+        ("bilm_small.jsonnet", {"num_epochs": 0}, "num_epochs must be an integer >= 1, got 0"),
+        ("bilm_ko_small.jsonnet", {"steps_per_epoch": 99.5},
+         "steps_per_epoch must be an integer >= 1, got 99.5"),
+    ],
+)
+def test_bad_config_arguments_are_one_error_naming_them(tmp_path, config, arguments, message):
+    called = config_calling(tmp_path / "config.jsonnet", config, **arguments)
+    # Params.from_file is the first thing `allennlp train` does: the error comes before the
+    # serialization directory is created.
+    with pytest.raises(RuntimeError) as error:
+        Params.from_file(str(called))
+    assert message in str(error.value)
+
+
+def test_zero_epochs_through_an_override_is_refused_when_training_starts(tmp_path):
+    # -o overrides bypass the config's own checks; the check_training_settings callback (in
+    # every biLM config) refuses before the first batch, instead of "best.th does not exist".
+    from allennlp.common.checks import ConfigurationError
+
+    arguments = {**write_sample_subset(tmp_path / "data", 6, 4), **TINY_BILM}
+    config = config_calling(tmp_path / "run.jsonnet", "bilm.jsonnet", **arguments)
+    params = Params.from_file(str(config)).as_dict(quiet=True)
+    assert {"type": "check_training_settings"} in params["trainer"]["callbacks"]
+    with pytest.raises(ConfigurationError, match="trainer.num_epochs must be an integer >= 1, got 0"):
+        train_model_from_file(
+            str(config),
+            str(tmp_path / "run"),
+            overrides=json.dumps(
+                {"trainer.num_epochs": 0, "trainer.callbacks": [{"type": "check_training_settings"}]}
+            ),
+        )
+    assert not (tmp_path / "run" / "best.th").exists()

@@ -338,12 +338,23 @@ class BilmCorpusReader(ShardedDatasetReader):
     # -- reading ------------------------------------------------------------------------------
 
     def _read(self, file_path) -> Iterator[Instance]:
+        try:
+            yield from self._read_corpus(file_path)
+        except ConfigurationError as error:
+            if self.serialization_dir is None:
+                raise
+            raise ConfigurationError(f"{error}{self._rerun_hint()}") from None
+
+    def _read_corpus(self, file_path) -> Iterator[Instance]:
         pattern = (
             repr(os.fspath(file_path))
             if isinstance(file_path, (str, os.PathLike))
             else ", ".join(repr(os.fspath(p)) for p in file_path)
         )
-        files = expand_corpus_glob(file_path)
+        try:
+            files = expand_corpus_glob(file_path)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"bilm_corpus: {error}") from None
         shard, num_shards = self.shard()
         if self.mode == "stream" and self.get_worker_info() is not None:
             raise ConfigurationError(
@@ -501,6 +512,20 @@ class BilmCorpusReader(ShardedDatasetReader):
                 counts.sentences += 1
                 counts.tokens += len(tokens)
                 yield tokens
+
+    def _rerun_hint(self) -> str:
+        """
+        Appended to errors about the data in ``allennlp train`` (which gives the reader its
+        ``serialization_dir``). AllenNLP creates that directory before any plugin code runs: it
+        reads the config, creates the directory, builds the reader, and the reader reads only
+        when training starts. A plugin could only check the data earlier by replacing AllenNLP's
+        ``train`` command, which it cannot do either (AllenNLP parses the arguments of its own
+        commands before it imports plugins). So the error says how to start again.
+        """
+        return (
+            f" (allennlp train had already created {self.serialization_dir}: rerun with -f to "
+            "start again, or remove it)"
+        )
 
     @staticmethod
     def _any_sentence(files: List[str]) -> bool:
