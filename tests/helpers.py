@@ -9,8 +9,10 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 import h5py
 import numpy as np
 import pytest
+from allennlp.commands import ArgumentParserWithDefaults
 import torch
 
+from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.bilm_tf.options import BilmOptions
 
@@ -197,3 +199,15 @@ def config_calling(path: Path, config: Path, **arguments: Any) -> Path:
     call = ", ".join(f"{name}={json.dumps(value)}" for name, value in arguments.items())
     Path(path).write_text(f'(import "{config}")({call})\n', encoding="utf-8")
     return Path(path)
+
+
+def run_export(*arguments) -> int:
+    """``allennlp elmo-export ARGUMENTS`` through the command's own parser, in-process."""
+    parser = ArgumentParserWithDefaults(prog="allennlp")
+    ElmoExportCommand().add_subparser(parser.add_subparsers())
+    args = parser.parse_args(["elmo-export"] + [str(argument) for argument in arguments])
+    try:
+        args.func(args)
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else 1
+    return 0

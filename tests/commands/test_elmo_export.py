@@ -8,25 +8,12 @@ from pathlib import Path
 
 import h5py
 import pytest
-from allennlp.commands import ArgumentParserWithDefaults
 
-from elmo_plugin.commands.elmo_export import ElmoExportCommand
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_export
 
 LEGACY_ARCHIVE = REPO_ROOT / "tests" / "fixtures" / "legacy_elmo_bilm" / "model.tar.gz"
 EXPORT = ["options.json", "vocabulary.txt", "weights.hdf5"]
 
-
-def run_export(*arguments) -> int:
-    """``allennlp elmo-export ARGUMENTS`` through the command's own parser, in-process."""
-    parser = ArgumentParserWithDefaults(prog="allennlp")
-    ElmoExportCommand().add_subparser(parser.add_subparsers())
-    args = parser.parse_args(["elmo-export"] + [str(argument) for argument in arguments])
-    try:
-        args.func(args)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else 1
-    return 0
 
 
 def _contents(directory: Path):

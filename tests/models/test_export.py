@@ -30,10 +30,9 @@ from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
 from elmo_plugin.bilm_tf.weights import bilm_tf_arrays
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.commands.elmo import ElmoCommand
-from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
-from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets
+from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets, run_export
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -92,17 +91,6 @@ def trained(tmp_path_factory) -> Trained:
     ]
     return Trained(serialization_dir, model.eval(), config["model"]["options"])
 
-
-def run_export(*arguments) -> int:
-    """``allennlp elmo-export ARGUMENTS`` through the command's own parser, in-process."""
-    parser = ArgumentParserWithDefaults(prog="allennlp")
-    ElmoExportCommand().add_subparser(parser.add_subparsers())
-    args = parser.parse_args(["elmo-export"] + [str(argument) for argument in arguments])
-    try:
-        args.func(args)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else 1
-    return 0
 
 
 @pytest.fixture(scope="module")
