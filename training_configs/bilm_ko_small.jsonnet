@@ -17,6 +17,10 @@ function(
   steps_per_epoch=9972,
   mixed_precision=false,
   cuda_device=-1,
+  learning_rate=0.002,
+  // A model.tar.gz to start from instead of random weights: more epochs on top of a finished
+  // run, with a fresh optimizer and a new linear decay from `learning_rate` (a warm restart).
+  continue_from=null,
 )
   common.config(
     options={
@@ -46,8 +50,12 @@ function(
     num_samples=1024,
     max_sentence_length=200,
     checkpoint_seconds=600,
-    optimizer={ type: "adam", lr: 0.002 },
+    optimizer={ type: "adam", lr: learning_rate },
     learning_rate_scheduler=common.linear_decay(steps_per_epoch),
     mixed_precision=mixed_precision,
     cuda_device=cuda_device,
+  ) + (
+    if continue_from == null then {}
+    // AllenNLP's own `from_archive` model: the archived biLM, weights and options, as it was.
+    else { model: { type: "from_archive", archive_file: continue_from } }
   )
