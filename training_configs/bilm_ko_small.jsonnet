@@ -18,8 +18,11 @@ function(
   mixed_precision=false,
   cuda_device=-1,
   learning_rate=0.002,
-  // A model.tar.gz to start from instead of random weights: more epochs on top of a finished
-  // run, with a fresh optimizer and a new linear decay from `learning_rate` (a warm restart).
+  // A finished run (its serialization directory) to start from instead of random weights:
+  // more epochs on top of it, all weights (softmax included) copied by AllenNLP's `pretrained`
+  // initializer, with a fresh optimizer and a new linear decay from `learning_rate` (a warm
+  // restart). The new run's model.tar.gz does not need the old run (AllenNLP drops
+  // `initializer` when loading an archive).
   continue_from=null,
 )
   common.config(
@@ -56,6 +59,11 @@ function(
     cuda_device=cuda_device,
   ) + (
     if continue_from == null then {}
-    // AllenNLP's own `from_archive` model: the archived biLM, weights and options, as it was.
-    else { model: { type: "from_archive", archive_file: continue_from } }
+    else {
+      model+: {
+        initializer: {
+          regexes: [[".*", { type: "pretrained", weights_file_path: continue_from + "/best.th" }]],
+        },
+      },
+    }
   )

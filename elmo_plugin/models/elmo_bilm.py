@@ -9,6 +9,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
+from allennlp.nn import InitializerApplicator
 
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights
@@ -71,6 +72,13 @@ class ElmoLanguageModel(Model):
         line out of order if the vocabulary is clearly not sorted by descending frequency,
         which the sampled softmax assumes (see `VocabularyOrderCheck`). Set it to false for a
         vocabulary whose order is intended.
+    initializer : `InitializerApplicator`, optional
+        AllenNLP's initializers, applied after the weights are built (and after
+        ``initial_weight_file``). To train more epochs on top of a finished run (a warm
+        restart: new optimizer, new learning-rate schedule), start from all of its weights,
+        softmax included: ``{"regexes": [[".*", {"type": "pretrained", "weights_file_path":
+        "RUN/best.th"}]]}``. AllenNLP drops ``initializer`` when it loads an archive, so the new
+        run's ``model.tar.gz`` does not need the old run.
     """
 
     def __init__(
@@ -82,6 +90,7 @@ class ElmoLanguageModel(Model):
         initial_weight_file: Optional[str] = None,
         mixed_precision: bool = False,
         check_vocabulary_order: bool = True,
+        initializer: Optional[InitializerApplicator] = None,
     ) -> None:
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
@@ -121,6 +130,8 @@ class ElmoLanguageModel(Model):
         # Per-direction sums of token losses and token counts since the last metrics reset.
         self._loss_sums = [0.0, 0.0]
         self._token_counts = [0, 0]
+        if initializer is not None:
+            initializer(self)
 
     def _direction_loss(
         self,
