@@ -5,6 +5,7 @@ language models, learning, stream mode (state carried between windows, ``<S>`` t
 and configuration errors.
 """
 import copy
+import json
 import logging
 import math
 import random
@@ -636,3 +637,61 @@ def test_training_refuses_a_vocabulary_not_sorted_by_frequency(tmp_path, order, 
             model.get_metrics(reset=True)
     else:
         model.get_metrics(reset=True)
+
+
+def test_a_warm_restart_starts_from_every_weight_of_the_old_run_and_archives_without_it(
+    vocab, tmp_path
+):
+    """
+    ``initializer`` with AllenNLP's ``pretrained`` initializer (bilm_ko_small's
+    ``continue_from``): the new model starts from all of the old run's weights, the softmax
+    included; and the new run's archive loads after the old run is gone, because AllenNLP drops
+    ``initializer`` when it loads an archive.
+    """
+    from allennlp.common import Params
+    from allennlp.models import Model
+    from allennlp.models.archival import archive_model, load_archive
+
+    old_run = tmp_path / "old_run"
+    old_run.mkdir()
+    old = make_model(vocab, seed=3)
+    torch.save(old.state_dict(), old_run / "best.th")
+    model_params = {
+        "type": "elmo_bilm",
+        "options": tiny_options(),
+        "num_samples": 4,
+        "initializer": {
+            "regexes": [[".*", {"type": "pretrained", "weights_file_path": str(old_run / "best.th")}]]
+        },
+    }
+    new = Model.from_params(vocab=vocab, params=Params(copy.deepcopy(model_params)))
+    fresh = ElmoLanguageModel(vocab, tiny_options(), num_samples=4)
+    old_state, new_state = old.state_dict(), new.state_dict()
+    assert set(old_state) == set(new_state)
+    for name, value in old_state.items():
+        assert torch.equal(new_state[name], value), name
+    # Not a coincidence of initialisation: a model built without the initializer differs.
+    assert not torch.equal(fresh.softmax.softmax_weight, old.softmax.softmax_weight)
+
+    # The new run trains a step, is archived, and the old run disappears.
+    new_run = tmp_path / "new_run"
+    new_run.mkdir()
+    with torch.no_grad():
+        new.softmax.softmax_bias.add_(1.0)
+    torch.save(new.state_dict(), new_run / "best.th")
+    vocab.save_to_files(str(new_run / "vocabulary"))
+    (new_run / "config.json").write_text(
+        json.dumps(
+            {
+                "dataset_reader": {"type": "bilm_corpus"},
+                "train_data_path": "unused.txt",
+                "model": model_params,
+                "data_loader": {"batch_size": 2},
+                "trainer": {"optimizer": "adam"},
+            }
+        )
+    )
+    archive_model(str(new_run))
+    (old_run / "best.th").unlink()
+    loaded = load_archive(str(new_run / "model.tar.gz")).model
+    assert torch.equal(loaded.softmax.softmax_bias, old.softmax.softmax_bias + 1.0)
