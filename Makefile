@@ -64,17 +64,33 @@ tokenize-ko: venv
 		--tokenizer mecab_ko --no-progress
 
 # The Korean biLM the nsmc_sentiment_elmo and klue_ner_elmo configs use (bilm_ko_small.jsonnet,
-# CPU-sized, three epochs, about 2.5 hours on 2 cores): vocabulary (100,000 lines: <S> </S> <UNK>
-# and the most frequent morphemes), training (resumed with -r if interrupted), export, held-out
-# metrics.
+# CPU-sized): vocabulary (100,000 lines: <S> </S> <UNK> and the most frequent morphemes), then
+# training in one-epoch stages, each its own run in $(KO_DIR)/stageK, so that a stage (about
+# 70 minutes on 2 cores) fits in a working session: stage 1 from random weights (Adam 0.002,
+# linear decay to 0 over the epoch), stage K > 1 warm-restarted from all of stage K-1's weights
+# (the config's continue_from: a fresh Adam at 0.001 and a new decay). A finished stage is kept,
+# an interrupted one resumes (--recover) when this is run again. KO_STAGES stages (default 2, the
+# run in BENCHMARKS.md); the last is exported to $(KO_DIR)/bilm with its held-out metrics.
+KO_STAGES ?= 2
 pretrain-ko: tokenize-ko
 	test -f $(KO_DIR)/vocabulary.txt || $(ALLENNLP) elmo-vocab "$(KO_DIR)/tokens/train/*.txt" \
 		$(KO_DIR)/vocabulary.txt --max-size 100000 --no-progress
-	$(ALLENNLP) train training_configs/bilm_ko_small.jsonnet --include-package elmo_plugin \
-		-s $(KO_DIR)/run --file-friendly-logging $$(test -d $(KO_DIR)/run && echo --recover) \
-		-o '{"train_data_path": "$(KO_DIR)/tokens/train/*.txt", "validation_data_path": "$(KO_DIR)/tokens/heldout/heldout.txt", "vocabulary.vocabulary_file": "$(KO_DIR)/vocabulary.txt"}'
-	$(ALLENNLP) elmo-export $(KO_DIR)/run $(KO_DIR)/bilm
-	$(ALLENNLP) evaluate $(KO_DIR)/run/model.tar.gz $(KO_DIR)/tokens/heldout/heldout.txt \
+	set -e; ko=$$(realpath $(KO_DIR)); previous=null; learning_rate=0.002; \
+	for stage in $$(seq 1 $(KO_STAGES)); do \
+		run=$$ko/stage$$stage; \
+		if [ ! -f $$run/model.tar.gz ]; then \
+			printf '%s\n' "(import \"$(CURDIR)/training_configs/bilm_ko_small.jsonnet\")(" \
+				"  train_data_path=\"$$ko/tokens/train/*.txt\"," \
+				"  validation_data_path=\"$$ko/tokens/heldout/heldout.txt\"," \
+				"  vocabulary_file=\"$$ko/vocabulary.txt\", num_epochs=1," \
+				"  learning_rate=$$learning_rate, continue_from=$$previous)" > $$run.jsonnet; \
+			$(ALLENNLP) train $$run.jsonnet --include-package elmo_plugin -s $$run \
+				--file-friendly-logging $$(test -d $$run && echo --recover); \
+		fi; \
+		previous="\"$$run\""; learning_rate=0.001; \
+	done; \
+	$(ALLENNLP) elmo-export $$ko/stage$(KO_STAGES) $(KO_DIR)/bilm; \
+	$(ALLENNLP) evaluate $$ko/stage$(KO_STAGES)/model.tar.gz $(KO_DIR)/tokens/heldout/heldout.txt \
 		--include-package elmo_plugin --output-file $(KO_DIR)/heldout_metrics.json
 
 # The count-based anchor for the Korean biLM, on the same split and vocabulary.

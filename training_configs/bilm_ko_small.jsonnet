@@ -1,9 +1,11 @@
 // The Korean biLM at a CPU size: `bilm_small.jsonnet`'s recipe (512 character filters, 1 highway
 // layer, 2 LSTM layers of 512 cells projected to 128, Adam with linear decay) with the course's
 // 30 bytes per token, on all 642,072 reviews of ../shared/data/ko/lm tokenized into Mecab
-// morphemes, for three epochs (BENCHMARKS.md, "Korean"). `make pretrain-ko` tokenizes, builds
-// the vocabulary (the 100,000 most frequent morphemes), trains (about 2.5 hours on 2 cores),
-// exports to build/ko/bilm and evaluates; the defaults below are where it puts its files.
+// morphemes (BENCHMARKS.md, "Korean"). Three epochs by default; `make pretrain-ko` instead runs
+// it one epoch at a time (num_epochs=1), each later epoch a warm restart of the one before
+// (continue_from, learning_rate=0.001), about 70 minutes per epoch on 2 cores. The defaults
+// below are where `make tokenize-ko` and the vocabulary step of `make pretrain-ko` put the
+// files.
 local paths = import "paths.libsonnet";
 local common = import "bilm_common.libsonnet";
 

@@ -449,3 +449,47 @@ def test_zero_epochs_through_an_override_is_refused_when_training_starts(tmp_pat
             ),
         )
     assert not (tmp_path / "run" / "best.th").exists()
+
+
+def test_bilm_ko_small_warm_restart_continues_from_a_finished_run(tmp_path):
+    # `make pretrain-ko`'s stages: stage 2 calls the config with continue_from=stage 1's
+    # directory and learning_rate=0.001; it starts from all of stage 1's weights, and its
+    # archive and export do not need stage 1 any more.
+    from allennlp.models.archival import load_archive
+
+    data = write_sample_subset(tmp_path / "data", train_lines=6, heldout_lines=4)
+    tiny = {
+        "model.options.lstm.dim": 16,
+        "model.options.lstm.projection_dim": 8,
+        "model.options.char_cnn.filters": [[1, 4], [2, 4]],
+        "model.num_samples": 8,
+        "trainer.callbacks": [],
+    }
+    stage1 = tmp_path / "stage1"
+    train_model_from_file(
+        str(config_calling(tmp_path / "stage1.jsonnet", "bilm_ko_small.jsonnet", num_epochs=1, **data)),
+        str(stage1),
+        overrides=json.dumps(tiny),
+    )
+    stage1_weights = torch.load(stage1 / "best.th", map_location="cpu")
+
+    stage2_config = config_calling(
+        tmp_path / "stage2.jsonnet", "bilm_ko_small.jsonnet", num_epochs=1,
+        continue_from=str(stage1), learning_rate=0.001, **data,
+    )
+    params = Params.from_file(str(stage2_config), params_overrides=json.dumps(tiny))
+    assert params["trainer"]["optimizer"] == {"type": "adam", "lr": 0.001}
+    vocab = Vocabulary.from_params(params.pop("vocabulary"))
+    restarted = Model.from_params(vocab=vocab, params=params.pop("model"))
+    for name, value in restarted.state_dict().items():
+        assert torch.equal(value, stage1_weights[name]), name
+
+    stage2 = tmp_path / "stage2"
+    train_model_from_file(str(stage2_config), str(stage2), overrides=json.dumps(tiny))
+    for path in sorted(stage1.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    stage1.rmdir()
+    trained = load_archive(str(stage2 / "model.tar.gz")).model
+    assert not torch.equal(trained.softmax.softmax_weight, stage1_weights["softmax.softmax_weight"])
+    written = export_to_bilm_tf(stage2 / "model.tar.gz", str(tmp_path / "bilm"))
+    assert Path(written["weights"]).is_file()
