@@ -66,7 +66,7 @@ tokenize-ko: venv
 # The Korean biLM the nsmc_sentiment_elmo and klue_ner_elmo configs use (bilm_ko_small.jsonnet,
 # CPU-sized): vocabulary (100,000 lines: <S> </S> <UNK> and the most frequent morphemes), then
 # training in one-epoch stages, each its own run in $(KO_DIR)/stageK, so that a stage (about
-# 70 minutes on 2 cores) fits in a working session: stage 1 from random weights (Adam 0.002,
+# 75 minutes on 2 cores) fits in a working session: stage 1 from random weights (Adam 0.002,
 # linear decay to 0 over the epoch), stage K > 1 warm-restarted from all of stage K-1's weights
 # (the config's continue_from: a fresh Adam at 0.001 and a new decay). A finished stage is kept,
 # an interrupted one resumes (--recover) when this is run again. KO_STAGES stages (default 2, the

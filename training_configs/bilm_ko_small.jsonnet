@@ -3,7 +3,7 @@
 // 30 bytes per token, on all 642,072 reviews of ../shared/data/ko/lm tokenized into Mecab
 // morphemes (BENCHMARKS.md, "Korean"). Three epochs by default; `make pretrain-ko` instead runs
 // it one epoch at a time (num_epochs=1), each later epoch a warm restart of the one before
-// (continue_from, learning_rate=0.001), about 70 minutes per epoch on 2 cores. The defaults
+// (continue_from, learning_rate=0.001), about 75 minutes per epoch on 2 cores. The defaults
 // below are where `make tokenize-ko` and the vocabulary step of `make pretrain-ko` put the
 // files.
 local paths = import "paths.libsonnet";
