@@ -12,7 +12,9 @@ Each run uses ``--threads`` torch threads (default 1), so two can share a 2-core
 ``--num-epochs N`` trains every run for N epochs (AllenNLP's ``-o`` override of the trainer);
 ``--bilm DIR`` gives the +ELMo runs another biLM (a directory with ``options.json`` and
 ``weights.hdf5``, as ``allennlp elmo-export`` writes): the script then writes a config that calls
-the task's function with it, as a user adapting a config would.
+the task's function with it, as a user adapting a config would. ``--variants elmo_io`` (Korean
+tasks) trains ELMo at the encoder's input and output (the paper's section 3.3; README "ELMo at the
+encoder's output"), as runs ``TASK_elmo_io[_seedN]`` from a config written the same way.
 """
 import argparse
 import json
@@ -32,6 +34,9 @@ from elmo_plugin.common.hardware import describe_cpu
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
 KOREAN_TASKS = {"nsmc_sentiment", "klue_ner"}
+# The task functions that take elmo_at_output (ELMo at the encoder's output too).
+ELMO_AT_OUTPUT_TASKS = {"nsmc_sentiment", "klue_ner"}
+VARIANTS = ["baseline", "elmo", "elmo_io"]
 METRIC = {
     "ner_wikiann": ("test_f1-measure-overall", "span F1"),
     "pos_ewt": ("test_accuracy", "accuracy"),
@@ -51,28 +56,32 @@ TITLE = {
 
 
 def config_name(task: str, variant: str) -> str:
-    return task if variant == "baseline" else f"{task}_elmo"
+    return task if variant == "baseline" else f"{task}_{variant}"
 
 
 def config_file(task: str, variant: str, runs: Path, bilm: Optional[Path]) -> Path:
     """The task config to train: the repository's, or for ``--bilm`` one that calls its function."""
     tasks = REPO / "training_configs" / "tasks"
-    if variant == "baseline" or bilm is None:
+    if variant == "elmo_io" and task not in ELMO_AT_OUTPUT_TASKS:
+        sys.exit(f"--variants elmo_io: {task} has no elmo_at_output argument")
+    if variant == "baseline" or (variant == "elmo" and bilm is None):
         return tasks / f"{config_name(task, variant)}.jsonnet"
-    options = json.loads((bilm / "options.json").read_text(encoding="utf-8"))
-    elmo = {
-        "options_file": str((bilm / "options.json").resolve()),
-        "weight_file": str((bilm / "weights.hdf5").resolve()),
-        "output_dim": 2 * options["lstm"]["projection_dim"],
-        "max_characters_per_token": options["char_cnn"]["max_characters_per_token"],
-    }
-    # The task's default biLM supplies the rest (do_layer_norm).
+    # The task's default biLM supplies what --bilm does not (do_layer_norm).
     default_elmo = "korean_elmo" if task in KOREAN_TASKS else "english_elmo"
+    elmo = f"common.{default_elmo}"
+    if bilm is not None:
+        options = json.loads((bilm / "options.json").read_text(encoding="utf-8"))
+        elmo += " + " + json.dumps({
+            "options_file": str((bilm / "options.json").resolve()),
+            "weight_file": str((bilm / "weights.hdf5").resolve()),
+            "output_dim": 2 * options["lstm"]["projection_dim"],
+            "max_characters_per_token": options["char_cnn"]["max_characters_per_token"],
+        })
+    at_output = ", elmo_at_output=true" if variant == "elmo_io" else ""
     path = runs / f"{config_name(task, variant)}.jsonnet"
     path.write_text(
         f'local common = import "{tasks / "task_common.libsonnet"}";\n'
-        f'(import "{tasks / (task + ".libsonnet")}")(use_elmo=true, '
-        f"elmo=common.{default_elmo} + {json.dumps(elmo)})\n",
+        f'(import "{tasks / (task + ".libsonnet")}")(use_elmo=true, elmo={elmo}{at_output})\n',
         encoding="utf-8",
     )
     return path
@@ -149,15 +158,23 @@ def minutes(seconds: Optional[float]) -> str:
 
 
 def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
-    """Mean ± sample standard deviation over the seeds' runs (``TASK[_elmo]_seedN``)."""
+    """
+    Mean ± sample standard deviation over the seeds' runs (``TASK[_elmo]_seedN``); where
+    ``TASK_elmo_io_seedN`` runs exist, a second row puts them in the +ELMo column.
+    """
     lines = [
         "| task | metric | baseline mean ± std (n) | +ELMo mean ± std (n) | gain | baseline runs | +ELMo runs | wall time per run baseline / +ELMo |",
         "|---|---|---:|---:|---:|---|---|---:|",
     ]
-    for task in tasks:
+    rows = [(task, "elmo") for task in tasks] + [
+        (task, "elmo_io") for task in tasks
+        if any(read_run(runs, run_name(task, "elmo_io", seed)) for seed in seeds)
+    ]
+    for task, elmo_variant in rows:
         key, label = METRIC[task]
+        title = TITLE[task] + (", ELMo at input and output" if elmo_variant == "elmo_io" else "")
         cells, walls, raw = [], [], []
-        for variant in ("baseline", "elmo"):
+        for variant in ("baseline", elmo_variant):
             found = [read_run(runs, run_name(task, variant, seed)) for seed in seeds]
             scores = [100 * m[key] for m in found if m is not None and key in m]
             seconds = [m["wall_seconds"] for m in found if m is not None]
@@ -171,7 +188,7 @@ def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
         gain = f"{np.mean(raw[1]) - np.mean(raw[0]):+.2f}" if raw[0] and raw[1] else "-"
         each = [", ".join(f"{x:.2f}" for x in scores) or "-" for scores in raw]
         lines.append(
-            f"| {TITLE[task]} | {label} | {cells[0]} | {cells[1]} | {gain} | {each[0]} | {each[1]} | "
+            f"| {title} | {label} | {cells[0]} | {cells[1]} | {gain} | {each[0]} | {each[1]} | "
             f"{walls[0]} / {walls[1]} |"
         )
     return "\n".join(lines)
@@ -236,7 +253,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=REPO / "build" / "tasks")
     parser.add_argument("--train", action="store_true", help="train the selected runs first")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=TASKS)
-    parser.add_argument("--variants", nargs="+", choices=["baseline", "elmo"], default=["baseline", "elmo"])
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["baseline", "elmo"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--num-epochs", type=int, help="epochs for every run (default: each config's)")
     parser.add_argument(

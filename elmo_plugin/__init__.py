@@ -11,7 +11,8 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 - model ``elmo_bilm`` (the language model that pretraining trains) and
   ``character_span_crf_tagger`` (a CRF tagger scored on characters, for KLUE-NER)
 - token embedder ``elmo_token_embedder`` (replaces AllenNLP's) and scalar mixes ``softmax``,
-  ``single_layer``
+  ``single_layer``; ELMo at the input and output of a task encoder: text field embedder
+  ``elmo_input_output`` with the seq2seq / seq2vec encoder wrapper ``elmo_at_output``
 - learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
   trainer callbacks ``keep_freed_memory``, ``check_training_settings``; metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
@@ -41,7 +42,15 @@ from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
 from elmo_plugin.models import CharacterSpanCrfTagger, ElmoLanguageModel
-from elmo_plugin.modules import ElmoBiLm, Elmo, ScalarMix, SingleLayerMix
+from elmo_plugin.modules import (
+    Elmo,
+    ElmoAtOutputSeq2Seq,
+    ElmoAtOutputSeq2Vec,
+    ElmoBiLm,
+    ElmoInputOutputEmbedder,
+    ScalarMix,
+    SingleLayerMix,
+)
 from elmo_plugin.modules.token_embedders import ElmoTokenEmbedder
 from elmo_plugin.training import (
     KeepFreedMemoryCallback,
@@ -73,6 +82,9 @@ __all__ = [
     "ElmoLanguageModel",
     "CharacterSpanCrfTagger",
     "ElmoBiLm",
+    "ElmoAtOutputSeq2Seq",
+    "ElmoAtOutputSeq2Vec",
+    "ElmoInputOutputEmbedder",
     "Elmo",
     "ScalarMix",
     "SingleLayerMix",

@@ -81,7 +81,21 @@ def test_every_task_has_a_baseline_and_an_elmo_config():
 @pytest.mark.parametrize("config", CONFIGS, ids=[path.stem for path in CONFIGS])
 def test_task_config_trains_and_tests(config, tmp_path):
     task = config.stem[: -len("_elmo")] if config.stem.endswith("_elmo") else config.stem
-    use_elmo = config.stem.endswith("_elmo")
+    check_task_trains_and_tests(task, config.stem.endswith("_elmo"), tmp_path)
+
+
+@requires_shared_data()
+@pytest.mark.parametrize("task", sorted(KOREAN_TASKS))
+def test_elmo_at_the_encoders_output_trains_and_tests(task, tmp_path):
+    # The task functions' elmo_at_output: one biLM run, two learned mixes (input and output).
+    check_task_trains_and_tests(task, True, tmp_path, elmo_at_output=True)
+
+
+def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arguments) -> None:
+    """
+    Trains the task's function (with ``arguments``) for one epoch on 12 sentences of each data
+    file, tests it, and checks that a +ELMo model kept the biLM and learned its mixes.
+    """
     data = tmp_path / "data"
     for relative in TASK_FILES[task]:
         target = data / relative
@@ -116,6 +130,7 @@ def test_task_config_trains_and_tests(config, tmp_path):
             "do_layer_norm": task in KOREAN_TASKS,
         },
         num_epochs=1,
+        **arguments,
     )
     # What the `allennlp` command does first: load the default plugins (allennlp_models, for
     # crf_tagger and srl) and the ones .allennlp_plugins names.
@@ -125,7 +140,9 @@ def test_task_config_trains_and_tests(config, tmp_path):
     assert TEST_METRIC[task] in metrics, sorted(metrics)
     assert 0.0 <= metrics[TEST_METRIC[task]] <= 1.0
     elmo_parameters = {
-        name: parameter for name, parameter in model.named_parameters() if "token_embedder_elmo." in name
+        name: parameter
+        for name, parameter in model.named_parameters()
+        if "token_embedder_elmo." in name or "text_field_embedder._elmo." in name
     }
     if not use_elmo:
         assert not elmo_parameters
@@ -141,5 +158,7 @@ def test_task_config_trains_and_tests(config, tmp_path):
     for name, parameter in bilm.items():
         assert not parameter.requires_grad and torch.equal(parameter, pretrained[name]), name
     mixes = [p for name, p in elmo_parameters.items() if name.endswith("scalar_parameters")]
-    assert len(mixes) == 1 and mixes[0].requires_grad
-    assert not torch.equal(mixes[0], torch.zeros_like(mixes[0])), "the mix did not learn"
+    assert len(mixes) == (2 if arguments.get("elmo_at_output") else 1)
+    for mix in mixes:
+        assert mix.requires_grad
+        assert not torch.equal(mix, torch.zeros_like(mix)), "a mix did not learn"

@@ -17,9 +17,14 @@ function(
   use_elmo,
   data_root=common.shared_data,
   elmo=common.korean_elmo,
+  // ELMo at the encoder's output too (use_elmo must be true): task_common's
+  // encoder_with_elmo_at_output.
+  elmo_at_output=false,
   num_epochs=10,
   cuda_device=-1,
-) {
+)
+  assert !elmo_at_output || use_elmo : "elmo_at_output needs use_elmo=true";
+  {
   dataset_reader: {
     type: "klue_ner",
     tokenizer: { type: "korean" },
@@ -35,13 +40,13 @@ function(
     constrain_crf_decoding: true,
     calculate_span_f1: true,
     dropout: 0.25,
-    text_field_embedder: common.text_field_embedder(use_elmo, elmo),
-    encoder: {
+    text_field_embedder: common.text_field_embedder(use_elmo, elmo, elmo_at_output),
+    encoder: common.encoder_with_elmo_at_output({
       type: "lstm",
       input_size: common.embedding_dim(use_elmo, elmo),
       hidden_size: 100,
       bidirectional: true,
-    },
+    }, elmo, elmo_at_output),
   } + common.regularizer(use_elmo),
   data_loader: common.data_loader(32),
   trainer: common.trainer(num_epochs, "+entity_macro_f1", cuda_device),

@@ -23,9 +23,14 @@ function(
   use_elmo,
   data_root=common.shared_data,
   elmo=common.korean_elmo,
+  // ELMo at the encoder's output too (use_elmo must be true): task_common's
+  // encoder_with_elmo_at_output.
+  elmo_at_output=false,
   num_epochs=2,
   cuda_device=-1,
-) {
+)
+  assert !elmo_at_output || use_elmo : "elmo_at_output needs use_elmo=true";
+  {
   dataset_reader: {
     type: "sentiment_tsv",
     tokenizer: { type: "korean" },
@@ -37,13 +42,13 @@ function(
   model: {
     type: "basic_classifier",
     dropout: 0.25,
-    text_field_embedder: common.text_field_embedder(use_elmo, elmo),
-    seq2vec_encoder: {
+    text_field_embedder: common.text_field_embedder(use_elmo, elmo, elmo_at_output),
+    seq2vec_encoder: common.encoder_with_elmo_at_output({
       type: "lstm",
       input_size: common.embedding_dim(use_elmo, elmo),
       hidden_size: 100,
       bidirectional: true,
-    },
+    }, elmo, elmo_at_output),
   } + common.regularizer(use_elmo),
   data_loader: common.data_loader(64),
   // Without validation data the metric is unused and the checkpoint kept is the last epoch's.

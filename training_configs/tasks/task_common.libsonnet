@@ -52,27 +52,41 @@ local paths = import "../paths.libsonnet";
   ),
 
   // 2. an `elmo_token_embedder` under the same key,
-  text_field_embedder(use_elmo, elmo):: {
-    token_embedders: {
-      tokens: { type: "embedding", embedding_dim: $.word_dim },
-      token_characters: {
-        type: "character_encoding",
-        embedding: { embedding_dim: 16 },
-        encoder: { type: "cnn", embedding_dim: 16, num_filters: $.character_dim, ngram_filter_sizes: [3] },
-      },
-    } + (
-      if use_elmo then {
-        elmo: {
-          type: "elmo_token_embedder",
-          do_layer_norm: elmo.do_layer_norm,
-          dropout: 0.5,
-        } + (
-          if std.objectHas(elmo, "model") then { model: elmo.model }
-          else { options_file: elmo.options_file, weight_file: elmo.weight_file }
-        ),
-      } else {}
-    ),
+  text_field_embedder(use_elmo, elmo, elmo_at_output=false)::
+    if elmo_at_output then $.elmo_input_output_embedder(elmo)
+    else {
+      token_embedders: {
+        tokens: { type: "embedding", embedding_dim: $.word_dim },
+        token_characters: {
+          type: "character_encoding",
+          embedding: { embedding_dim: 16 },
+          encoder: { type: "cnn", embedding_dim: 16, num_filters: $.character_dim, ngram_filter_sizes: [3] },
+        },
+      } + (
+        if use_elmo then { elmo: { type: "elmo_token_embedder" } + $.elmo_parameters(elmo) } else {}
+      ),
+    },
+
+  // How ELMo is loaded and mixed, for `elmo_token_embedder` and `elmo_input_output` alike.
+  elmo_parameters(elmo):: {
+    do_layer_norm: elmo.do_layer_norm,
+    dropout: 0.5,
+  } + (
+    if std.objectHas(elmo, "model") then { model: elmo.model }
+    else { options_file: elmo.options_file, weight_file: elmo.weight_file }
+  ),
+
+  // ELMo at the input and the output of the task's encoder (the paper's section 3.3; README,
+  // "ELMo at the encoder's output"): the baseline's embeddings plus two mixes of one biLM run,
+  // the second of which `encoder_with_elmo_at_output` puts beside the encoder's output.
+  elmo_input_output_embedder(elmo):: {
+    type: "elmo_input_output",
+    text_field_embedder: $.text_field_embedder(false, elmo),
+    elmo: $.elmo_parameters(elmo),
   },
+  encoder_with_elmo_at_output(encoder, elmo, elmo_at_output)::
+    if elmo_at_output then { type: "elmo_at_output", encoder: encoder, elmo_dim: elmo.output_dim }
+    else encoder,
 
   // 3. the encoder's input grown by ELMo's size.
   embedding_dim(use_elmo, elmo)::
