@@ -14,7 +14,7 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko
+.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: $(STAMP)
 
@@ -106,3 +106,13 @@ tasks-en: venv
 	$(PY) -m pip install --quiet --no-deps -r requirements/figures.txt
 	$(PY) benchmarks/task_gains.py --train --tasks ner_wikiann pos_ewt srl_up_ewt genre_ewt \
 		--threads 2 --figure docs/layer_weights.png
+
+# The Korean rows of BENCHMARKS.md: NSMC sentiment and KLUE-NER, baseline and +ELMo (the biLM
+# that pretrain-ko exported to $(KO_DIR)/bilm), three seeds each, then mean ± std. A finished run
+# is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
+# adds ELMo at the encoder's output too. NSMC takes about 10 minutes per baseline run and
+# 26 per +ELMo run on 2 cores, KLUE-NER a few minutes each.
+KO_VARIANTS ?= baseline elmo
+tasks-ko: venv
+	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 2 --seeds 1 2 3 \
+		--tasks klue_ner nsmc_sentiment --variants $(KO_VARIANTS) --bilm $(KO_DIR)/bilm
