@@ -114,5 +114,5 @@ tasks-en: venv
 # 26 per +ELMo run on 2 cores, KLUE-NER a few minutes each.
 KO_VARIANTS ?= baseline elmo
 tasks-ko: venv
-	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 2 --seeds 1 2 3 \
-		--tasks klue_ner nsmc_sentiment --variants $(KO_VARIANTS) --bilm $(KO_DIR)/bilm
+	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 1 --jobs 2 --seeds 1 2 3 \
+		--tasks nsmc_sentiment klue_ner --variants $(KO_VARIANTS) --bilm $(KO_DIR)/bilm

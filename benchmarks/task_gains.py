@@ -8,7 +8,11 @@ learned softmax-normalised layer weights of every +ELMo model (the paper's Figur
     .venv/bin/python benchmarks/task_gains.py --figure docs/layer_weights.png   # table + figure
 
 Runs go to ``build/tasks/CONFIG`` (an existing run is kept unless ``--train`` is given for it).
-Each run uses ``--threads`` torch threads (default 1), so two can share a 2-core machine.
+Each run uses ``--threads`` torch threads (default 1), so two can share a 2-core machine, and
+``--jobs N`` trains N runs at a time (default 1): on a 2-core machine ``--threads 1 --jobs 2`` does
+more work per hour than one run on 2 threads, since small LSTMs use a second thread poorly
+(BENCHMARKS.md, "Korean"). The +ELMo runs, the long ones, start first. A failed run does not stop
+the others; the script exits with an error naming the failed runs after the rest have finished.
 ``--num-epochs N`` trains every run for N epochs (AllenNLP's ``-o`` override of the trainer);
 ``--bilm DIR`` gives the +ELMo runs another biLM (a directory with ``options.json`` and
 ``weights.hdf5``, as ``allennlp elmo-export`` writes): the script then writes a config that calls
@@ -23,8 +27,9 @@ import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -122,7 +127,8 @@ def train(
     with open(runs / f"{config}.log", "w") as log:
         result = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     if result.returncode != 0:
-        sys.exit(f"{config} failed (exit {result.returncode}); see {runs / (config + '.log')}")
+        raise RuntimeError(f"{config} failed (exit {result.returncode}); see {runs / (config + '.log')}")
+    print(f"finished {config} in {minutes(time.time() - start)}", flush=True)
     (serialization_dir / "wall_seconds.txt").write_text(f"{time.time() - start:.0f}\n")
 
 
@@ -248,13 +254,52 @@ def figure(runs: Path, output: Path) -> None:
     print(f"wrote {output}")
 
 
+def selected_runs(args: argparse.Namespace) -> List[Tuple[str, str, Optional[int]]]:
+    """
+    (task, variant, seed) of every run to train, the +ELMo variants first: with ``--jobs`` > 1
+    the long runs then start early and the last to finish are short ones.
+    """
+    runs = [
+        (task, variant, seed)
+        for task in args.tasks
+        for variant in args.variants
+        for seed in args.seeds or [None]
+    ]
+    return sorted(runs, key=lambda run: run[1] == "baseline")  # stable: keeps the given order
+
+
+def train_all(runs: List[Tuple[str, str, Optional[int]]], args: argparse.Namespace) -> List[str]:
+    """Trains the runs, ``args.jobs`` at a time; returns the messages of the failed ones."""
+    to_train = []
+    for task, variant, seed in runs:
+        name = run_name(task, variant, seed)
+        if args.keep_finished and (args.runs / name / "metrics.json").is_file():
+            print(f"kept {name} (finished)", flush=True)
+            continue
+        # Written here, in one thread, before any run starts.
+        to_train.append((name, config_file(task, variant, args.runs, args.bilm), seed))
+
+    def train_one(name: str, config_path: Path, seed: Optional[int]) -> Optional[str]:
+        try:
+            train(name, config_path, args.runs, args.threads, args.num_epochs, seed)
+        except RuntimeError as error:
+            print(error, flush=True)
+            return str(error)
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(lambda run: train_one(*run), to_train))
+    return [message for message in results if message is not None]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--runs", type=Path, default=REPO / "build" / "tasks")
     parser.add_argument("--train", action="store_true", help="train the selected runs first")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=TASKS)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["baseline", "elmo"])
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at the same time")
     parser.add_argument("--num-epochs", type=int, help="epochs for every run (default: each config's)")
     parser.add_argument(
         "--seeds", type=int, nargs="+",
@@ -269,21 +314,9 @@ def main() -> None:
     args = parser.parse_args()
     args.runs.mkdir(parents=True, exist_ok=True)
     if args.train:
-        for task in args.tasks:
-            for variant in args.variants:
-                for seed in args.seeds or [None]:
-                    name = run_name(task, variant, seed)
-                    if args.keep_finished and (args.runs / name / "metrics.json").is_file():
-                        print(f"kept {name} (finished)", flush=True)
-                        continue
-                    train(
-                        name,
-                        config_file(task, variant, args.runs, args.bilm),
-                        args.runs,
-                        args.threads,
-                        args.num_epochs,
-                        seed,
-                    )
+        failed = train_all(selected_runs(args), args)
+        if failed:
+            sys.exit("failed runs:\n" + "\n".join(failed))
     print(f"{platform.node()} {describe_cpu()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}")
     print(seeds_table(args.runs, args.tasks, args.seeds) if args.seeds else table(args.runs))
