@@ -110,8 +110,10 @@ tasks-en: venv
 # The Korean rows of BENCHMARKS.md: NSMC sentiment and KLUE-NER, baseline and +ELMo (the biLM
 # that pretrain-ko exported to $(KO_DIR)/bilm), three seeds each, then mean ± std. A finished run
 # is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
-# adds ELMo at the encoder's output too. NSMC takes about 10 minutes per baseline run and
-# 26 per +ELMo run on 2 cores, KLUE-NER a few minutes each.
+# adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
+# use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
+# first. Per run, with the other core busy (AVX2 EPYC): NSMC +ELMo about 32 minutes, KLUE-NER
+# +ELMo about 7; the twelve runs take about 1.5 hours.
 KO_VARIANTS ?= baseline elmo
 tasks-ko: venv
 	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 1 --jobs 2 --seeds 1 2 3 \
