@@ -113,7 +113,8 @@ tasks-en: venv
 # adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
 # use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
 # first. Per run, with the other core busy (AVX2 EPYC): NSMC +ELMo about 32 minutes, KLUE-NER
-# +ELMo about 7; the twelve runs take about 1.5 hours.
+# +ELMo about 7, NSMC baseline about 12, KLUE-NER baseline about 3: about 1.4 hours in all
+# (summed from those, not run as one queue).
 KO_VARIANTS ?= baseline elmo
 tasks-ko: venv
 	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 1 --jobs 2 --seeds 1 2 3 \
