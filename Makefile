@@ -65,8 +65,8 @@ tokenize-ko: venv
 
 # The Korean biLM the nsmc_sentiment_elmo and klue_ner_elmo configs use (bilm_ko_small.jsonnet,
 # CPU-sized): vocabulary (100,000 lines: <S> </S> <UNK> and the most frequent morphemes), then
-# training in one-epoch stages, each its own run in $(KO_DIR)/stageK, so that a stage (about
-# 75 minutes on 2 cores) fits in a working session: stage 1 from random weights (Adam 0.002,
+# training in one-epoch stages, each its own run in $(KO_DIR)/stageK, so that a stage (45
+# to 85 minutes on 2 cores, by CPU) fits in a working session: stage 1 from random weights (Adam 0.002,
 # linear decay to 0 over the epoch), stage K > 1 warm-restarted from all of stage K-1's weights
 # (the config's continue_from: a fresh Adam at 0.001 and a new decay). A finished stage is kept,
 # an interrupted one resumes (--recover) when this is run again. KO_STAGES stages (default 2, the
@@ -112,9 +112,9 @@ tasks-en: venv
 # is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
 # adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
 # use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
-# first. Per run, with the other core busy (AVX2 EPYC): NSMC +ELMo about 32 minutes, KLUE-NER
-# +ELMo about 7, NSMC baseline about 12, KLUE-NER baseline about 3: about 1.4 hours in all
-# (summed from those, not run as one queue).
+# first. Per run, with the other core busy: NSMC +ELMo about 32 minutes on an AVX2 EPYC and 18 on
+# an AVX512 one, KLUE-NER +ELMo about 7 / 4, NSMC baseline about 12 / 7, KLUE-NER baseline about
+# 3: about 1.4 hours in all on the AVX2 machine (summed from those, not run as one queue).
 KO_VARIANTS ?= baseline elmo
 tasks-ko: venv
 	$(PY) benchmarks/task_gains.py --train --keep-finished --threads 1 --jobs 2 --seeds 1 2 3 \
