@@ -20,7 +20,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
 """
-from elmo_plugin.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.commands import (
     ElmoCommand,
     ElmoExportCommand,
@@ -28,20 +28,12 @@ from elmo_plugin.commands import (
     ElmoVocabCommand,
 )
 from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids
-from elmo_plugin.data.dataset_readers import (
-    BilmCorpusReader,
-    ConlluSentenceGenreReader,
-    ConlluTaggingReader,
-    SentimentTsvReader,
-    TokenTagConllReader,
-    UniversalPropBankSrlReader,
-    KlueNerReader,
-)
+from elmo_plugin.data.dataset_readers import BilmCorpusReader
 from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
-from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
-from elmo_plugin.models import CharacterSpanCrfTagger, ElmoLanguageModel
+from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.models import ElmoLanguageModel
 from elmo_plugin.modules import (
     Elmo,
     ElmoAtOutputSeq2Seq,
@@ -52,11 +44,17 @@ from elmo_plugin.modules import (
     SingleLayerMix,
 )
 from elmo_plugin.modules.token_embedders import ElmoTokenEmbedder
-from elmo_plugin.training import (
-    KeepFreedMemoryCallback,
+from elmo_plugin.tasks import (
+    CharacterSpanCrfTagger,
+    ConlluSentenceGenreReader,
+    ConlluTaggingReader,
     KlueNerF1,
-    ReduceOnPlateauLearningRateScheduler,
+    KlueNerReader,
+    SentimentTsvReader,
+    TokenTagConllReader,
+    UniversalPropBankSrlReader,
 )
+from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
 
 __all__ = [
     "BilmOptions",

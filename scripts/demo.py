@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 import torch
 
-from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
+from elmo_plugin.elmo_embedder import ElmoEmbedder
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

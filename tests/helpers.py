@@ -14,7 +14,7 @@ import torch
 
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # AllenNLP's golden ELMo fixture, in the repository so that the tests need nothing beside it

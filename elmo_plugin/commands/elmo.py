@@ -26,7 +26,7 @@ from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.text_files import check_is_file
-from elmo_plugin.embedding.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, check_cuda_device
+from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, check_cuda_device
 from elmo_plugin.modules.pretrained import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,

@@ -8,7 +8,7 @@ import logging
 from allennlp.commands.subcommand import Subcommand
 
 from elmo_plugin.commands.common import run_reporting_errors
-from elmo_plugin.models.export import export_to_bilm_tf
+from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
 
 logger = logging.getLogger(__name__)
 

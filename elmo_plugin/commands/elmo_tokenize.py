@@ -42,7 +42,8 @@ written to OUTPUT_DIR/tokenize_summary.json.
 Tokenizers: mecab_ko (= korean, the default; MeCab-ko, fast, surface forms) and kiwi (Kiwi,
 slower, splits fused forms into morphemes). --tokenizer-params passes their options as JSON,
 e.g. '{"pos_in_text": true}' for "form/TAG" tokens, '{"compatible_jamo": true}' for Kiwi.
-See elmo_plugin/korean_tokenizers.py for the options."""
+The options are the tokenizers' parameters: see MecabKoTokenizer and KiwiTokenizer in
+elmo_plugin/data/tokenizers/korean.py."""
 
 
 def _json_object(value: str) -> Dict[str, Any]:

@@ -22,7 +22,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.models.archival import CONFIG_NAME, _WEIGHTS_NAME  # "config.json", "weights.th"
 from allennlp.models.model import _DEFAULT_WEIGHTS  # "best.th", in a serialization directory
 
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 
 VOCABULARY_DIRECTORY = "vocabulary"
 

@@ -14,7 +14,7 @@ from typing import Iterator, List, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 
 _UTF8_BOM = "\ufeff"
 # UTF-16's byte order marks, little- and big-endian: a file that starts with one is UTF-16

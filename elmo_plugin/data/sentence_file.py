@@ -25,7 +25,7 @@ from elmo_plugin.common.text_files import (
     decoded_lines,
     format_line_numbers,
 )
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 
 
 def sentence_text(tokens: List[str]) -> str:

@@ -38,7 +38,7 @@ from allennlp.data.vocabulary import (
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from torch import nn
 
-from elmo_plugin.bilm_tf.options import BilmOptions
-from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights, write_bilm_tf_model
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights, write_bilm_tf_model
 from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm

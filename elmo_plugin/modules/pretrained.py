@@ -50,9 +50,9 @@ from cached_path.file_lock import FileLock
 from cached_path.schemes import get_supported_schemes
 from filelock import Timeout
 
-from elmo_plugin.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.common.archive import is_model_archive
-from elmo_plugin.common.util import PathLike
+from elmo_plugin.common.paths import PathLike
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)

@@ -1,10 +1,8 @@
 from elmo_plugin.training.callbacks import CheckTrainingSettingsCallback, KeepFreedMemoryCallback
-from elmo_plugin.training.metrics import KlueNerF1
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
 
 __all__ = [
     "CheckTrainingSettingsCallback",
     "KeepFreedMemoryCallback",
-    "KlueNerF1",
     "ReduceOnPlateauLearningRateScheduler",
 ]

@@ -25,7 +25,7 @@ from cached_path import resource_to_filename
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.pretrained import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from elmo_plugin.commands.elmo import ElmoCommand
-from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
+from elmo_plugin.elmo_embedder import ElmoEmbedder
 from tests.helpers import FIXTURES, REPO_ROOT
 from tests.model_server import (
     DROPPED,

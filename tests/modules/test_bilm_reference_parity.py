@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.bilm_tf.weights import lstm_scope
+from elmo_plugin.model_files.bilm_tf.weights import lstm_scope
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from tests.helpers import (
     FIXTURE_OPTIONS,

@@ -21,7 +21,7 @@ from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.nn import RegularizerApplicator
 from allennlp.nn.regularizers import L2Regularizer
 
-from elmo_plugin.models.elmo_bilm import ElmoLanguageModel
+from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
@@ -358,7 +358,7 @@ def test_token_embedder_with_30_characters_per_token(tmp_path):
     assert ids.shape[-1] == 30
     vectors = embedder(ids)
     # The top layer alone equals what our ElmoEmbedder computes for the same files.
-    from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
+    from elmo_plugin.elmo_embedder import ElmoEmbedder
 
     reference = ElmoEmbedder(str(files.options_file), str(files.weight_file)).embed_batch(sentences)
     equal_mix = sum(torch.as_tensor(reference[0][j]) for j in range(3)) / 3

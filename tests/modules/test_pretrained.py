@@ -14,7 +14,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.modules.token_embedders import TokenEmbedder
 from cached_path import resource_to_filename
 
-from elmo_plugin.embedding.elmo_embedder import ElmoEmbedder
+from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.pretrained import (
     MODELS_URL_VARIABLE,

@@ -1,0 +1,477 @@
+"""
+`ElmoEmbedder`: the biLM layers of tokenized sentences as numpy arrays or an HDF5 file.
+
+This is AllenNLP 0.9's ``ElmoEmbedder`` (removed in 1.0) on top of this plugin's `ElmoBiLm`,
+with the same methods, shapes and HDF5 layout (and, like 0.9's, the published English "Original"
+model when no model is named), and three differences:
+
+- It is **stateless by default**: every batch starts from a zero LSTM state, so a sentence gets
+  the same vectors whatever was embedded before it and whatever shares its batch. Pass
+  ``stateful=True`` for 0.9's behaviour (state carried from each batch to the next, row by row).
+- ``embed_file`` checks the whole input before any work, streams it (memory does not grow with
+  the number of sentences), and writes the output under a temporary name that only becomes the
+  final file when everything succeeded.
+- In stateless mode ``embed_file`` embeds sentences of similar length together (less padding);
+  the output is the same as in file order, up to float rounding.
+"""
+import json
+import logging
+import os
+from typing import IO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import h5py
+import numpy as np
+import torch
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.tqdm import Tqdm
+from allennlp.common.util import lazy_groups_of
+
+from elmo_plugin.common.atomic_output import atomic_output, input_at
+from elmo_plugin.common.memory import release_freed_memory
+from elmo_plugin.common.text_files import format_line_numbers
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
+from elmo_plugin.modules.pretrained import ModelFiles, resolve_model
+from elmo_plugin.modules.util import remove_sentence_boundaries
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 64
+
+# In stateless mode ``embed_file`` reads this many batches at a time and sorts them by length.
+# Larger chunks pad less; the chunk's tokens (not its embeddings) are all that is held in memory.
+DEFAULT_SORT_CHUNK_BATCHES = 32
+
+OUTPUT_FORMATS = ("all", "top", "average")
+
+# The HDF5 dataset that maps each sentence to its key (AllenNLP 0.9's name).
+SENTENCE_TO_INDEX = "sentence_to_index"
+
+
+
+
+def check_cuda_device(cuda_device: int) -> torch.device:
+    """
+    The torch device for ``cuda_device`` (-1: the CPU), or a `ConfigurationError` that says why
+    that GPU cannot be used. Cheap, so callers can check before a model download.
+    """
+    if cuda_device < 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        reason = (
+            "this PyTorch build has no CUDA support"
+            if torch.version.cuda is None
+            else "no CUDA GPU is visible"
+        )
+        raise ConfigurationError(
+            f"cuda_device={cuda_device} was requested, but {reason} (torch {torch.__version__}). "
+            "Use cuda_device=-1 (--cuda-device -1) to run on the CPU."
+        )
+    if cuda_device >= torch.cuda.device_count():
+        raise ConfigurationError(
+            f"cuda_device={cuda_device} was requested, but only {torch.cuda.device_count()} "
+            f"CUDA device(s) are visible (0 to {torch.cuda.device_count() - 1})."
+        )
+    return torch.device("cuda", cuda_device)
+
+
+def _check_batch_size(batch_size: int) -> None:
+    is_integer = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
+    if not is_integer or batch_size < 1:
+        raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def _input_path(input_file: Union[PathLike, IO]) -> str:
+    # 0.9 took an open file (argparse.FileType); we need a path to read the file twice, so an
+    # open file is accepted for its name.
+    if hasattr(input_file, "read"):
+        name = getattr(input_file, "name", None)
+        if not isinstance(name, (str, bytes, os.PathLike)) or not os.path.isfile(name):
+            raise ConfigurationError(
+                "embed_file needs a path (or a file opened from a path) to read the input twice, "
+                f"got {input_file!r}"
+            )
+        return os.fsdecode(name)
+    return os.fspath(input_file)  # type: ignore[arg-type]
+
+
+def _check_sentences_are_hdf5_names(path: str) -> None:
+    """
+    With ``use_sentence_keys`` every sentence becomes an HDF5 name. h5py reads ``/`` as a group
+    separator (``"1 / 2"`` would be stored as dataset ``" 2"`` inside group ``"1 "``, invisible to
+    ``keys()``, and ``"a//b"`` would collide with ``"a/b"``), and ``"."`` names the root, so such
+    sentences are rejected up front instead of failing or silently nesting in the middle of a run.
+    """
+    bad_lines = [
+        line_index + 1
+        for line_index, tokens in read_sentences(path)
+        if "/" in sentence_text(tokens) or sentence_text(tokens) == "."
+    ]
+    if bad_lines:
+        raise ConfigurationError(
+            f"{path}: with --use-sentence-keys every sentence becomes an HDF5 dataset name, but "
+            f"{len(bad_lines)} sentence(s) contain '/' (HDF5's group separator) or are '.': "
+            f"line(s) {format_line_numbers(bad_lines)}. Key the sentences by line number "
+            "instead (leave out --use-sentence-keys; sentence_to_index then maps the text)."
+        )
+
+
+def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
+    """
+    Checks tokenized sentences before they reach the biLM, whose character ids would otherwise
+    fail deep inside with an ``AttributeError`` (``None``, ints, bytes) or embed something
+    nobody meant. Errors name the sentence (``first_index`` + its position in ``batch``) and the
+    token (0-based):
+
+    - a sentence must be a sequence of tokens (a list, a tuple ...): ``None`` or another
+      non-sequence is a `TypeError`; a string is a `ConfigurationError` (it is a sequence, of
+      characters, and would be embedded letter by letter);
+    - a token must be a ``str``: anything else (``None``, a number, ``bytes``) is a `TypeError`;
+    - a token must contain a non-whitespace character: ``""`` and ``" "`` are a `ValueError`.
+      ``allennlp elmo`` splits lines on whitespace, which never gives such a token, and the
+      published models never saw one.
+
+    A token with whitespace inside (``"New York"``) is accepted and embedded as one token, its
+    characters (the space included) going through the character CNN as they are; the models
+    were trained on whitespace-split text, so they have never seen a space inside a token: split
+    such tokens first to get what ``allennlp elmo`` computes for the same text.
+    """
+    for position, sentence in enumerate(batch):
+        index = first_index + position
+        if isinstance(sentence, str):
+            raise ConfigurationError(
+                f"sentence {index}: sentences must be lists of tokens, got a string; split it "
+                "first, e.g. sentence.split()"
+            )
+        if isinstance(sentence, (bytes, bytearray)) or not (
+            hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
+        ):
+            raise TypeError(
+                f"sentence {index}: a sentence must be a list of string tokens, got "
+                f"{type(sentence).__name__} {sentence!r:.60}"
+            )
+        for token_position, token in enumerate(sentence):
+            if not isinstance(token, str):
+                hint = " (decode it first, e.g. token.decode('utf-8'))" if isinstance(
+                    token, (bytes, bytearray)
+                ) else ""
+                raise TypeError(
+                    f"sentence {index}, token {token_position}: tokens must be strings, got "
+                    f"{type(token).__name__} {token!r:.60}{hint}"
+                )
+            if not token or token.isspace():
+                raise ValueError(
+                    f"sentence {index}, token {token_position}: {token!r} is an empty or "
+                    "whitespace-only token, which no ELMo model has seen (allennlp elmo splits "
+                    "lines on whitespace, which never gives one); leave it out"
+                )
+
+
+class ElmoEmbedder:
+    """
+    Computes all ELMo layers (the biLM activations) of tokenized sentences.
+
+    # Parameters
+
+    options_file : `PathLike`, optional
+        A bilm-tf ``options.json``: a path, or a URL (anything AllenNLP's ``cached_path``
+        downloads). With ``weight_file`` it wins over ``model``.
+    weight_file : `PathLike`, optional
+        The bilm-tf ``weights.hdf5`` that goes with it (path or URL). Giving only one of the two
+        is a `ConfigurationError`.
+    cuda_device : `int`, optional (default = `-1`)
+        The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
+    stateful : `bool`, optional (default = `False`)
+        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 and bilm-tf
+        did. Then a sentence's vectors depend on the sentences embedded before it in the same
+        row, so outputs are only reproducible with the same batches in the same order. The
+        default starts every batch from zero: the same sentence always gets the same vectors.
+    model : `str`, `PathLike` or `ModelFiles`, optional
+        The model when no files are given: a published English model's name (``small``,
+        ``medium``, ``original``, ``original-5.5b``), downloaded once into AllenNLP's cache (from
+        ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
+        ``allennlp elmo-export`` writes); or an ``elmo_bilm`` ``model.tar.gz`` or serialization
+        directory. With no files and no ``model``: the published ``original``, as in 0.9. See
+        `elmo_plugin.modules.pretrained.resolve_model`.
+    """
+
+    def __init__(
+        self,
+        options_file: Optional[PathLike] = None,
+        weight_file: Optional[PathLike] = None,
+        cuda_device: int = -1,
+        stateful: bool = False,
+        model: Optional[Union[PathLike, ModelFiles]] = None,
+    ) -> None:
+        self.cuda_device = cuda_device
+        # The device first: a missing GPU should not wait for a model download.
+        self._device = check_cuda_device(cuda_device)
+        files = resolve_model(model, options_file=options_file, weight_file=weight_file)
+        logger.info("Loading the ELMo biLM: %s", files.description)
+        self.elmo_bilm = files.load(stateful=stateful)
+        # eval(): no dropout. The parameters already have requires_grad=False.
+        self.elmo_bilm.eval()
+        self.elmo_bilm.to(self._device)
+
+    @property
+    def stateful(self) -> bool:
+        return self.elmo_bilm.stateful
+
+    def reset_states(self) -> None:
+        """Forget the LSTM state carried between batches (stateful mode only)."""
+        self.elmo_bilm.reset_states()
+
+    @property
+    def num_layers(self) -> int:
+        """Number of layers in every embedding: the token layer plus one per LSTM layer."""
+        return self.elmo_bilm.num_layers
+
+    def get_output_dim(self) -> int:
+        """Width of every layer (forward and backward halves)."""
+        return self.elmo_bilm.get_output_dim()
+
+    @torch.no_grad()
+    def batch_to_embeddings(
+        self, batch: Sequence[Sequence[str]]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        Runs the biLM on a batch and removes the sentence boundaries.
+
+        # Parameters
+
+        batch : `Sequence[Sequence[str]]`
+            Tokenized sentences (empty ones allowed); see `check_sentences` for what a token
+            may be.
+
+        # Returns
+
+        ``activations``: a ``(batch_size, num_layers, num_timesteps, dim)`` tensor, zero beyond
+        each sentence's length; ``mask``: ``(batch_size, num_timesteps)`` bool. Both are on the
+        embedder's device. ``num_timesteps`` is the longest sentence's length.
+        """
+        batch_size = len(batch)
+        check_sentences(batch)
+        if max((len(sentence) for sentence in batch), default=0) == 0:
+            # Nothing to run. 0.9 skipped the biLM for [[]] too, so a stateful embedder's state is
+            # not changed by an all-empty batch.
+            activations = torch.zeros(
+                batch_size, self.num_layers, 0, self.get_output_dim(), device=self._device
+            )
+            return activations, torch.zeros(batch_size, 0, dtype=torch.bool, device=self._device)
+        character_ids = self.elmo_bilm.character_ids.batch_to_ids(batch).to(self._device)
+        output = self.elmo_bilm(character_ids)
+        layers = torch.stack(output["activations"], dim=2)  # (batch, time + 2, layers, dim)
+        activations, mask = remove_sentence_boundaries(layers, output["mask"])
+        activations = activations.transpose(1, 2)  # (batch, layers, time, dim)
+        return activations, mask
+
+    def _embed_to_arrays(
+        self, batch: Sequence[Sequence[str]], output_format: str
+    ) -> List[np.ndarray]:
+        """One float32 array per sentence: ``(layers, length, dim)`` ("all") or ``(length, dim)``."""
+        activations, mask = self.batch_to_embeddings(batch)
+        # Reduce on the device: "top" and "average" move 1/num_layers of the data to the CPU.
+        if output_format == "top":
+            activations = activations[:, -1]
+        elif output_format == "average":
+            activations = activations.mean(dim=1)
+        as_numpy = activations.cpu().numpy()
+        lengths = mask.sum(dim=1).tolist()
+        # copy(): each array owns its memory, so keeping one does not keep the whole batch alive.
+        return [as_numpy[row][..., :length, :].copy() for row, length in enumerate(lengths)]
+
+    def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
+        """
+        The ELMo layers of one tokenized sentence, a ``(num_layers, num_tokens, dim)`` float32
+        array (``(num_layers, 0, dim)`` for an empty sentence).
+        """
+        return self.embed_batch([sentence])[0]
+
+    def embed_batch(self, batch: Sequence[Sequence[str]]) -> List[np.ndarray]:
+        """
+        The ELMo layers of a batch of tokenized sentences, run through the biLM together: a list
+        with one ``(num_layers, num_tokens, dim)`` float32 array per sentence, in order. Empty
+        sentences give ``(num_layers, 0, dim)``.
+        """
+        if len(batch) == 0:
+            return []
+        return self._embed_to_arrays(batch, "all")
+
+    def embed_sentences(
+        self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> Iterator[np.ndarray]:
+        """
+        Embeds an iterable of tokenized sentences lazily, ``batch_size`` at a time, and yields one
+        ``(num_layers, num_tokens, dim)`` array per sentence in input order. Only one batch is
+        read ahead, so the iterable may be a stream larger than memory.
+
+        # Parameters
+
+        sentences : `Iterable[Sequence[str]]`
+            Tokenized sentences.
+        batch_size : `int`, optional (default = `64`)
+            Sentences per biLM call. In stateful mode it also decides which sentences share a
+            row of carried state.
+        """
+        _check_batch_size(batch_size)  # here, not in the generator: an error at the call
+        return self._embed_stream(sentences, batch_size)
+
+    def _embed_stream(
+        self, sentences: Iterable[Sequence[str]], batch_size: int
+    ) -> Iterator[np.ndarray]:
+        first_index = 0
+        for batch in lazy_groups_of(iter(sentences), batch_size):
+            # Checked here too, so that an error gives the sentence's index in the whole stream.
+            check_sentences(batch, first_index)
+            yield from self.embed_batch(batch)
+            first_index += len(batch)
+
+    def _file_batches(
+        self, path: str, batch_size: int, sort_chunk_batches: int
+    ) -> Iterator[List[Tuple[int, List[str]]]]:
+        """Batches of ``(line_index, tokens)`` in the order they should be embedded."""
+        sentences = read_sentences(path)
+        if self.stateful or sort_chunk_batches <= 1:
+            # Stateful: row r's state flows into row r of the next batch, so the batches must be
+            # the file's consecutive groups of batch_size lines, exactly as in 0.9.
+            yield from lazy_groups_of(sentences, batch_size)
+            return
+        for chunk in lazy_groups_of(sentences, batch_size * sort_chunk_batches):
+            # Longest first: a batch that does not fit in memory fails at the start of a chunk,
+            # not after the rest of it. The sort is stable, so ties keep file order.
+            chunk.sort(key=lambda item: -len(item[1]))
+            for start in range(0, len(chunk), batch_size):
+                yield chunk[start : start + batch_size]
+
+    def embed_file(
+        self,
+        input_file: Union[PathLike, IO],
+        output_file_path: PathLike,
+        output_format: str = "all",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        forget_sentences: bool = False,
+        use_sentence_keys: bool = False,
+        progress: bool = True,
+        sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
+    ) -> None:
+        """
+        Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
+        float32 dataset per line (AllenNLP 0.9's layout).
+
+        The input is checked completely first (see `check_sentence_file`: UTF-8, no blank lines,
+        not empty, no duplicates with ``use_sentence_keys``), then streamed. The output is
+        written to a temporary file in the output's directory and renamed to
+        ``output_file_path`` only when everything succeeded; on any error or interruption the
+        temporary file is deleted and an existing ``output_file_path`` is left as it was.
+
+        # Parameters
+
+        input_file : `PathLike` or an open file
+            The sentences, UTF-8. An open file is accepted (0.9 took one) for its path.
+        output_file_path : `PathLike`
+            The HDF5 file to write (replaced if it exists).
+        output_format : `str`, optional (default = `"all"`)
+            ``"all"``: every layer, ``(num_layers, num_tokens, dim)``; ``"top"``: the top layer,
+            ``(num_tokens, dim)``; ``"average"``: the mean of all layers, ``(num_tokens, dim)``.
+        batch_size : `int`, optional (default = `64`)
+            Sentences per biLM call.
+        forget_sentences : `bool`, optional (default = `False`)
+            Leave out the ``sentence_to_index`` dataset, a JSON string that maps each sentence
+            (its tokens joined by single spaces) to its key. With duplicate sentences the last
+            line wins, as in 0.9.
+        use_sentence_keys : `bool`, optional (default = `False`)
+            Key each dataset by its sentence instead of its 0-based line number. Duplicate
+            sentences and sentences containing ``/`` are then errors, and ``sentence_to_index``
+            is not written (it would map every sentence to itself; 0.9 left it out too).
+        progress : `bool`, optional (default = `True`)
+            Show a progress bar (AllenNLP's ``Tqdm``) counting sentences.
+        sort_chunk_batches : `int`, optional (default = `32`)
+            Stateless mode only: read this many batches at a time and embed them longest first,
+            so that sentences of similar length share a batch. 1 keeps the file order. Stateful
+            mode always keeps the file order.
+        """
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigurationError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
+            )
+        _check_batch_size(batch_size)
+        input_path = _input_path(input_file)
+        output_path = os.fspath(output_file_path)
+
+        num_sentences = check_sentence_file(input_path, use_sentence_keys=use_sentence_keys)
+        if use_sentence_keys:
+            _check_sentences_are_hdf5_names(input_path)
+        output_directory = os.path.dirname(os.path.abspath(output_path))
+        if not os.path.isdir(output_directory):
+            raise ConfigurationError(f"the output directory does not exist: {output_directory}")
+        if os.path.isdir(output_path):
+            raise ConfigurationError(f"the output path is a directory: {output_path}")
+        if input_at(output_path, [input_path]) is not None:
+            raise ConfigurationError(f"the output file would replace the input file: {output_path}")
+
+        logger.info(
+            "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",
+            num_sentences,
+            input_path,
+            output_path,
+            output_format,
+            batch_size,
+            "stateful" if self.stateful else "stateless",
+            self._device,
+        )
+        with atomic_output(output_path) as temporary_path:
+            # On any exception (KeyboardInterrupt too, and SIGTERM, which the allennlp command
+            # turns into one) the half-written file is deleted: it must never look like a result.
+            self._write_embeddings(
+                input_path,
+                temporary_path,
+                num_sentences,
+                output_format,
+                batch_size,
+                record_sentences=not forget_sentences and not use_sentence_keys,
+                use_sentence_keys=use_sentence_keys,
+                progress=progress,
+                sort_chunk_batches=sort_chunk_batches,
+            )
+        logger.info("Wrote the embeddings of %d sentences to %s", num_sentences, output_path)
+
+    def _write_embeddings(
+        self,
+        input_path: str,
+        hdf5_path: str,
+        num_sentences: int,
+        output_format: str,
+        batch_size: int,
+        record_sentences: bool,
+        use_sentence_keys: bool,
+        progress: bool,
+        sort_chunk_batches: int,
+    ) -> None:
+        # sentence -> (first line, last line): the JSON lists sentences in order of first
+        # appearance and maps each to its last line, as 0.9's dict did when filled in file order.
+        # Tracking both makes sentence_to_index independent of the order in which lines are
+        # embedded (sorted by length in stateless mode).
+        sentence_lines: Dict[str, Tuple[int, int]] = {}
+        with h5py.File(hdf5_path, "w") as out, Tqdm.tqdm(
+            total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
+        ) as progress_bar:
+            batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
+            for batch in batches:
+                release_freed_memory()  # keeps memory flat however long the input is
+                arrays = self._embed_to_arrays([tokens for _, tokens in batch], output_format)
+                for (line_index, tokens), array in zip(batch, arrays):
+                    text = sentence_text(tokens)
+                    key = text if use_sentence_keys else str(line_index)
+                    out.create_dataset(key, data=array, dtype="float32")
+                    if record_sentences:
+                        first, last = sentence_lines.get(text, (line_index, line_index))
+                        sentence_lines[text] = (min(first, line_index), max(last, line_index))
+                progress_bar.update(len(batch))
+            if record_sentences:
+                in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
+                sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
+                dataset = out.create_dataset(
+                    SENTENCE_TO_INDEX, (1,), dtype=h5py.special_dtype(vlen=str)
+                )
+                dataset[0] = json.dumps(sentence_to_index)

@@ -1,0 +1,72 @@
+"""
+Writing a biLM as a bilm-tf directory: ``options.json`` + ``weights.hdf5`` + ``vocabulary.txt``
+(+ ``softmax.hdf5``), which every ELMo loader reads: AllenNLP core's ``Elmo``, bilm-tf, and
+this plugin. The directory is written as a set (`atomic_directory`): a reader sees the whole old
+export or the whole new one, never a mix.
+"""
+import os
+from typing import Dict, Optional, Sequence, Tuple
+
+import h5py
+import numpy as np
+import torch
+
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
+from elmo_plugin.common.atomic_output import atomic_directory
+
+OPTIONS_NAME = "options.json"
+WEIGHTS_NAME = "weights.hdf5"
+VOCABULARY_NAME = "vocabulary.txt"
+SOFTMAX_NAME = "softmax.hdf5"
+EXPORT_NAMES = (OPTIONS_NAME, WEIGHTS_NAME, VOCABULARY_NAME, SOFTMAX_NAME)
+
+
+def write_bilm_tf_directory(
+    output_directory: str,
+    options: BilmOptions,
+    bilm_state: Dict[str, torch.Tensor],
+    vocabulary: Sequence[str],
+    softmax: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+    n_characters: int = 262,
+) -> Dict[str, str]:
+    """
+    Writes ``output_directory`` (replacing an earlier export there; any other file there is an
+    error) and returns the path of each file by kind (``options``, ``weights``, ``vocabulary``,
+    ``softmax``).
+
+    # Parameters
+
+    options : `BilmOptions`
+        The architecture, written to ``options.json``.
+    bilm_state : `Dict[str, torch.Tensor]`
+        The biLM's state dict (`ElmoBiLm.state_dict()`), written to ``weights.hdf5``.
+    vocabulary : `Sequence[str]`
+        The language model's vocabulary, one token per line, in id order.
+    softmax : `Tuple[torch.Tensor, torch.Tensor]`, optional
+        The softmax weights ``(V, D)`` and bias ``(V,)``, written to ``softmax.hdf5`` as datasets
+        ``softmax/W`` and ``softmax/b``; only needed to go on training.
+    n_characters : `int`, optional (default = `262`)
+        Written into ``options.json``: 262 is what prediction-time loaders such as AllenNLP's
+        expect; bilm-tf's training code wants 261.
+    """
+    final = {
+        "options": os.path.join(output_directory, OPTIONS_NAME),
+        "weights": os.path.join(output_directory, WEIGHTS_NAME),
+        "vocabulary": os.path.join(output_directory, VOCABULARY_NAME),
+    }
+    if softmax is not None:
+        final["softmax"] = os.path.join(output_directory, SOFTMAX_NAME)
+    with atomic_directory(output_directory, EXPORT_NAMES) as directory:
+        options.to_file(os.path.join(directory, OPTIONS_NAME), n_characters=n_characters)
+        with h5py.File(os.path.join(directory, WEIGHTS_NAME), "w") as out:
+            for name, value in bilm_tf_arrays(bilm_state, options).items():
+                out.create_dataset(name, data=value)
+        with open(os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n") as out:
+            out.write("\n".join(vocabulary) + "\n")
+        if softmax is not None:
+            weight, bias = softmax
+            with h5py.File(os.path.join(directory, SOFTMAX_NAME), "w") as out:
+                out.create_dataset("softmax/W", data=weight.detach().cpu().numpy().astype(np.float32))
+                out.create_dataset("softmax/b", data=bias.detach().cpu().numpy().astype(np.float32))
+    return final

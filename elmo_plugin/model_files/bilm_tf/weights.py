@@ -1,0 +1,242 @@
+"""
+bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM
+(`elmo_plugin.modules.bilm.ElmoBiLm`, whose parameter names this module spells out).
+
+The file holds TensorFlow's variables by scope:
+
+| dataset | shape | our parameter |
+|---|---|---|
+| ``char_embed`` | (261, char_dim) | ``character_encoder.char_embedding.weight`` rows 1..261 (row 0 is the all-zero mask id) |
+| ``CNN/W_cnn_{i}`` | (1, width, char_dim, count) | ``character_encoder.convolutions.{i}.weight`` (count, char_dim, width) |
+| ``CNN/b_cnn_{i}`` | (count,) | ``character_encoder.convolutions.{i}.bias`` |
+| ``CNN_high_{i}/W_transform``, ``W_carry`` | (F, F) each, (in, out) | ``character_encoder.highway.layers.{i}.weight`` (2F, F): transform rows, then carry rows |
+| ``CNN_high_{i}/b_transform``, ``b_carry`` | (F,) each | ``character_encoder.highway.layers.{i}.bias`` |
+| ``CNN_proj/W_proj``, ``b_proj`` | (F, P), (P,) | ``character_encoder.projection.weight`` (P, F), ``.bias`` |
+| ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` | (in + P, 4C) | ``lstm.{forward,backward}_layers.{l}.input_weight`` (in, 4C) and ``recurrent_weight`` (P, 4C) |
+| ``.../LSTMCell/B`` | (4C,) | ``lstm.{...}_layers.{l}.bias`` |
+| ``.../LSTMCell/W_P_0`` | (C, P) | ``lstm.{...}_layers.{l}.projection_weight`` (C, P) |
+
+(F: total filters, P: projection size, C: cell size; direction d = 0 forward, 1 backward.)
+The biLM keeps TensorFlow's conventions (gate order i, j, f, o; the highway gate as "carry";
+the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at run time), so the
+conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
+"""
+import os
+from typing import Dict, List, Optional, Set, Tuple
+
+import h5py
+import numpy as np
+import torch
+
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS
+
+# Scopes whose datasets must all be understood: anything else there means the file and the
+# options describe different models.
+_CHECKED_SCOPES = ("CNN", "CNN_high_", "CNN_proj", "RNN_", "char_embed")
+
+_ENCODER = "character_encoder"
+_DIRECTIONS = ("forward_layers", "backward_layers")
+
+
+def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> str:
+    """
+    The HDF5 group of one LSTM layer. With one layer TensorFlow names the scope without
+    ``MultiRNNCell/Cell0``; AllenNLP only reads the ``MultiRNNCell`` form.
+    """
+    if single_layer_names:
+        return f"RNN_{direction}/RNN/LSTMCell"
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+class _WeightReader:
+    def __init__(self, handle: h5py.File, path: str, options_source: str) -> None:
+        self.handle = handle
+        self.path = path
+        self.options_source = options_source
+        self.used: Set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return name in self.handle and isinstance(self.handle[name], h5py.Dataset)
+
+    def read(self, name: str, expected_shape: Tuple[int, ...]) -> torch.Tensor:
+        if not self.has(name):
+            groups = sorted(self.handle.keys())
+            raise ConfigurationError(
+                f"{self.path}: dataset '{name}' is missing, but {self.options_source} needs it "
+                f"(top-level groups in the file: {', '.join(groups) or 'none'}). Is this the "
+                "weight file that goes with these options?"
+            )
+        dataset = self.handle[name]
+        if tuple(dataset.shape) != tuple(expected_shape):
+            raise ConfigurationError(
+                f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, but "
+                f"{self.options_source} implies {tuple(expected_shape)}. Is this the weight file "
+                "that goes with these options?"
+            )
+        self.used.add(name)
+        return torch.from_numpy(np.asarray(dataset[...], dtype=np.float32))
+
+    def check_nothing_left(self) -> None:
+        names: List[str] = []
+        self.handle.visititems(
+            lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
+        )
+        unused = [
+            name for name in names if name.startswith(_CHECKED_SCOPES) and name not in self.used
+        ]
+        if unused:
+            raise ConfigurationError(
+                f"{self.path}: datasets {', '.join(sorted(unused)[:6])}"
+                f"{' ...' if len(unused) > 6 else ''} are not part of the model that "
+                f"{self.options_source} describes (more filters, highway or LSTM layers in the "
+                "file than in the options?)"
+            )
+
+
+def read_bilm_tf_weights(
+    weight_file: PathLike, options: BilmOptions, options_source: str = "the options"
+) -> Dict[str, torch.Tensor]:
+    """
+    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from
+    ``options`` (every parameter, by name; see the module documentation). Raises
+    `ConfigurationError` naming the file, the dataset and both shapes if the file does not fit the
+    options, and naming the datasets the options leave unused.
+    """
+    path = os.fspath(weight_file)
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"weight file not found: {path}")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as error:
+        raise ConfigurationError(
+            f"{path}: not a readable HDF5 weight file ({error}); is the file complete?"
+        ) from None
+    state: Dict[str, torch.Tensor] = {}
+    with handle:
+        reader = _WeightReader(handle, path, options_source)
+        char_dim = options.char_embedding_dim
+        char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
+        state[f"{_ENCODER}.char_embedding.weight"] = torch.cat(
+            [char_embed.new_zeros(1, char_dim), char_embed]
+        )
+        for index, (width, count) in enumerate(options.filters):
+            kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
+            state[f"{_ENCODER}.convolutions.{index}.weight"] = kernel[0].permute(2, 1, 0)
+            state[f"{_ENCODER}.convolutions.{index}.bias"] = reader.read(
+                f"CNN/b_cnn_{index}", (count,)
+            )
+        n_filters = options.n_filters
+        square = (n_filters, n_filters)
+        for index in range(options.n_highway):
+            scope = f"CNN_high_{index}"
+            state[f"{_ENCODER}.highway.layers.{index}.weight"] = torch.cat(
+                [
+                    reader.read(f"{scope}/W_transform", square).t(),
+                    reader.read(f"{scope}/W_carry", square).t(),
+                ]
+            )
+            state[f"{_ENCODER}.highway.layers.{index}.bias"] = torch.cat(
+                [
+                    reader.read(f"{scope}/b_transform", (n_filters,)),
+                    reader.read(f"{scope}/b_carry", (n_filters,)),
+                ]
+            )
+        if options.has_character_projection:
+            projection_dim = options.projection_dim
+            state[f"{_ENCODER}.projection.weight"] = reader.read(
+                "CNN_proj/W_proj", (n_filters, projection_dim)
+            ).t()
+            state[f"{_ENCODER}.projection.bias"] = reader.read("CNN_proj/b_proj", (projection_dim,))
+
+        single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
+        for direction, name in enumerate(_DIRECTIONS):
+            for layer in range(options.n_layers):
+                scope = lstm_scope(direction, layer, single_layer_names)
+                # Every layer's input (the token vectors, or the layer below) is as wide as the
+                # projection.
+                input_size = projection_size = options.projection_dim
+                cell_size = options.lstm_dim
+                kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
+                prefix = f"lstm.{name}.{layer}"
+                state[f"{prefix}.input_weight"] = kernel[:input_size]
+                state[f"{prefix}.recurrent_weight"] = kernel[input_size:]
+                state[f"{prefix}.bias"] = reader.read(f"{scope}/B", (4 * cell_size,))
+                state[f"{prefix}.projection_weight"] = reader.read(
+                    f"{scope}/W_P_0", (cell_size, projection_size)
+                )
+        reader.check_nothing_left()
+    return state
+
+
+def bilm_tf_arrays(
+    state_dict: Dict[str, torch.Tensor], options: BilmOptions
+) -> Dict[str, np.ndarray]:
+    """Every dataset of the bilm-tf weight file of a biLM's state dict, by HDF5 name (float32)."""
+
+    def array(name: str) -> torch.Tensor:
+        return state_dict[name].detach().cpu().float()
+
+    def numpy(tensor: torch.Tensor) -> np.ndarray:
+        return tensor.numpy().astype(np.float32)
+
+    arrays: Dict[str, np.ndarray] = {
+        "char_embed": numpy(array(f"{_ENCODER}.char_embedding.weight")[1:])
+    }
+    for index in range(len(options.filters)):
+        weight = array(f"{_ENCODER}.convolutions.{index}.weight")
+        arrays[f"CNN/W_cnn_{index}"] = numpy(weight.permute(2, 1, 0).unsqueeze(0))
+        arrays[f"CNN/b_cnn_{index}"] = numpy(array(f"{_ENCODER}.convolutions.{index}.bias"))
+    n_filters = options.n_filters
+    for index in range(options.n_highway):
+        scope = f"CNN_high_{index}"
+        weight = array(f"{_ENCODER}.highway.layers.{index}.weight")
+        bias = array(f"{_ENCODER}.highway.layers.{index}.bias")
+        arrays[f"{scope}/W_transform"] = numpy(weight[:n_filters].t())
+        arrays[f"{scope}/W_carry"] = numpy(weight[n_filters:].t())
+        arrays[f"{scope}/b_transform"] = numpy(bias[:n_filters])
+        arrays[f"{scope}/b_carry"] = numpy(bias[n_filters:])
+    if options.has_character_projection:
+        arrays["CNN_proj/W_proj"] = numpy(array(f"{_ENCODER}.projection.weight").t())
+        arrays["CNN_proj/b_proj"] = numpy(array(f"{_ENCODER}.projection.bias"))
+    for direction, name in enumerate(_DIRECTIONS):
+        for layer in range(options.n_layers):
+            scope = lstm_scope(direction, layer)
+            prefix = f"lstm.{name}.{layer}"
+            kernel = torch.cat(
+                [array(f"{prefix}.input_weight"), array(f"{prefix}.recurrent_weight")], dim=0
+            )
+            arrays[f"{scope}/W_0"] = numpy(kernel)
+            arrays[f"{scope}/B"] = numpy(array(f"{prefix}.bias"))
+            arrays[f"{scope}/W_P_0"] = numpy(array(f"{prefix}.projection_weight"))
+    return arrays
+
+
+def write_hdf5_arrays(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
+    """Writes ``arrays`` (HDF5 name -> array) to ``path``, atomically (see `atomic_output`)."""
+    with atomic_output(os.fspath(path)) as temporary:
+        with h5py.File(temporary, "w") as out:
+            for name, value in arrays.items():
+                out.create_dataset(name, data=value)
+
+
+def write_bilm_tf_model(
+    state_dict: Dict[str, torch.Tensor],
+    options: BilmOptions,
+    options_file: PathLike,
+    weight_file: PathLike,
+    n_characters: Optional[int] = None,
+) -> None:
+    """
+    Writes ``weights.hdf5`` and ``options.json`` of a biLM's state dict, each atomically. LSTM
+    scopes always use the ``MultiRNNCell/Cell{l}`` names (also for one layer) because that is what
+    AllenNLP and other loaders read. ``n_characters`` overrides the options' value (262 for
+    prediction-time loaders, 261 for bilm-tf's training code).
+    """
+    write_hdf5_arrays(weight_file, bilm_tf_arrays(state_dict, options))
+    with atomic_output(os.fspath(options_file)) as temporary:
+        options.to_file(temporary, n_characters=n_characters)

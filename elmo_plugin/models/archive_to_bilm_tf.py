@@ -1,0 +1,51 @@
+"""
+Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory) to the
+bilm-tf format, what ``allennlp elmo-export`` runs.
+"""
+import logging
+from typing import Dict
+
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
+from elmo_plugin.common.archive import open_model_archive
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
+from elmo_plugin.modules.bilm import ElmoBiLm
+
+logger = logging.getLogger(__name__)
+
+_SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
+
+
+def export_to_bilm_tf(
+    archive_file: PathLike,
+    output_directory: str,
+    include_softmax: bool = False,
+    n_characters: int = 262,
+) -> Dict[str, str]:
+    """
+    Writes ``options.json``, ``weights.hdf5`` and ``vocabulary.txt`` of the run's biLM (and
+    ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set (see
+    `write_bilm_tf_directory`); returns the path of each file by kind. The archive is read once
+    and the language model is not built.
+    """
+    with open_model_archive(archive_file) as archive:
+        weights = archive.load_weights()
+        bilm = ElmoBiLm.from_archive_contents(archive, weights)
+        namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
+        vocabulary = BilmTfVocabulary.from_files(archive.vocabulary_directory)
+        tokens = vocabulary.get_index_to_token_vocabulary(namespace)
+        if not tokens:
+            raise ConfigurationError(
+                f"{archive.path}: the vocabulary has no namespace {namespace!r}"
+            )
+        softmax = tuple(weights[key] for key in _SOFTMAX_KEYS) if include_softmax else None
+    return write_bilm_tf_directory(
+        output_directory,
+        bilm.options,
+        bilm.state_dict(),
+        [tokens[index] for index in range(len(tokens))],
+        softmax=softmax,  # type: ignore[arg-type]
+        n_characters=n_characters,
+    )

@@ -1,0 +1,286 @@
+"""
+The biLM as an AllenNLP `Model`: what ``allennlp train training_configs/bilm.jsonnet`` trains.
+"""
+import logging
+import math
+from typing import Any, Dict, List, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.data import TextFieldTensors, Vocabulary
+from allennlp.models import Model
+from allennlp.nn import InitializerApplicator
+
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.common.hardware import bfloat16_support
+from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.data.vocabulary import VocabularyOrderCheck
+from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
+
+logger = logging.getLogger(__name__)
+
+
+@Model.register("elmo_bilm")
+class ElmoLanguageModel(Model):
+    """
+    A character-based bidirectional language model trained as bilm-tf trains it: forward and
+    backward LMs over the same character encoder, each predicting its next token with a
+    sampled softmax whose weights the two directions share. The loss is the mean of the two
+    directions' mean token losses. In evaluation the full softmax is used, so the reported
+    perplexities are true perplexities.
+
+    The biLM itself is the same `ElmoBiLm` used for embedding; `allennlp elmo-export` writes
+    it out in the bilm-tf format.
+
+    Registered as a `Model` with name ``"elmo_bilm"``.
+
+    # Parameters
+
+    vocab : `Vocabulary`
+        Must hold the bilm-tf vocabulary file in ``vocab_namespace`` (use the
+        ``"from_bilm_tf_file"`` vocabulary type), frequency-sorted, with ``<S>``, ``</S>``
+        and ``<UNK>``.
+    options : `Dict[str, Any]`
+        The architecture in bilm-tf's ``options.json`` form (``char_cnn``, ``lstm``, ``dropout``);
+        exported unchanged to ``options.json``.
+    num_samples : `int`, optional (default = `8192`)
+        Negative samples per batch for the sampled softmax (bilm-tf: 8192).
+    vocab_namespace : `str`, optional (default = `"lm_targets"`)
+        Where the target ids live in the vocabulary and in the ``TextField``s.
+    initial_weight_file : `str`, optional (default = `None`)
+        A bilm-tf ``weights.hdf5`` to start from (continued pretraining, or fine-tuning the LM
+        on a new domain); its architecture must match ``options``.
+    mixed_precision : `bool`, optional (default = `False`)
+        Run the training forward pass under bfloat16 autocast on the model's device (CPU or
+        GPU): the matrix multiplies, including the LSTM's per-step ones, take bfloat16 operands,
+        while the weights, their gradients, the optimizer, the LSTM's cell state and the loss
+        stay float32. bfloat16 has float32's range, so no loss scaling is needed. Validation and
+        ``allennlp evaluate`` run in float32, so perplexities compare across modes. On a CPU with
+        bfloat16 instructions (measured: AVX512-BF16) this makes Original-size training steps
+        about twice as fast (BENCHMARKS.md). Only there: a device without native bfloat16
+        (`elmo_plugin.common.hardware.bfloat16_support`: a CPU without AVX512-BF16 or AMX, a GPU
+        older than Ampere) emulates it, 17 times slower than float32 on an AVX2-only CPU, so on
+        such a device the first training batch logs a warning naming the reason and the model
+        trains in float32. The trainer's ``use_amp`` is the float16 alternative, GPU only (not
+        tested here: no GPU).
+    check_vocabulary_order : `bool`, optional (default = `True`)
+        Count the targets of the first 100,000 training tokens (or of the first epoch, if
+        fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
+        line out of order if the vocabulary is clearly not sorted by descending frequency,
+        which the sampled softmax assumes (see `VocabularyOrderCheck`). Set it to false for a
+        vocabulary whose order is intended.
+    initializer : `InitializerApplicator`, optional
+        AllenNLP's initializers, applied after the weights are built (and after
+        ``initial_weight_file``). To train more epochs on top of a finished run (a warm
+        restart: new optimizer, new learning-rate schedule), start from all of its weights,
+        softmax included: ``{"regexes": [[".*", {"type": "pretrained", "weights_file_path":
+        "RUN/best.th"}]]}``. AllenNLP drops ``initializer`` when it loads an archive, so the new
+        run's ``model.tar.gz`` does not need the old run.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        options: Dict[str, Any],
+        num_samples: int = 8192,
+        vocab_namespace: str = "lm_targets",
+        initial_weight_file: Optional[str] = None,
+        mixed_precision: bool = False,
+        check_vocabulary_order: bool = True,
+        initializer: Optional[InitializerApplicator] = None,
+    ) -> None:
+        super().__init__(vocab)
+        self._mixed_precision = mixed_precision
+        # Whether bfloat16 autocast is used on each device the model has trained on, decided on
+        # the first training batch there (`_autocast_enabled`).
+        self._autocast_by_device: Dict[torch.device, bool] = {}
+        self._namespace = vocab_namespace
+        self._vocabulary_order = VocabularyOrderCheck(
+            vocab, vocab_namespace, enabled=check_vocabulary_order
+        )
+        self.bilm_options = BilmOptions.from_dict(options, source="model.options")
+        self.bilm = ElmoBiLm(self.bilm_options)
+        if initial_weight_file is not None:
+            self.bilm.copy_weights_(
+                read_bilm_tf_weights(
+                    initial_weight_file, self.bilm_options, options_source="model.options"
+                )
+            )
+        num_words = vocab.get_vocab_size(vocab_namespace)
+        if num_words < 4:
+            raise ConfigurationError(
+                f"vocabulary namespace '{vocab_namespace}' has {num_words} entries; use the "
+                "'from_bilm_tf_file' vocabulary with a bilm-tf vocabulary file"
+            )
+        token_to_index = vocab.get_token_to_index_vocabulary(vocab_namespace)
+        for special in (BOS_TOKEN, EOS_TOKEN):
+            if special not in token_to_index:
+                raise ConfigurationError(
+                    f"vocabulary namespace '{vocab_namespace}' lacks {special}; a bilm-tf "
+                    "vocabulary file starts with <S>, </S>, <UNK>"
+                )
+        self._bos_index = token_to_index[BOS_TOKEN]
+        self._eos_index = token_to_index[EOS_TOKEN]
+        self._projection_dim = self.bilm_options.projection_dim
+        self._dropout = torch.nn.Dropout(self.bilm_options.dropout)
+        self.softmax = SampledSoftmaxLoss(num_words, self._projection_dim, num_samples)
+        # Per-direction sums of token losses and token counts since the last metrics reset.
+        self._loss_sums = [0.0, 0.0]
+        self._token_counts = [0, 0]
+        if initializer is not None:
+            initializer(self)
+
+    def _direction_loss(
+        self,
+        direction: int,
+        outputs: torch.Tensor,
+        targets: torch.Tensor,
+        mask: torch.Tensor,
+        sampled,
+    ) -> torch.Tensor:
+        """Mean token loss of one direction; also accumulates the perplexity metric."""
+        selected = self._dropout(outputs[mask])
+        selected_targets = targets[mask]
+        if direction == 0 and self.training:
+            # One direction: in sentences mode both predict the same tokens.
+            self._vocabulary_order.observe(selected_targets)
+        losses = self.softmax(selected, selected_targets, sampled=sampled)
+        total = losses.sum()
+        count = int(mask.sum())
+        self._loss_sums[direction] += float(total.detach())
+        self._token_counts[direction] += count
+        return total / max(count, 1)
+
+    def _with_boundary_targets(self, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Target ids ``(batch, time + 2)`` for ``<S> tokens </S>``, matching the biLM's layout."""
+        bos, eos = (targets.new_tensor(index) for index in (self._bos_index, self._eos_index))
+        return add_sentence_boundaries(targets, mask, bos, eos)[0]
+
+    def forward(  # type: ignore
+        self,
+        tokens: Optional[TextFieldTensors] = None,
+        forward_tokens: Optional[TextFieldTensors] = None,
+        forward_targets: Optional[TextFieldTensors] = None,
+        backward_tokens: Optional[TextFieldTensors] = None,
+        backward_targets: Optional[TextFieldTensors] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """
+        Sentence mode: ``tokens`` (one sentence per row, no boundary tokens; the biLM adds
+        ``<S>``/``</S>`` and starts from zero state). Stream mode: ``forward_tokens``/
+        ``forward_targets`` and ``backward_tokens``/``backward_targets`` (windows of bilm-tf's
+        continuous streams; the LSTM state carries over between batches, row by row).
+        """
+        sampled = self.softmax.sample(self._device()) if self.training else None
+        if tokens is None and (forward_tokens is None or backward_tokens is None):
+            raise ConfigurationError(
+                "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
+                "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
+            )
+        device = self._device()
+        with torch.autocast(
+            device.type, dtype=torch.bfloat16, enabled=self._autocast_enabled(device)
+        ):
+            if tokens is not None:
+                return self._sentences_forward(tokens, sampled)
+            return self._stream_forward(
+                forward_tokens, forward_targets, backward_tokens, backward_targets, sampled
+            )
+
+    def _device(self) -> torch.device:
+        return self.softmax.softmax_weight.device
+
+    def _autocast_enabled(self, device: torch.device) -> bool:
+        """
+        Whether this forward pass runs in bfloat16 autocast: in training with
+        ``mixed_precision``, where ``device`` has native bfloat16. Asked once per device; a
+        device without it gets one warning, and training goes on in float32.
+        """
+        if not (self._mixed_precision and self.training):
+            return False
+        if device not in self._autocast_by_device:
+            support = bfloat16_support(device)
+            if support.native:
+                logger.info("mixed_precision: bfloat16 autocast in training (%s)", support.reason)
+            else:
+                logger.warning("%s; mixed_precision is off, training in float32", support.reason)
+            self._autocast_by_device[device] = support.native
+        return self._autocast_by_device[device]
+
+    def _sentences_forward(self, tokens: TextFieldTensors, sampled) -> Dict[str, torch.Tensor]:
+        if self.bilm.stateful:
+            self.bilm.stateful = False
+        character_ids = tokens["elmo_characters"]["elmo_tokens"]
+        token_mask = character_mask(character_ids)
+        targets = self._with_boundary_targets(tokens["lm_targets"]["tokens"], token_mask)
+        output = self.bilm(character_ids)
+        top, mask = output["activations"][-1], output["mask"]
+        forward_outputs = top[:, :-1, : self._projection_dim]
+        backward_outputs = top[:, 1:, self._projection_dim :]
+        # Position p of the forward LM predicts p + 1; position p of the backward LM predicts
+        # p - 1. Both pairs exist exactly where position p + 1 (resp. p) is a real token.
+        pair_mask = mask[:, 1:]
+        forward_loss = self._direction_loss(0, forward_outputs, targets[:, 1:], pair_mask, sampled)
+        backward_loss = self._direction_loss(
+            1, backward_outputs, targets[:, :-1], pair_mask, sampled
+        )
+        return {
+            "loss": 0.5 * (forward_loss + backward_loss),
+            "forward_loss": forward_loss.detach(),
+            "backward_loss": backward_loss.detach(),
+        }
+
+    def _stream_forward(
+        self,
+        forward_tokens: TextFieldTensors,
+        forward_targets: TextFieldTensors,
+        backward_tokens: TextFieldTensors,
+        backward_targets: TextFieldTensors,
+        sampled,
+    ) -> Dict[str, torch.Tensor]:
+        if not self.bilm.stateful:
+            self.bilm.stateful = True
+        losses: List[torch.Tensor] = []
+        for direction, (inputs, targets) in enumerate(
+            ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
+        ):
+            character_ids = inputs["elmo_characters"]["elmo_tokens"]
+            mask = character_mask(character_ids)
+            embedded = self.bilm.encode_tokens(character_ids, mask)
+            top = self.bilm.lstm.run_direction(direction, embedded, mask)[-1]
+            # The reader gives every input position its next token, so the input mask is the
+            # target mask. (A mask computed from the target ids would drop <S>, whose id is 0.)
+            target_ids = targets["lm_targets"]["tokens"]
+            losses.append(self._direction_loss(direction, top, target_ids, mask, sampled))
+        return {
+            "loss": 0.5 * (losses[0] + losses[1]),
+            "forward_loss": losses[0].detach(),
+            "backward_loss": losses[1].detach(),
+        }
+
+    def get_metrics(self, reset: bool = False) -> Dict[str, float]:
+        """
+        ``forward_ppl``, ``backward_ppl`` and ``ppl`` (their average, as bilm-tf reports it).
+        In training these come from the sampled softmax (an estimate); in validation and
+        ``allennlp evaluate`` from the full softmax (true perplexity).
+        """
+        metrics: Dict[str, float] = {}
+        perplexities = []
+        for direction, name in enumerate(("forward_ppl", "backward_ppl")):
+            count = self._token_counts[direction]
+            if count:
+                mean_loss = self._loss_sums[direction] / count
+                metrics[name] = math.exp(min(mean_loss, 50.0))
+                perplexities.append(metrics[name])
+        if perplexities:
+            metrics["ppl"] = sum(perplexities) / len(perplexities)
+        if reset and self.training:
+            # The end of a training epoch: a corpus smaller than the check's sample is judged
+            # on what the epoch counted.
+            self._vocabulary_order.finish()
+        if reset:
+            self._loss_sums = [0.0, 0.0]
+            self._token_counts = [0, 0]
+        return metrics

@@ -1,0 +1,22 @@
+"""
+The downstream tasks that BENCHMARKS.md measures ELMo on, each with its reader (and, where
+AllenNLP has none that fits, its model and metric) together, as allennlp-models groups a task.
+Nothing here is needed to use ELMo itself; importing it registers the readers, models and
+metrics by name.
+"""
+from elmo_plugin.tasks.klue_ner import CharacterSpanCrfTagger, KlueNerF1, KlueNerReader
+from elmo_plugin.tasks.sentiment import SentimentTsvReader
+from elmo_plugin.tasks.srl import UniversalPropBankSrlReader
+from elmo_plugin.tasks.tagging import TokenTagConllReader
+from elmo_plugin.tasks.universal_dependencies import ConlluSentenceGenreReader, ConlluTaggingReader
+
+__all__ = [
+    "CharacterSpanCrfTagger",
+    "ConlluSentenceGenreReader",
+    "ConlluTaggingReader",
+    "KlueNerF1",
+    "KlueNerReader",
+    "SentimentTsvReader",
+    "TokenTagConllReader",
+    "UniversalPropBankSrlReader",
+]

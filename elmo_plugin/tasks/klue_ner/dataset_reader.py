@@ -1,0 +1,293 @@
+"""
+``klue_ner``: KLUE-NER (Korean named entities, tagged per character) read as morphemes, so that
+a tagger can use the Korean biLM, whose tokens are Mecab morphemes.
+
+KLUE tags every character of a sentence (BIO, types PS LC OG DT TI QT). The reader rebuilds the
+sentence's text from its characters, tokenizes it into morphemes with their character offsets,
+and gives each morpheme a tag from the entities it overlaps (`morpheme_tags`). It keeps the gold
+entities as character spans in the metadata, so that the model can be scored on characters as
+KLUE scores it (`elmo_plugin.tasks.klue_ner.metric`), whatever the morphemes were.
+"""
+import logging
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import TokenIndexer
+from allennlp.data.tokenizers import Token, Tokenizer
+
+from elmo_plugin.common.text_files import decoded_lines
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
+
+logger = logging.getLogger(__name__)
+
+# An entity as a character span of the sentence's text: (start, end exclusive, type).
+CharSpan = Tuple[int, int, str]
+
+# "train.tsv[:90%]", "train.tsv[90%:]": a part of a file's sentences (see `select_part`).
+_PART = re.compile(r"^(?P<path>.*)\[(?P<start>\d*)%?:(?P<end>\d*)%?\]$")
+# The order in which `select_part` cuts a file: a fixed permutation, so that the parts of a
+# KLUE file (whose sentences are grouped by source, news then reviews) are alike.
+PART_SEED = 13
+
+
+@dataclass
+class KlueSentence:
+    """One sentence of a KLUE-NER file: its id (if the file has one), text and tags per character."""
+
+    sentence_id: Optional[str]
+    text: str
+    char_tags: List[str]
+    line: int  # the 1-based line of its first character, for messages
+
+
+@dataclass
+class MorphemeTagStats:
+    """How well the morphemes of a pass fit KLUE's entities (logged after each pass)."""
+
+    sentences: int = 0
+    morphemes: int = 0
+    entities: int = 0
+    # Morphemes that hold characters both of an entity and outside it (or of two entities).
+    crossing_morphemes: int = 0
+    # Entities whose character span differs from the span of the morphemes that get its tags:
+    # even a perfect morpheme tagger misses them.
+    unreachable_entities: int = 0
+    by_type: Dict[str, int] = field(default_factory=dict)
+
+
+def char_tags_to_spans(char_tags: Sequence[str], where: str = "") -> List[CharSpan]:
+    """
+    The entities of a BIO (IOB2) tag sequence as ``(start, end, type)`` spans, ``end``
+    exclusive. An ``I-X`` that does not continue an ``X`` starts a new entity (as the strict IOB2
+    reading of seqeval, which KLUE uses, would not count it: KLUE's gold tags have none).
+    """
+    spans: List[CharSpan] = []
+    start, kind = -1, None
+    for index, tag in enumerate(list(char_tags) + ["O"]):
+        if tag == "O" or tag.startswith("B-") or (tag.startswith("I-") and tag[2:] != kind):
+            if kind is not None:
+                spans.append((start, index, kind))
+            start, kind = (index, tag[2:]) if tag != "O" else (-1, None)
+        elif not tag.startswith("I-"):
+            raise ConfigurationError(f"{where}unknown tag {tag!r} (expected O, B-TYPE or I-TYPE)")
+    return spans
+
+
+def morpheme_tags(
+    token_spans: Sequence[Tuple[int, int]],
+    entities: Sequence[CharSpan],
+    stats: Optional[MorphemeTagStats] = None,
+) -> List[str]:
+    """
+    BIO tags for morphemes at character spans ``token_spans`` (``(start, end)``, ``end``
+    exclusive), from the character-span ``entities``:
+
+    - a morpheme that overlaps no entity is ``O``;
+    - the first morpheme that overlaps an entity is ``B-TYPE``, the others that overlap it
+      ``I-TYPE``;
+    - a morpheme that overlaps two entities (Mecab joined the end of one with the start of the
+      next) keeps the tag of the first: the second then starts at its next morpheme, or is lost.
+
+    A morpheme that also holds characters outside its entity (e.g. ``박씨`` as one morpheme
+    for the entity ``박``) crosses a boundary: its entity then maps back to a wider span than the
+    gold one. `stats` counts both (README, "KLUE-NER").
+    """
+    tags = ["O"] * len(token_spans)
+    owner: List[Optional[int]] = [None] * len(token_spans)
+    for number, (start, end, kind) in enumerate(entities):
+        covering = [
+            i for i, (token_start, token_end) in enumerate(token_spans)
+            if token_start < end and start < token_end
+        ]
+        free = [i for i in covering if owner[i] is None]
+        for position, i in enumerate(free):
+            tags[i] = ("B-" if position == 0 else "I-") + kind
+            owner[i] = number
+        if stats is not None:
+            stats.entities += 1
+            stats.by_type[kind] = stats.by_type.get(kind, 0) + 1
+            mapped = (token_spans[free[0]][0], token_spans[free[-1]][1]) if free else None
+            if mapped != (start, end) or len(free) != len(covering):
+                stats.unreachable_entities += 1
+    if stats is not None:
+        stats.sentences += 1
+        stats.morphemes += len(token_spans)
+        for i, (token_start, token_end) in enumerate(token_spans):
+            inside = {
+                number for number, (start, end, _) in enumerate(entities)
+                if token_start < end and start < token_end
+            }
+            if len(inside) > 1 or any(
+                token_start < start or end < token_end
+                for number, (start, end, _) in enumerate(entities) if number in inside
+            ):
+                stats.crossing_morphemes += 1
+    return tags
+
+
+def read_klue_ner(path: str) -> Iterator[KlueSentence]:
+    """
+    Yields the sentences of a KLUE-NER file in either of its two layouts:
+
+    - KLUE's own (``klue-ner-v1.1_*.tsv``): comment lines ``## ...``; a sentence is a line
+      ``## <id><TAB><text with <entity:TYPE> markup>``, then one ``character<TAB>tag`` line per
+      character, spaces included, then a blank line;
+    - CoNLL (``character<TAB>tag``, blank line between sentences), where ``▁`` (U+2581) stands
+      for a space, as in ``../shared/data/ko/ner/klue/conll``.
+
+    # Raises
+
+    `ConfigurationError` ``path:line: ...`` for a line that is not ``character<TAB>tag``, and
+    for an unknown tag.
+    """
+    sentence_id: Optional[str] = None
+    chars: List[str] = []
+    tags: List[str] = []
+    first_line = 0
+    for line_index, text, _ in decoded_lines(path):
+        line = text.rstrip("\r\n")
+        if line.startswith("## "):
+            header = line[3:].split("\t", 1)
+            if len(header) == 2:  # "## <id>\t<text>": the next sentence's id
+                sentence_id = header[0]
+            continue
+        if line == "":
+            if chars:
+                yield KlueSentence(sentence_id, "".join(chars), tags, first_line)
+                sentence_id, chars, tags = None, [], []
+            continue
+        # The character may itself be a space (KLUE's layout), so split on the last TAB.
+        char, tab, tag = line.rpartition("\t")
+        if not tab or len(char) != 1 or not tag:
+            raise ConfigurationError(
+                f"{path}:{line_index + 1}: expected one character, a TAB and a tag: {line[:80]!r}"
+            )
+        if not chars:
+            first_line = line_index + 1
+        chars.append(" " if char == "\u2581" else char)
+        tags.append(tag)
+    if chars:
+        yield KlueSentence(sentence_id, "".join(chars), tags, first_line)
+
+
+def select_part(items: List, start: Optional[float], end: Optional[float]) -> List:
+    """
+    The items from ``start``% to ``end``% (`None`: 0 and 100) of a fixed permutation of
+    ``items`` (seed `PART_SEED`), returned in their file order. ``[:90%]`` and ``[90%:]`` of the
+    same file are disjoint and together are the whole file.
+    """
+    order = list(range(len(items)))
+    random.Random(PART_SEED).shuffle(order)
+    low = round(len(items) * (start or 0) / 100)
+    high = round(len(items) * (100 if end is None else end) / 100)
+    return [items[i] for i in sorted(order[low:high])]
+
+
+@DatasetReader.register("klue_ner")
+class KlueNerReader(ShardedTaskReader):
+    """
+    Reads KLUE-NER (`read_klue_ner`: KLUE's ``.tsv`` or the ``character<TAB>tag`` CoNLL layout)
+    into one instance per sentence: ``tokens`` (the morphemes of ``tokenizer``), ``tags`` (their
+    BIO tags, `morpheme_tags`) and ``metadata`` ``{"words", "text", "token_spans",
+    "gold_spans", "sentence_id"}``, what ``character_span_crf_tagger`` (an allennlp-models
+    ``crf_tagger`` scored on characters) takes.
+
+    A path may end in ``[A%:B%]`` to read part of a file, e.g. ``train.tsv[:90%]`` for training
+    and ``train.tsv[90%:]`` for model selection (KLUE's shared split has no validation set): the
+    sentences from A% to B% of a fixed permutation (`select_part`).
+
+    Registered as a `DatasetReader` with name "klue_ner".
+
+    # Parameters
+
+    tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)
+        The morpheme tokenizer; its tokens must carry character offsets (``idx``/``idx_end``),
+        as the registered Korean tokenizers' do. Use the biLM's tokenizer.
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+    label_namespace : `str`, optional (default = `"labels"`)
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Optional[Tokenizer] = None,
+        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        label_namespace: str = "labels",
+        **kwargs,
+    ) -> None:
+        super().__init__(token_indexers=token_indexers, label_namespace=label_namespace, **kwargs)
+        self._tokenizer = tokenizer or MecabKoTokenizer()
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        file_path = str(file_path)
+        part = _PART.match(file_path)
+        start = end = None
+        if part:
+            file_path = part.group("path")
+            start = float(part.group("start")) if part.group("start") else None
+            end = float(part.group("end")) if part.group("end") else None
+        path = cached_path(file_path)
+        sentences = list(read_klue_ner(path))
+        if not sentences:
+            raise no_instance_error(path, "sentences", " (expected character<TAB>tag lines)")
+        if part:
+            sentences = select_part(sentences, start, end)
+            logger.info("%s: sentences %s%% to %s%%: %d", path, start or 0, end or 100, len(sentences))
+        stats = MorphemeTagStats()
+        for sentence in self.shard_iterable(sentences):
+            where = f"{path}:{sentence.line}: "
+            yield self.text_to_instance(
+                sentence.text,
+                char_tags_to_spans(sentence.char_tags, where),
+                sentence.sentence_id,
+                stats,
+            )
+        if stats.sentences:
+            logger.info(
+                "%s: %d sentences, %d morphemes, %d entities; %d morphemes cross an entity "
+                "boundary; %d entities (%.2f%%) do not map to whole morphemes",
+                path, stats.sentences, stats.morphemes, stats.entities, stats.crossing_morphemes,
+                stats.unreachable_entities, 100 * stats.unreachable_entities / max(stats.entities, 1),
+            )
+
+    def tokenize(self, text: str) -> Tuple[List[Token], List[Tuple[int, int]]]:
+        """The morphemes of ``text`` and their character spans."""
+        tokens = [token for token in self._tokenizer.tokenize(text) if token.idx is not None]
+        spans = []
+        for token in tokens:
+            end = token.idx_end if token.idx_end is not None else token.idx + len(token.text)
+            spans.append((token.idx, end))
+        return tokens, spans
+
+    def text_to_instance(  # type: ignore
+        self,
+        text: str,
+        gold_spans: Optional[List[CharSpan]] = None,
+        sentence_id: Optional[str] = None,
+        stats: Optional[MorphemeTagStats] = None,
+    ) -> Instance:
+        """
+        ``text`` is a sentence; ``gold_spans`` its entities as character spans (left out when
+        predicting).
+        """
+        tokens, spans = self.tokenize(text)
+        if not tokens:
+            raise ConfigurationError(f"the sentence {sentence_id or text[:40]!r} has no morpheme")
+        tags = None if gold_spans is None else morpheme_tags(spans, gold_spans, stats)
+        return self.tagging_instance(
+            tokens,
+            tags,
+            text=text,
+            token_spans=spans,
+            gold_spans=gold_spans,
+            sentence_id=sentence_id,
+        )
+

@@ -1,0 +1,237 @@
+"""
+Dataset reader ``sentiment_tsv``: text classification from a tab-separated file with a header,
+such as the NSMC-style Korean sentiment set (``ko/sentiment/{train,test}.tsv``: ``id``,
+``text``, ``label``), tokenized by a Korean morpheme tokenizer (`elmo_plugin.data.tokenizers.korean`).
+"""
+import logging
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import TokenIndexer
+from allennlp.data.tokenizers import Token, Tokenizer
+
+from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer, is_blank
+from elmo_plugin.common.text_files import decoded_lines
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+
+logger = logging.getLogger(__name__)
+
+# (line number, id or None, text, label) of one data row.
+Row = Tuple[int, Optional[str], str, str]
+
+
+@DatasetReader.register("sentiment_tsv")
+class SentimentTsvReader(ShardedTaskReader):
+    """
+    Reads a TSV file for text classification: one instance per row, the text tokenized by
+    ``tokenizer``. The first line is the header, naming the columns (at least ``text_column``
+    and ``label_column``; other columns are ignored, ``id_column`` goes into the metadata).
+    Fields are split on TAB only, with no quoting (a ``"`` is an ordinary character), and every
+    row must have as many fields as the header. The file is read as UTF-8 (`decoded_lines`: a
+    byte that is not UTF-8 is an error naming ``path:line``; a byte order mark is dropped),
+    lazily, row by row.
+
+    Rows whose text gives no token (blank text) are skipped and counted; empty lines are skipped
+    and counted too. The counts are logged after each pass over the file.
+
+    Fields: ``tokens`` (`TextField` of the tokens), ``label`` (`LabelField`, the label column's
+    text, e.g. ``"0"``/``"1"``) and ``metadata`` (`MetadataField`
+    ``{"words": [...], "id": ...}``), which is what allennlp's ``basic_classifier`` takes.
+
+    Registered as a `DatasetReader` with name "sentiment_tsv".
+
+    # Parameters
+
+    tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)
+        Splits the text into tokens: ``korean`` (= ``mecab_ko``) or ``kiwi`` for Korean
+        morphemes, or any AllenNLP tokenizer.
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+        How to index the tokens.
+    text_column : `str`, optional (default = `"text"`)
+        The header name of the text column.
+    label_column : `str`, optional (default = `"label"`)
+        The header name of the label column. An empty label is an error.
+    id_column : `Optional[str]`, optional (default = `"id"`)
+        The header name of a column whose value goes into the metadata as ``"id"``; `None` in
+        the metadata when the header has no such column (or ``id_column`` is `None`).
+    max_tokens : `Optional[int]`, optional (default = `None`)
+        Keep at most this many tokens of each text (the first ones); `None` keeps all. The
+        number of texts cut is logged after each pass.
+    label_namespace : `str`, optional (default = `"labels"`)
+        Vocabulary namespace of the labels (``basic_classifier``'s default).
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
+        rows itself over data-loader workers and distributed ranks (`shard_iterable`); the
+        file is parsed and checked by every shard, and each shard tokenizes only its own rows.
+
+    # Raises
+
+    `ConfigurationError` ``path:line: ...`` for a header without ``text_column`` or
+    ``label_column`` (or with a column name twice), a row with another number of fields than
+    the header, and an empty label; ``path: ...`` for a file without a header or without any row
+    that gives an instance.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Optional[Tokenizer] = None,
+        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        text_column: str = "text",
+        label_column: str = "label",
+        id_column: Optional[str] = "id",
+        max_tokens: Optional[int] = None,
+        label_namespace: str = "labels",
+        **kwargs,
+    ) -> None:
+        super().__init__(token_indexers, label_namespace, **kwargs)
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigurationError(
+                f"sentiment_tsv: max_tokens must be at least 1 (or null), got {max_tokens}"
+            )
+        if text_column == label_column:
+            raise ConfigurationError(
+                f"sentiment_tsv: text_column and label_column are both {text_column!r}"
+            )
+        self._tokenizer = tokenizer or MecabKoTokenizer()
+        self.text_column = text_column
+        self.label_column = label_column
+        self.id_column = id_column
+        self.max_tokens = max_tokens
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        path = cached_path(file_path)
+        instances = 0
+        skipped = 0  # rows whose text gives no token
+        first_skipped: Optional[int] = None  # the line number of the first
+        truncated = 0
+        # Rows are parsed and checked before sharding, tokenized after: every shard checks the
+        # whole file cheaply, and each row is tokenized by one shard only.
+        for line_number, row_id, text, label in self.shard_iterable(self._rows(path)):
+            tokens = self._tokenizer.tokenize(text)
+            if not tokens:
+                skipped += 1
+                first_skipped = first_skipped or line_number
+                continue
+            if self.max_tokens is not None and len(tokens) > self.max_tokens:
+                truncated += 1
+                tokens = tokens[: self.max_tokens]
+            instances += 1
+            yield self.text_to_instance(tokens, label, row_id)
+        _, shards = self.shard()
+        where = f" (one of {shards} shards)" if shards > 1 else ""
+        if instances == 0:
+            # With several shards, a shard may get no row of a small file; `_rows` has checked
+            # that the file as a whole has a non-blank text.
+            if shards == 1:
+                raise no_instance_error(
+                    path,
+                    "instance",
+                    f": every text gives no token ({skipped} row(s) skipped)",
+                    hint=None,
+                )
+            logger.warning("sentiment_tsv: no instance from %s%s", path, where)
+        logger.info(
+            "sentiment_tsv: read %d instance(s) from %s%s; skipped %d row(s) whose text gives "
+            "no token%s; cut %d text(s) to max_tokens=%s",
+            instances,
+            path,
+            where,
+            skipped,
+            f" (first at line {first_skipped})" if first_skipped else "",
+            truncated,
+            self.max_tokens,
+        )
+
+    def _rows(self, path: str) -> Iterator[Row]:
+        """
+        The data rows of the file, checked: ``(line_number, id, text, label)``, 1-based line
+        numbers. Raises for a bad header or row, and at the end for a file without any row whose
+        text is not blank.
+        """
+        header: Optional[List[str]] = None
+        text_index = label_index = 0
+        id_index: Optional[int] = None
+        rows = 0
+        non_blank_texts = 0
+        empty_lines = 0
+        for line_index, raw, _ in decoded_lines(path):
+            line_number = line_index + 1
+            # Only the line break goes: a trailing TAB is an (empty) last field.
+            line = raw.rstrip("\r\n")
+            if header is None:
+                header = [name.strip() for name in line.split("\t")]
+                text_index, label_index, id_index = self._column_indices(path, header)
+                continue
+            if not line:
+                empty_lines += 1
+                continue
+            fields = line.split("\t")
+            if len(fields) != len(header):
+                raise ConfigurationError(
+                    f"{path}:{line_number}: {len(fields)} tab-separated field(s), but the "
+                    f"header names {len(header)} ({', '.join(header)}): {line[:80]!r}"
+                )
+            label = fields[label_index].strip()
+            if not label:
+                raise ConfigurationError(
+                    f"{path}:{line_number}: empty label (column {self.label_column!r})"
+                )
+            text = fields[text_index]
+            rows += 1
+            if not is_blank(text):
+                non_blank_texts += 1
+            yield line_number, (fields[id_index] if id_index is not None else None), text, label
+        if header is None:
+            raise ConfigurationError(f"{path}: empty file, no header and no instance")
+        if non_blank_texts == 0:
+            raise no_instance_error(
+                path,
+                "instance",
+                f": {rows} row(s)"
+                + (", every text blank" if rows else "")
+                + (f", {empty_lines} empty line(s)" if empty_lines else ""),
+                hint=None,
+            )
+        if empty_lines:
+            logger.info("sentiment_tsv: skipped %d empty line(s) in %s", empty_lines, path)
+
+    def _column_indices(self, path: str, header: List[str]) -> Tuple[int, int, Optional[int]]:
+        duplicates = sorted({name for name in header if header.count(name) > 1})
+        if duplicates:
+            raise ConfigurationError(
+                f"{path}:1: the header names the column(s) {', '.join(map(repr, duplicates))} "
+                "more than once"
+            )
+        for column in (self.text_column, self.label_column):
+            if column not in header:
+                raise ConfigurationError(
+                    f"{path}:1: no column {column!r} in the header (columns: "
+                    f"{', '.join(map(repr, header))}); is this a TSV file with a header line?"
+                )
+        id_index = (
+            header.index(self.id_column)
+            if self.id_column is not None and self.id_column in header
+            else None
+        )
+        return header.index(self.text_column), header.index(self.label_column), id_index
+
+    def text_to_instance(  # type: ignore
+        self,
+        text: Union[str, Sequence[Union[str, Token]]],
+        label: Optional[str] = None,
+        instance_id: Optional[str] = None,
+    ) -> Instance:
+        """
+        ``text`` is the raw text (tokenized here, and cut to ``max_tokens``) or its tokens
+        (strings or `Token`\\ s, used as they are); ``label`` is left out when predicting.
+        """
+        if isinstance(text, str):
+            tokens: Sequence[Union[str, Token]] = self._tokenizer.tokenize(text)
+            if self.max_tokens is not None:
+                tokens = tokens[: self.max_tokens]
+        else:
+            tokens = text
+        return self.classification_instance(tokens, label, id=instance_id)

@@ -1,0 +1,340 @@
+"""
+``universal_propbank_srl``: reads Universal PropBank (UP 1.0) CoNLL-U files into span-based
+semantic role labelling instances, laid out exactly as allennlp-models' ``srl`` reader
+(`SrlReader`, without BERT) lays out CoNLL-2012 data, so that allennlp-models' ``srl`` model
+(`SemanticRoleLabeler`) trains and evaluates on them unchanged.
+
+UP annotates dependency heads, not spans; `propbank_frame_to_bio` turns one predicate's column
+into BIO tags (see `UniversalPropBankSrlReader` for the heuristic).
+"""
+import logging
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.fields import Field, MetadataField, SequenceLabelField
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import TokenIndexer
+from allennlp.data.tokenizers import Token
+
+from elmo_plugin.tasks.universal_dependencies.conllu import CONLLU_COLUMNS, HEAD, ConlluSentence, read_conllu_sentences
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error, tokens_and_metadata
+
+logger = logging.getLogger(__name__)
+
+# 0-based column of the predicate sense (column 11); predicate j's labels are in SENSE + 1 + j.
+SENSE = CONLLU_COLUMNS
+NO_LABEL = ("_", "")
+VERB = "V"
+SPLIT_VERB = "C-V"
+
+
+@dataclass
+class PropBankReadStats:
+    """What the last pass of `UniversalPropBankSrlReader` over a file saw (the whole file,
+    whatever the shard)."""
+
+    sentences: int = 0
+    skipped_no_up: int = 0
+    sentences_without_predicate: int = 0
+    predicates: int = 0
+    arguments: int = 0
+    # Labels that gave no span: the predicate's own row labelled something other than V.
+    dropped_arguments: int = 0
+    # A V label on a row other than the predicate's (a phrasal verb's particle), read as C-V.
+    v_on_other_rows: int = 0
+    # Arguments whose (pruned) subtree is not contiguous, so the span is shorter than it.
+    cut_spans: int = 0
+
+
+@dataclass
+class FrameConversion:
+    """`propbank_frame_to_bio`'s result: the tags and what did not go smoothly."""
+
+    tags: List[str]
+    arguments: int
+    dropped: List[Tuple[int, str]]  # (word index, label) of labels that gave no span
+    v_on_other_rows: int
+    cut_spans: int
+
+
+def propbank_frame_to_bio(
+    heads: Sequence[int], predicate: int, labels: Sequence[str]
+) -> FrameConversion:
+    """
+    Turns one predicate's head-based UP labels into BIO span tags (the heuristic described in
+    `UniversalPropBankSrlReader`).
+
+    # Parameters
+
+    heads : `Sequence[int]`
+        The HEAD column of the sentence's words: 1-based, 0 for the root.
+    predicate : `int`
+        The predicate's 0-based word index.
+    labels : `Sequence[str]`
+        The predicate's column, one label per word (``_`` or empty for none).
+    """
+    num_words = len(heads)
+    tags = ["O"] * num_words
+    tags[predicate] = f"B-{VERB}"
+    arguments: List[Tuple[int, str]] = []
+    dropped: List[Tuple[int, str]] = []
+    v_on_other_rows = 0
+    for index, label in enumerate(labels):
+        if label in NO_LABEL:
+            continue
+        if index == predicate:
+            if label != VERB:  # a source quirk: the predicate row carries another label
+                dropped.append((index, label))
+            continue
+        if label == VERB:
+            # A second V marks the other part of a split (phrasal) verb, which the data
+            # elsewhere labels C-V ("break ... through", "Drop by").
+            label = SPLIT_VERB
+            v_on_other_rows += 1
+        arguments.append((index, label))
+
+    children: List[List[int]] = [[] for _ in range(num_words)]
+    for index, head in enumerate(heads):
+        if head > 0:
+            children[head - 1].append(index)
+    # The subtree of an argument head stops at the predicate and at the other argument heads:
+    # PropBank arguments do not nest, and a labelled word inside another head's subtree (the
+    # relative pronoun under the noun it modifies, an adjunct under a predicate nominal) is
+    # an argument of its own.
+    stops: Set[int] = {predicate, *(index for index, _ in arguments)}
+    taken = [False] * num_words
+    taken[predicate] = True
+    cut_spans = 0
+    for head, label in arguments:  # in sentence order
+        if taken[head]:  # cannot happen on a tree; guards against cyclic HEAD columns
+            dropped.append((head, label))
+            continue
+        subtree = {head}
+        stack = [head]
+        while stack:
+            for child in children[stack.pop()]:
+                if child not in subtree and child not in stops:
+                    subtree.add(child)
+                    stack.append(child)
+        start = end = head
+        while start > 0 and start - 1 in subtree and not taken[start - 1]:
+            start -= 1
+        while end + 1 < num_words and end + 1 in subtree and not taken[end + 1]:
+            end += 1
+        if end - start + 1 < len(subtree):
+            cut_spans += 1
+        for index in range(start, end + 1):
+            taken[index] = True
+            tags[index] = ("B-" if index == start else "I-") + label
+    return FrameConversion(tags, len(arguments), dropped, v_on_other_rows, cut_spans)
+
+
+@DatasetReader.register("universal_propbank_srl")
+class UniversalPropBankSrlReader(ShardedTaskReader):
+    """
+    Reads Universal PropBank CoNLL-U files (e.g. UP 1.0's ``en_ewt-up-{dev,test}.conllu``) for
+    span-based semantic role labelling, one instance per predicate, exactly as
+    allennlp-models' ``srl`` reader (`SrlReader`) does for CoNLL-2012: the fields are
+
+    - ``tokens``: `TextField` of the words;
+    - ``verb_indicator``: `SequenceLabelField` of 0/1, 1 at the predicate;
+    - ``tags``: `SequenceLabelField` of BIO tags (``B-ARG0``, ``I-ARG0``, ``B-V``,
+      ``B-ARGM-TMP``, ``B-C-ARG1``, ``B-R-ARG0``, ``O``, ...) in the ``labels`` namespace;
+    - ``metadata``: ``{"words", "verb", "verb_index", "gold_tags"}``.
+
+    A sentence without predicates gives one instance with an all-zero ``verb_indicator``, all
+    ``O`` tags and ``verb``/``verb_index`` `None`, as `SrlReader` does. Sentences marked
+    ``# propbank = no-up`` (left out of the PropBank release; they have no annotation) are
+    skipped; how many is logged at the end of the file (with the other counts in
+    ``last_read_stats``, a `PropBankReadStats`).
+
+    The format: columns 1-10 are CoNLL-U (multiword-token lines and empty nodes are skipped),
+    column 11 is the predicate sense (a roleset such as ``come.03``, or ``_``), and column
+    11 + j holds the labels of the sentence's j-th predicate (j = 1, 2, ...; predicates
+    numbered in sentence order). A sentence with k predicates has 11 + k columns on every word
+    line; one without has 11 or 12 (the 12th empty).
+
+    From heads to spans (a heuristic: UP labels dependency heads, and dependency subtrees do
+    not always match PropBank's constituents). For each predicate:
+
+    1. The predicate's word gets ``B-V``, whatever its own row says (in a few source columns
+       it is not labelled ``V``; a different label there is dropped and counted).
+    2. Every other labelled word is an argument head. A ``V`` on another row (the particle of
+       a phrasal verb, in a few columns) is read as ``C-V``, the label the data uses for that
+       elsewhere. ``C-`` and ``R-`` labels are kept as they are (``B-C-ARG1``, ``B-R-ARG0``,
+       as in the CoNLL-2005/2012 data `SrlReader` reads).
+    3. The argument heads are taken in sentence order. The span of a head is its dependency
+       subtree (HEAD column, over the words), not descending into the predicate or into any
+       other argument head of this predicate (arguments do not nest: a relative pronoun under
+       its noun, or an adjunct under a predicate nominal, is an argument of its own), cut to
+       the maximal contiguous run of subtree words around the head that contains neither the
+       predicate nor a word already inside another argument's span. Words of a
+       non-contiguous subtree outside that run stay ``O`` (counted as cut spans).
+
+    The ``verb_indicator`` marks the predicate only: `SrlReader` marks every tag ending in
+    ``-V`` (so ``C-V`` words too), but the ``srl`` predictor marks just the verb, and marking
+    gold ``C-V`` words would give the model part of the answer.
+
+    Registered as a `DatasetReader` with name "universal_propbank_srl".
+
+    # Parameters
+
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+        How to index the words.
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
+        instances itself over data-loader workers and distributed ranks.
+
+    # Raises
+
+    `ConfigurationError` ``path:line: ...`` for CoNLL-U format errors (see
+    `read_conllu_sentences`), a word line whose number of columns does not fit the sentence's
+    predicates, or a HEAD that is not a word of the sentence; ``path: ...`` for a file that
+    gives no instance at all.
+    """
+
+    def __init__(
+        self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, **kwargs
+    ) -> None:
+        # No label_namespace parameter: the srl model reads its tags from "labels". Passing it
+        # here makes a config's label_namespace an error (as any unknown parameter is) rather
+        # than a setting that would be silently ignored.
+        super().__init__(token_indexers, label_namespace="labels", **kwargs)
+        self.last_read_stats = PropBankReadStats()
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        path = cached_path(file_path)
+        for words, verb_label, tags in self.shard_iterable(self._frames(path)):
+            yield self.text_to_instance([Token(word) for word in words], verb_label, tags)
+
+    def _frames(self, path: str) -> Iterator[Tuple[List[str], List[int], List[str]]]:
+        # The frames are converted before sharding (cheap next to making instances), so that
+        # every shard checks the whole file and the counts are the file's, not one shard's.
+        stats = PropBankReadStats()
+        self.last_read_stats = stats
+        instances = 0
+        for sentence in read_conllu_sentences(path):
+            stats.sentences += 1
+            if sentence.comments.get("propbank") == "no-up":
+                stats.skipped_no_up += 1
+                continue
+            words = sentence.words
+            heads = _heads(path, sentence)
+            predicates = [
+                index for index, row in enumerate(sentence.rows) if _has_sense(row)
+            ]
+            _check_columns(path, sentence, len(predicates))
+            if not predicates:
+                stats.sentences_without_predicate += 1
+                instances += 1
+                yield words, [0] * len(words), ["O"] * len(words)
+                continue
+            for j, predicate in enumerate(predicates):
+                labels = [row[SENSE + 1 + j] for row in sentence.rows]
+                conversion = propbank_frame_to_bio(heads, predicate, labels)
+                stats.predicates += 1
+                stats.arguments += conversion.arguments
+                stats.dropped_arguments += len(conversion.dropped)
+                stats.v_on_other_rows += conversion.v_on_other_rows
+                stats.cut_spans += conversion.cut_spans
+                for index, label in conversion.dropped:
+                    logger.debug(
+                        "%s:%d: predicate %d's label %s on word %d gave no span",
+                        path,
+                        sentence.line_numbers[index],
+                        j + 1,
+                        label,
+                        index + 1,
+                    )
+                verb_label = [0] * len(words)
+                verb_label[predicate] = 1
+                instances += 1
+                yield words, verb_label, conversion.tags
+        if instances == 0:
+            raise no_instance_error(
+                path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)"
+            )
+        logger.info(
+            "%s: %d sentences, %d skipped as '# propbank = no-up', %d predicates, %d "
+            "sentences without predicates; %d argument labels, %d dropped (on the predicate's "
+            "own row), %d V labels on other rows read as C-V, %d spans cut short "
+            "(non-contiguous subtree)",
+            path,
+            stats.sentences,
+            stats.skipped_no_up,
+            stats.predicates,
+            stats.sentences_without_predicate,
+            stats.arguments,
+            stats.dropped_arguments,
+            stats.v_on_other_rows,
+            stats.cut_spans,
+        )
+
+    def text_to_instance(  # type: ignore
+        self, tokens: List[Token], verb_label: List[int], tags: Optional[List[str]] = None
+    ) -> Instance:
+        """
+        `SrlReader.text_to_instance` (non-BERT): ``verb_label`` is the 0/1 predicate
+        indicator (all zeros for a sentence without predicate); ``tags`` are the gold BIO tags,
+        left out when predicting.
+        """
+        text_field, metadata = tokens_and_metadata(tokens)
+        fields: Dict[str, Field] = {
+            "tokens": text_field,
+            "verb_indicator": SequenceLabelField(verb_label, text_field),
+        }
+        if all(value == 0 for value in verb_label):
+            metadata["verb"] = None
+            metadata["verb_index"] = None
+        else:
+            verb_index = verb_label.index(1)
+            metadata["verb"] = tokens[verb_index].text
+            metadata["verb_index"] = verb_index
+        if tags:
+            fields["tags"] = SequenceLabelField(tags, text_field)
+            metadata["gold_tags"] = tags
+        fields["metadata"] = MetadataField(metadata)
+        return Instance(fields)
+
+
+def _has_sense(row: List[str]) -> bool:
+    return len(row) > SENSE and row[SENSE] not in NO_LABEL
+
+
+def _heads(path: str, sentence: ConlluSentence) -> List[int]:
+    heads = []
+    for row, line_number in zip(sentence.rows, sentence.line_numbers):
+        head = row[HEAD]
+        if not head.isdigit() or int(head) > len(sentence.rows):
+            raise ConfigurationError(
+                f"{path}:{line_number}: HEAD {head!r} is not a word of the sentence (0 to "
+                f"{len(sentence.rows)})"
+            )
+        heads.append(int(head))
+    return heads
+
+
+def _check_columns(path: str, sentence: ConlluSentence, num_predicates: int) -> None:
+    """
+    Every word line must have exactly the columns of the sentence's predicates: with one label
+    column too few or too many, labels would silently go to the wrong predicate.
+    """
+    for row, line_number in zip(sentence.rows, sentence.line_numbers):
+        if num_predicates:
+            ok = len(row) == SENSE + 1 + num_predicates
+            expected = f"{SENSE + 1 + num_predicates}"
+        else:
+            # Without predicates: the sense column, and an empty 12th column (a trailing TAB).
+            ok = len(row) == SENSE + 1 or (
+                len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL
+            )
+            expected = f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
+        if not ok:
+            raise ConfigurationError(
+                f"{path}:{line_number}: {len(row)} tab-separated columns, but the sentence "
+                f"has {num_predicates} predicate(s), so Universal PropBank needs {expected} "
+                "(10 CoNLL-U columns, the predicate sense, one label column per predicate)"
+            )

@@ -1,0 +1,263 @@
+"""
+Dataset readers for CoNLL-U files (Universal Dependencies), for the ELMo downstream tasks:
+
+- ``conllu_tagging``: part-of-speech tagging (UPOS or XPOS), one instance per sentence;
+- ``conllu_sentence_genre``: sentence classification by the genre prefix of the ``sent_id``
+  comment (UD English-EWT: answers, email, newsgroup, reviews, weblog).
+
+Both, and the ``universal_propbank_srl`` reader, parse the files with `read_conllu_sentences`,
+so that every CoNLL-U file in the plugin is split, checked and reported on in the same way; the
+instances, sharding and indexing are `elmo_plugin.tasks.common.sharded_task_reader.ShardedTaskReader`'s.
+"""
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Union
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.data.dataset_readers.dataset_reader import DatasetReader
+from allennlp.data.instance import Instance
+from allennlp.data.token_indexers import TokenIndexer
+from allennlp.data.tokenizers import Token
+
+from elmo_plugin.common.text_files import decoded_lines
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+
+logger = logging.getLogger(__name__)
+
+# CoNLL-U's ten columns (0-based indices into a row).
+ID, FORM, LEMMA, UPOS, XPOS, FEATS, HEAD, DEPREL, DEPS, MISC = range(10)
+CONLLU_COLUMNS = 10
+
+TAG_COLUMNS = {"upos": UPOS, "xpos": XPOS}
+
+_WORD_ID = re.compile(r"[0-9]+")
+# Multiword tokens ("1-2": the surface token "don't" over the words "do" "n't") and empty nodes
+# ("8.1": enhanced-dependency nodes without a surface word) are not words of the sentence.
+_MULTIWORD_ID = re.compile(r"[0-9]+-[0-9]+")
+_EMPTY_NODE_ID = re.compile(r"[0-9]+\.[0-9]+")
+
+
+@dataclass
+class ConlluSentence:
+    """
+    One sentence of a CoNLL-U file.
+
+    start_line : the 1-based line number of the sentence's first line (a comment or a word).
+    comments : the ``# key = value`` comments, e.g. ``{"sent_id": "...", "text": "..."}``; a
+        comment without ``=`` (``# newpar``) is kept with the value `None`.
+    rows : the word lines (integer IDs 1, 2, ... in order), split on TAB; multiword-token lines
+        and empty nodes are left out. A row has at least 10 columns (more in extended formats
+        such as Universal PropBank).
+    line_numbers : the 1-based line number of each row, for error messages.
+    """
+
+    start_line: int
+    comments: Dict[str, Optional[str]] = field(default_factory=dict)
+    rows: List[List[str]] = field(default_factory=list)
+    line_numbers: List[int] = field(default_factory=list)
+
+    @property
+    def words(self) -> List[str]:
+        return [row[FORM] for row in self.rows]
+
+
+def read_conllu_sentences(path: Union[str, "os.PathLike[str]"]) -> Iterator[ConlluSentence]:
+    """
+    Yields the sentences of the CoNLL-U file ``path`` (UTF-8) lazily, one at a time.
+
+    Sentences are separated by blank (or whitespace-only) lines; the last one needs none.
+    Comment lines (``#``) are collected into `ConlluSentence.comments`; multiword-token lines
+    (ID ``1-2``) and empty nodes (ID ``8.1``) are skipped, so the rows are exactly the words the
+    dependency tree (and every tagging task) is about.
+
+    # Raises
+
+    `ConfigurationError` ``path:line: ...`` for a line that is not UTF-8, a word line with fewer
+    than 10 tab-separated columns, an ID that is neither an integer, a range nor a decimal,
+    integer IDs that do not run 1, 2, 3, ... within a sentence, and a sentence made of comments
+    only.
+    """
+    path = os.fspath(path)
+    sentence: Optional[ConlluSentence] = None
+    for line_index, text, _ in decoded_lines(path):
+        line_number = line_index + 1
+        # Only the line break goes: a trailing TAB is an (empty) column in extended formats.
+        line = text.rstrip("\r\n")
+        if not line.strip():
+            if sentence is not None:
+                yield _finished(path, sentence)
+                sentence = None
+            continue
+        if sentence is None:
+            sentence = ConlluSentence(start_line=line_number)
+        if line.startswith("#"):
+            key, equals, value = line[1:].partition("=")
+            sentence.comments[key.strip()] = value.strip() if equals else None
+            continue
+        columns = line.split("\t")
+        if len(columns) < CONLLU_COLUMNS:
+            raise ConfigurationError(
+                f"{path}:{line_number}: a CoNLL-U word line needs at least {CONLLU_COLUMNS} "
+                f"tab-separated columns, found {len(columns)}: {line[:80]!r}"
+            )
+        word_id = columns[ID]
+        if _MULTIWORD_ID.fullmatch(word_id) or _EMPTY_NODE_ID.fullmatch(word_id):
+            continue
+        if not _WORD_ID.fullmatch(word_id):
+            raise ConfigurationError(
+                f"{path}:{line_number}: the ID {word_id!r} is not an integer (nor a multiword "
+                "range like '1-2' or an empty node like '8.1')"
+            )
+        if int(word_id) != len(sentence.rows) + 1:
+            raise ConfigurationError(
+                f"{path}:{line_number}: word ID {word_id} out of sequence, expected "
+                f"{len(sentence.rows) + 1} (is a blank line missing between two sentences?)"
+            )
+        sentence.rows.append(columns)
+        sentence.line_numbers.append(line_number)
+    if sentence is not None:
+        yield _finished(path, sentence)
+
+
+def _finished(path: str, sentence: ConlluSentence) -> ConlluSentence:
+    if not sentence.rows:
+        raise ConfigurationError(
+            f"{path}:{sentence.start_line}: comment lines without any word line after them"
+        )
+    return sentence
+
+
+@DatasetReader.register("conllu_tagging")
+class ConlluTaggingReader(ShardedTaskReader):
+    """
+    Reads a CoNLL-U file for part-of-speech tagging: one instance per sentence, over its words
+    (multiword-token lines and empty nodes are skipped; see `read_conllu_sentences`).
+
+    Fields: ``tokens`` (`TextField` of the word forms, column 2), ``tags`` (`SequenceLabelField`
+    of the ``tag_column``) and ``metadata`` (`MetadataField` ``{"words": [...]}``), which is
+    what allennlp-models' ``crf_tagger`` (and ``simple_tagger``) take.
+
+    Registered as a `DatasetReader` with name "conllu_tagging".
+
+    # Parameters
+
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+        How to index the words.
+    tag_column : `str`, optional (default = `"upos"`)
+        ``"upos"`` (column 4, universal POS tags) or ``"xpos"`` (column 5, language-specific
+        tags: Penn Treebank tags in English-EWT).
+    label_namespace : `str`, optional (default = `"labels"`)
+        Vocabulary namespace of the tags (the taggers' default).
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
+        sentences itself over data-loader workers and distributed ranks.
+    """
+
+    def __init__(
+        self,
+        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        tag_column: str = "upos",
+        label_namespace: str = "labels",
+        **kwargs,
+    ) -> None:
+        super().__init__(token_indexers, label_namespace, **kwargs)
+        if tag_column not in TAG_COLUMNS:
+            raise ConfigurationError(
+                f"conllu_tagging: tag_column must be one of {sorted(TAG_COLUMNS)}, "
+                f"got {tag_column!r}"
+            )
+        self.tag_column = tag_column
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        path = cached_path(file_path)
+        column = TAG_COLUMNS[self.tag_column]
+        for words, tags in self.shard_iterable(self._sentences(path, column)):
+            yield self.text_to_instance(words, tags)
+
+    def _sentences(self, path: str, column: int) -> Iterator:
+        # Parsed before sharding, so that every shard checks the whole file and the empty-file
+        # check below sees all sentences, not one shard's.
+        count = 0
+        for sentence in read_conllu_sentences(path):
+            count += 1
+            yield sentence.words, [row[column] for row in sentence.rows]
+        if count == 0:
+            raise no_instance_error(path, "CoNLL-U sentences")
+
+    def text_to_instance(  # type: ignore
+        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
+    ) -> Instance:
+        """
+        ``tokens`` are the words (strings or `Token`s); ``tags``, one per word, are left out
+        when predicting.
+        """
+        return self.tagging_instance(tokens, tags)
+
+
+@DatasetReader.register("conllu_sentence_genre")
+class ConlluSentenceGenreReader(ShardedTaskReader):
+    """
+    Reads a CoNLL-U file as a sentence classification task: the label of a sentence is the
+    genre prefix of its ``sent_id`` comment, the text before the first ``-`` (UD English-EWT's
+    ``sent_id = weblog-blogspot.com_..._ENG_..._172713-0001`` is a ``weblog`` sentence; the
+    EWT genres are answers, email, newsgroup, reviews and weblog).
+
+    Fields: ``tokens`` (`TextField` of the words; multiword-token lines and empty nodes are
+    skipped), ``label`` (`LabelField`) and ``metadata`` (`MetadataField`
+    ``{"words": [...], "sent_id": ...}``), which is what allennlp's ``basic_classifier`` takes.
+
+    Registered as a `DatasetReader` with name "conllu_sentence_genre".
+
+    # Parameters
+
+    token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
+        How to index the words.
+    label_namespace : `str`, optional (default = `"labels"`)
+        Vocabulary namespace of the genre labels (``basic_classifier``'s default).
+    **kwargs
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
+        sentences itself over data-loader workers and distributed ranks.
+
+    # Raises
+
+    `ConfigurationError` ``path:line: ...`` for a sentence without a ``sent_id`` comment or with
+    one that has no ``-`` (no genre prefix), besides the file format errors of
+    `read_conllu_sentences`.
+    """
+
+    def _read(self, file_path) -> Iterator[Instance]:
+        path = cached_path(file_path)
+        for words, genre, sent_id in self.shard_iterable(self._sentences(path)):
+            yield self.text_to_instance(words, genre, sent_id)
+
+    def _sentences(self, path: str) -> Iterator:
+        count = 0
+        for sentence in read_conllu_sentences(path):
+            sent_id = sentence.comments.get("sent_id")
+            if not sent_id:
+                raise ConfigurationError(
+                    f"{path}:{sentence.start_line}: the sentence has no '# sent_id = ...' "
+                    "comment, so it has no genre label"
+                )
+            genre, dash, _ = sent_id.partition("-")
+            if not dash or not genre:
+                raise ConfigurationError(
+                    f"{path}:{sentence.start_line}: sent_id {sent_id!r} has no genre prefix "
+                    "(the text before the first '-')"
+                )
+            count += 1
+            yield sentence.words, genre, sent_id
+        if count == 0:
+            raise no_instance_error(path, "CoNLL-U sentences")
+
+    def text_to_instance(  # type: ignore
+        self,
+        tokens: Sequence[Union[str, Token]],
+        label: Optional[str] = None,
+        sent_id: Optional[str] = None,
+    ) -> Instance:
+        """``label`` (the genre) is left out when predicting."""
+        return self.classification_instance(tokens, label, sent_id=sent_id)
