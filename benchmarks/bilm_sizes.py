@@ -9,6 +9,7 @@ from typing import Dict, List, Tuple
 
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.common.memory import keep_freed_memory_for_reuse
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -37,10 +38,9 @@ def options_for(size: str) -> dict:
 
 def write_random_bilm(size: str, directory: str) -> Tuple[str, str]:
     """Random weights of ``size`` as bilm-tf ``options.json`` + ``weights.hdf5`` in ``directory``."""
-    options_file = os.path.join(directory, "options.json")
-    weight_file = os.path.join(directory, "weights.hdf5")
-    ElmoBiLm(BilmOptions.from_dict(options_for(size))).to_files(options_file, weight_file)
-    return options_file, weight_file
+    bilm = ElmoBiLm(BilmOptions.from_dict(options_for(size)))
+    written = write_bilm_tf_directory(os.path.join(directory, size), bilm.options, bilm.state_dict())
+    return written["options"], written["weights"]
 
 
 def load_sentences(count: int, length: int, skip: int = 0) -> List[List[str]]:

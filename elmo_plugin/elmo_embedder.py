@@ -17,6 +17,7 @@ model when no model is named), and three differences:
 import json
 import logging
 import os
+from dataclasses import dataclass
 from typing import IO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import h5py
@@ -29,10 +30,10 @@ from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.memory import release_freed_memory
-from elmo_plugin.common.text_files import format_line_numbers
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
-from elmo_plugin.modules.pretrained import ModelFiles, resolve_model
+from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
@@ -47,8 +48,6 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 # The HDF5 dataset that maps each sentence to its key (AllenNLP 0.9's name).
 SENTENCE_TO_INDEX = "sentence_to_index"
-
-
 
 
 def check_cuda_device(cuda_device: int) -> torch.device:
@@ -94,27 +93,6 @@ def _input_path(input_file: Union[PathLike, IO]) -> str:
             )
         return os.fsdecode(name)
     return os.fspath(input_file)  # type: ignore[arg-type]
-
-
-def _check_sentences_are_hdf5_names(path: str) -> None:
-    """
-    With ``use_sentence_keys`` every sentence becomes an HDF5 name. h5py reads ``/`` as a group
-    separator (``"1 / 2"`` would be stored as dataset ``" 2"`` inside group ``"1 "``, invisible to
-    ``keys()``, and ``"a//b"`` would collide with ``"a/b"``), and ``"."`` names the root, so such
-    sentences are rejected up front instead of failing or silently nesting in the middle of a run.
-    """
-    bad_lines = [
-        line_index + 1
-        for line_index, tokens in read_sentences(path)
-        if "/" in sentence_text(tokens) or sentence_text(tokens) == "."
-    ]
-    if bad_lines:
-        raise ConfigurationError(
-            f"{path}: with --use-sentence-keys every sentence becomes an HDF5 dataset name, but "
-            f"{len(bad_lines)} sentence(s) contain '/' (HDF5's group separator) or are '.': "
-            f"line(s) {format_line_numbers(bad_lines)}. Key the sentences by line number "
-            "instead (leave out --use-sentence-keys; sentence_to_index then maps the text)."
-        )
 
 
 def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
@@ -180,8 +158,9 @@ class ElmoEmbedder:
     weight_file : `PathLike`, optional
         The bilm-tf ``weights.hdf5`` that goes with it (path or URL). Giving only one of the two
         is a `ConfigurationError`.
-    cuda_device : `int`, optional (default = `-1`)
+    cuda_device : `int` or `torch.device`, optional (default = `-1`)
         The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
+        A `torch.device` (what `check_cuda_device` returns) is used as it is.
     stateful : `bool`, optional (default = `False`)
         Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 and bilm-tf
         did. Then a sentence's vectors depend on the sentences embedded before it in the same
@@ -193,23 +172,26 @@ class ElmoEmbedder:
         ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
         ``allennlp elmo-export`` writes); or an ``elmo_bilm`` ``model.tar.gz`` or serialization
         directory. With no files and no ``model``: the published ``original``, as in 0.9. See
-        `elmo_plugin.modules.pretrained.resolve_model`.
+        `elmo_plugin.model_files.resolve.resolve_model`. A `ModelFiles` (already resolved) is
+        loaded as it is.
     """
 
     def __init__(
         self,
         options_file: Optional[PathLike] = None,
         weight_file: Optional[PathLike] = None,
-        cuda_device: int = -1,
+        cuda_device: Union[int, torch.device] = -1,
         stateful: bool = False,
         model: Optional[Union[PathLike, ModelFiles]] = None,
     ) -> None:
-        self.cuda_device = cuda_device
         # The device first: a missing GPU should not wait for a model download.
-        self._device = check_cuda_device(cuda_device)
+        if isinstance(cuda_device, torch.device):
+            self._device = cuda_device
+        else:
+            self._device = check_cuda_device(cuda_device)
+        self.cuda_device = -1 if self._device.type == "cpu" else self._device.index or 0
         files = resolve_model(model, options_file=options_file, weight_file=weight_file)
-        logger.info("Loading the ELMo biLM: %s", files.description)
-        self.elmo_bilm = files.load(stateful=stateful)
+        self.elmo_bilm = ElmoBiLm.from_model_files(files, stateful=stateful)
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)
@@ -357,11 +339,10 @@ class ElmoEmbedder:
     ) -> None:
         """
         Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
-        float32 dataset per line (AllenNLP 0.9's layout).
+        float32 dataset per line (AllenNLP 0.9's layout): `EmbeddingJob.prepare` (which checks
+        the input completely and the output path), then `run`.
 
-        The input is checked completely first (see `check_sentence_file`: UTF-8, no blank lines,
-        not empty, no duplicates with ``use_sentence_keys``), then streamed. The output is
-        written to a temporary file in the output's directory and renamed to
+        The output is written to a temporary file in the output's directory and renamed to
         ``output_file_path`` only when everything succeeded; on any error or interruption the
         temporary file is deleted and an existing ``output_file_path`` is left as it was.
 
@@ -391,50 +372,48 @@ class ElmoEmbedder:
             so that sentences of similar length share a batch. 1 keeps the file order. Stateful
             mode always keeps the file order.
         """
-        if output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
-            )
-        _check_batch_size(batch_size)
-        input_path = _input_path(input_file)
-        output_path = os.fspath(output_file_path)
+        job = EmbeddingJob.prepare(
+            input_file,
+            output_file_path,
+            output_format=output_format,
+            batch_size=batch_size,
+            forget_sentences=forget_sentences,
+            use_sentence_keys=use_sentence_keys,
+        )
+        self.run(job, progress=progress, sort_chunk_batches=sort_chunk_batches)
 
-        num_sentences = check_sentence_file(input_path, use_sentence_keys=use_sentence_keys)
-        if use_sentence_keys:
-            _check_sentences_are_hdf5_names(input_path)
-        output_directory = os.path.dirname(os.path.abspath(output_path))
-        if not os.path.isdir(output_directory):
-            raise ConfigurationError(f"the output directory does not exist: {output_directory}")
-        if os.path.isdir(output_path):
-            raise ConfigurationError(f"the output path is a directory: {output_path}")
-        if input_at(output_path, [input_path]) is not None:
-            raise ConfigurationError(f"the output file would replace the input file: {output_path}")
-
+    def run(
+        self,
+        job: "EmbeddingJob",
+        progress: bool = True,
+        sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
+    ) -> None:
+        """Carries out a prepared `EmbeddingJob` (see `embed_file` for the other arguments)."""
         logger.info(
             "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",
-            num_sentences,
-            input_path,
-            output_path,
-            output_format,
-            batch_size,
+            job.num_sentences,
+            job.input_path,
+            job.output_path,
+            job.output_format,
+            job.batch_size,
             "stateful" if self.stateful else "stateless",
             self._device,
         )
-        with atomic_output(output_path) as temporary_path:
+        with atomic_output(job.output_path) as temporary_path:
             # On any exception (KeyboardInterrupt too, and SIGTERM, which the allennlp command
             # turns into one) the half-written file is deleted: it must never look like a result.
             self._write_embeddings(
-                input_path,
+                job.input_path,
                 temporary_path,
-                num_sentences,
-                output_format,
-                batch_size,
-                record_sentences=not forget_sentences and not use_sentence_keys,
-                use_sentence_keys=use_sentence_keys,
+                job.num_sentences,
+                job.output_format,
+                job.batch_size,
+                record_sentences=not job.forget_sentences and not job.use_sentence_keys,
+                use_sentence_keys=job.use_sentence_keys,
                 progress=progress,
                 sort_chunk_batches=sort_chunk_batches,
             )
-        logger.info("Wrote the embeddings of %d sentences to %s", num_sentences, output_path)
+        logger.info("Wrote the embeddings of %d sentences to %s", job.num_sentences, job.output_path)
 
     def _write_embeddings(
         self,
@@ -475,3 +454,72 @@ class ElmoEmbedder:
                     SENTENCE_TO_INDEX, (1,), dtype=h5py.special_dtype(vlen=str)
                 )
                 dataset[0] = json.dumps(sentence_to_index)
+
+
+@dataclass(frozen=True)
+class EmbeddingJob:
+    """
+    An ``embed_file`` run whose input and output have been checked (`prepare`), before any model
+    is loaded. ``allennlp elmo`` prepares its job first, so that a bad input file or output path
+    fails at once rather than after a model download, and each check runs once.
+
+    # Parameters
+
+    input_path : `str`
+        The sentence file, checked completely (`check_sentence_file`).
+    output_path : `str`
+        The HDF5 file to write.
+    num_sentences : `int`
+        The number of sentences (lines) in the input.
+    output_format, batch_size, forget_sentences, use_sentence_keys
+        As `ElmoEmbedder.embed_file` takes them.
+    """
+
+    input_path: str
+    output_path: str
+    num_sentences: int
+    output_format: str = "all"
+    batch_size: int = DEFAULT_BATCH_SIZE
+    forget_sentences: bool = False
+    use_sentence_keys: bool = False
+
+    @classmethod
+    def prepare(
+        cls,
+        input_file: Union[PathLike, IO],
+        output_file_path: PathLike,
+        output_format: str = "all",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        forget_sentences: bool = False,
+        use_sentence_keys: bool = False,
+    ) -> "EmbeddingJob":
+        """
+        Checks everything about a run that needs no model: the output format and batch size,
+        the whole input file (UTF-8, no blank lines, not empty; with ``use_sentence_keys`` no
+        duplicates and no sentence that cannot be an HDF5 name), and that the output can be
+        written without replacing the input. `ConfigurationError` naming the problem otherwise.
+        """
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigurationError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
+            )
+        _check_batch_size(batch_size)
+        input_path = _input_path(input_file)
+        output_path = os.fspath(output_file_path)
+        num_sentences = check_sentence_file(input_path, use_sentence_keys=use_sentence_keys)
+        output_directory = os.path.dirname(os.path.abspath(output_path))
+        if not os.path.isdir(output_directory):
+            raise ConfigurationError(f"the output directory does not exist: {output_directory}")
+        if os.path.isdir(output_path):
+            raise ConfigurationError(f"the output path is a directory: {output_path}")
+        if input_at(output_path, [input_path]) is not None:
+            raise ConfigurationError(f"the output file would replace the input file: {output_path}")
+        return cls(
+            input_path,
+            output_path,
+            num_sentences,
+            output_format,
+            batch_size,
+            forget_sentences,
+            use_sentence_keys,
+        )

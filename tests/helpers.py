@@ -13,6 +13,7 @@ from allennlp.commands import ArgumentParserWithDefaults
 import torch
 
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
@@ -120,14 +121,14 @@ def make_random_bilm_files(
 ) -> BilmFiles:
     """
     Builds a random biLM (see `make_random_bilm`) and writes ``options.json`` (with the given
-    ``n_characters``) and ``weights.hdf5`` for it under ``tmp_path``; returns both paths.
+    ``n_characters``) and ``weights.hdf5`` for it into the directory ``tmp_path / "bilm"``;
+    returns both paths.
     """
-    tmp_path = Path(tmp_path)
-    tmp_path.mkdir(parents=True, exist_ok=True)
     bilm = make_random_bilm(seed=seed, scale=scale, **arch)
-    files = BilmFiles(tmp_path / "options.json", tmp_path / "weights.hdf5")
-    bilm.to_files(files.options_file, files.weight_file, n_characters=n_characters)
-    return files
+    written = write_bilm_tf_directory(
+        str(Path(tmp_path) / "bilm"), bilm.options, bilm.state_dict(), n_characters=n_characters
+    )
+    return BilmFiles(Path(written["options"]), Path(written["weights"]))
 
 
 def read_hdf5_datasets(path: Path) -> Dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from elmo_plugin.modules.pretrained import PublishedModel
+from elmo_plugin.model_files.catalogue import PublishedModel
 
 from tests.helpers import FIXTURES
 

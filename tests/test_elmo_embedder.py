@@ -18,6 +18,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
 from tests.helpers import FIXTURES
@@ -194,8 +195,8 @@ def test_embedder_follows_the_models_max_characters_per_token(tmp_path):
     )
     torch.manual_seed(0)
     bilm = ElmoBiLm(options)
-    bilm.to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
-    korean = ElmoEmbedder(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    write_bilm_tf_directory(str(tmp_path / "ko"), options, bilm.state_dict())
+    korean = ElmoEmbedder(model=str(tmp_path / "ko"))
     tokens = ["아버지", "가", "방", "에", "들어가신다", "."]
     embedding = korean.embed_sentence(tokens)
     assert embedding.shape == (3, 6, 12)

@@ -41,15 +41,20 @@ def run_reporting_errors(
     work: Callable[[], T],
     interrupted: str,
     errors: Tuple[Type[BaseException], ...] = (ConfigurationError,),
+    usage_errors: Tuple[Type[BaseException], ...] = (),
+    usage: str = "",
 ) -> T:
     """
     Runs ``work()`` and returns its result. ``errors`` (bad input) end the command with one line
-    and status 1; Ctrl-C and SIGTERM (which the ``allennlp`` command turns into
+    and status 1; ``usage_errors`` (arguments that do not go together, found only by the work)
+    with the ``usage`` line, that line and status 2, as argparse's own; Ctrl-C and SIGTERM (which the ``allennlp`` command turns into
     `SigTermReceived`) with the line ``interrupted`` and status 130 or 143. The work is expected
     to leave no partial output behind in these cases (the plugin writes every output atomically).
     """
     try:
         return work()
+    except usage_errors as error:
+        exit_with_error(command, str(error), EXIT_USAGE, usage)
     except errors as error:
         exit_with_error(command, str(error))
     except KeyboardInterrupt:

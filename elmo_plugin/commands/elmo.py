@@ -12,7 +12,7 @@ allennlp elmo --list-models
 
 As in 0.9, with no model named the published English "Original" model is downloaded (once, into
 AllenNLP's cache); ``--model`` names another published model or local files (see
-`elmo_plugin.modules.pretrained`). Unlike 0.9 the default is stateless (see `ElmoEmbedder`);
+`elmo_plugin.model_files.resolve`). Unlike 0.9 the default is stateless (see `ElmoEmbedder`);
 ``--stateful`` gives 0.9's results.
 """
 import argparse
@@ -25,23 +25,20 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.common.text_files import check_is_file
-from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, check_cuda_device
-from elmo_plugin.modules.pretrained import (
+from elmo_plugin.elmo_embedder import (
+    DEFAULT_BATCH_SIZE,
+    ElmoEmbedder,
+    EmbeddingJob,
+    check_cuda_device,
+)
+from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,
     PUBLISHED_MODELS,
-    ArgumentNames,
-    check_file_pair,
     describe_published_models,
-    resolve_model,
 )
-from elmo_plugin.commands.common import (
-    EXIT_USAGE,
-    exit_with_error,
-    positive_int,
-    run_reporting_errors,
-)
+from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError, resolve_model
+from elmo_plugin.commands.common import positive_int, run_reporting_errors
 
 logger = logging.getLogger(__name__)
 
@@ -189,40 +186,35 @@ def elmo_command(args: argparse.Namespace) -> None:
     argparse's usage errors) or 1 (everything else, a failed model download included); an
     interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output file is left behind in any
     of these cases.
+
+    Each check runs once, the cheap ones first, so that a mistyped path or a missing GPU does
+    not wait for a model download: the input file and output path (`EmbeddingJob.prepare`),
+    the GPU, then the model, resolved once and handed to the embedder as files.
     """
-    # Empty strings count as not given (an unset shell variable in a script).
-    model = getattr(args, "model", None) or None
-    options_file = args.options_file or None
-    weight_file = args.weight_file or None
-    try:
-        check_file_pair(options_file, weight_file, COMMAND_ARGUMENTS)
-    except ConfigurationError as error:
-        exit_with_error("elmo", str(error), EXIT_USAGE, getattr(args, "elmo_usage", ""))
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
 
     def embed() -> None:
-        # The cheap checks first: a mistyped path or a missing GPU should not wait for a model
-        # download (embed_file checks the input completely afterwards).
-        check_is_file(args.input_file)
-        check_cuda_device(args.cuda_device)
+        job = EmbeddingJob.prepare(
+            args.input_file,
+            args.output_file,
+            output_format=output_format,
+            batch_size=args.batch_size,
+            forget_sentences=args.forget_sentences,
+            use_sentence_keys=args.use_sentence_keys,
+        )
+        device = check_cuda_device(args.cuda_device)
         files = resolve_model(
-            model,
-            options_file=options_file,
-            weight_file=weight_file,
+            # Empty strings count as not given (an unset shell variable in a script).
+            getattr(args, "model", None) or None,
+            options_file=args.options_file or None,
+            weight_file=args.weight_file or None,
             argument_names=COMMAND_ARGUMENTS,
         )
-        embedder = ElmoEmbedder(model=files, cuda_device=args.cuda_device, stateful=args.stateful)
+        embedder = ElmoEmbedder(model=files, cuda_device=device, stateful=args.stateful)
         try:
-            embedder.embed_file(
-                args.input_file,
-                args.output_file,
-                output_format=output_format,
-                batch_size=args.batch_size,
-                forget_sentences=args.forget_sentences,
-                use_sentence_keys=args.use_sentence_keys,
-            )
+            embedder.run(job)
         except torch.cuda.OutOfMemoryError:
             raise ConfigurationError(
                 f"the GPU ran out of memory with --batch-size {args.batch_size}; try a smaller "
@@ -230,6 +222,10 @@ def elmo_command(args: argparse.Namespace) -> None:
             ) from None
 
     run_reporting_errors(
-        "elmo", embed, interrupted=f"interrupted; {args.output_file} was not written."
+        "elmo",
+        embed,
+        interrupted=f"interrupted; {args.output_file} was not written.",
+        usage_errors=(IncompleteFilePairError,),
+        usage=getattr(args, "elmo_usage", ""),
     )
     print(f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}")

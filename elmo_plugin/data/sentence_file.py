@@ -50,7 +50,8 @@ def check_sentence_file(
         The file: one sentence per line, tokens separated by whitespace, UTF-8.
     use_sentence_keys : `bool`, optional (default = `False`)
         The sentences will be used as keys (``allennlp elmo --use-sentence-keys``), so every
-        sentence must be unique. This keeps the text of every sentence in memory for the pass.
+        sentence must be unique and usable as an HDF5 name. This keeps the text of every
+        sentence in memory for the pass.
     max_listed : `int`, optional (default = `20`)
         At most this many line numbers are spelled out in an error message; the rest are counted.
 
@@ -60,7 +61,12 @@ def check_sentence_file(
         If the file does not exist, is not UTF-8 (naming the first bad line and its byte offset),
         has blank or whitespace-only lines (naming all of them, 1-based), has no lines at all, or,
         with ``use_sentence_keys``, repeats a sentence (naming the lines of the repeats and of
-        their first occurrence).
+        their first occurrence) or has a sentence that cannot be an HDF5 name.
+
+    h5py reads ``/`` as a group separator (``"1 / 2"`` would be stored as dataset ``" 2"`` inside
+    group ``"1 "``, invisible to ``keys()``, and ``"a//b"`` would collide with ``"a/b"``), and
+    ``"."`` names the root, so with ``use_sentence_keys`` such sentences are rejected here
+    instead of failing or silently nesting in the middle of a run.
     """
     path = os.fspath(path)
     check_is_file(path)
@@ -68,6 +74,7 @@ def check_sentence_file(
     blank_lines: List[int] = []
     first_line_of: Dict[str, int] = {}
     duplicates: List[Tuple[int, int]] = []  # (line, line of its first occurrence), 1-based
+    not_hdf5_names: List[int] = []
     for line_index, text, _ in decoded_lines(path):
         num_sentences += 1
         tokens = text.split()
@@ -79,6 +86,8 @@ def check_sentence_file(
             first_line = first_line_of.setdefault(key, line_index + 1)
             if first_line != line_index + 1:
                 duplicates.append((line_index + 1, first_line))
+            if "/" in key or key == ".":
+                not_hdf5_names.append(line_index + 1)
 
     if blank_lines:
         raise ConfigurationError(
@@ -98,6 +107,14 @@ def check_sentence_file(
             f"{path}: sentences are used as keys, but {len(duplicates)} line(s) repeat an "
             f"earlier sentence: {pairs}. Remove the duplicates or key the sentences by line "
             "number instead."
+        )
+    if not_hdf5_names:
+        raise ConfigurationError(
+            f"{path}: with --use-sentence-keys every sentence becomes an HDF5 dataset name, but "
+            f"{len(not_hdf5_names)} sentence(s) contain '/' (HDF5's group separator) or are '.': "
+            f"line(s) {format_line_numbers(not_hdf5_names, max_listed)}. Key the sentences by "
+            "line number instead (leave out --use-sentence-keys; sentence_to_index then maps "
+            "the text)."
         )
     return num_sentences
 

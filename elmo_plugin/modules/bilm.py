@@ -10,9 +10,10 @@ from allennlp.common.checks import ConfigurationError
 from torch import nn
 
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights, write_bilm_tf_model
+from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
 from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
@@ -99,6 +100,38 @@ class ElmoBiLm(nn.Module):
         return bilm
 
     @classmethod
+    def from_model(
+        cls,
+        model: Optional[Union[PathLike, ModelFiles]] = None,
+        options_file: Optional[PathLike] = None,
+        weight_file: Optional[PathLike] = None,
+        archive_file: Optional[PathLike] = None,
+        stateful: bool = False,
+        requires_grad: bool = False,
+    ) -> "ElmoBiLm":
+        """
+        The biLM of a model named as `resolve_model` takes it (a published model's name, a
+        directory, an archive, or bilm-tf files; nothing: the published ``original``), loaded by
+        `from_model_files`.
+        """
+        files = resolve_model(
+            model, options_file=options_file, weight_file=weight_file, archive_file=archive_file
+        )
+        return cls.from_model_files(files, stateful=stateful, requires_grad=requires_grad)
+
+    @classmethod
+    def from_model_files(
+        cls, files: ModelFiles, stateful: bool = False, requires_grad: bool = False
+    ) -> "ElmoBiLm":
+        """The biLM with its weights from resolved files (`from_files` or `from_archive`)."""
+        logger.info("Loading the ELMo biLM: %s", files.description)
+        if files.archive_file is not None:
+            return cls.from_archive(files.archive_file, stateful=stateful, requires_grad=requires_grad)
+        return cls.from_files(
+            files.options_file, files.weight_file, stateful=stateful, requires_grad=requires_grad
+        )
+
+    @classmethod
     def from_archive(
         cls, archive_file: PathLike, stateful: bool = False, requires_grad: bool = False
     ) -> "ElmoBiLm":
@@ -139,15 +172,6 @@ class ElmoBiLm(nn.Module):
         bilm.load_state_dict(state_dict_under(weights, "bilm."))
         bilm.requires_grad_(requires_grad)
         return bilm
-
-    def to_files(
-        self, options_file: PathLike, weight_file: PathLike, n_characters: Optional[int] = None
-    ) -> None:
-        """
-        Writes the biLM as bilm-tf ``options.json`` and ``weights.hdf5``, each atomically;
-        ``n_characters`` (261 or 262) overrides the options' value.
-        """
-        write_bilm_tf_model(self.state_dict(), self.options, options_file, weight_file, n_characters)
 
     def copy_weights_(self, state: Dict[str, torch.Tensor]) -> None:
         """

@@ -9,7 +9,6 @@ from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.pretrained import load_bilm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -24,7 +23,7 @@ def load_pretrained_bilm(
     model: Optional[str] = None,
 ) -> ElmoBiLm:
     """
-    The biLM of a model named as `resolve_model` takes it: bilm-tf files (``options_file`` +
+    The biLM of a model named as `elmo_plugin.model_files.resolve.resolve_model` takes it: bilm-tf files (``options_file`` +
     ``weight_file``, paths or URLs), an ``elmo_bilm`` training run (``archive_file``: its
     ``model.tar.gz`` or serialization directory; a ``weight_file`` that is an archive and no
     ``options_file`` also means the archive), or ``model`` (a published model's name or a local
@@ -33,7 +32,7 @@ def load_pretrained_bilm(
     The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
     their dropout on the mixed vectors.
     """
-    bilm = load_bilm(
+    bilm = ElmoBiLm.from_model(
         model,
         options_file=options_file,
         weight_file=weight_file,
@@ -85,7 +84,7 @@ class Elmo(torch.nn.Module, FromParams):
         ``medium``, ``original``, ``original-5.5b``; downloaded once into AllenNLP's cache, from
         ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and ``weights.hdf5``, or
         an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. With no files and no
-        ``model``, the published ``original`` (see `elmo_plugin.modules.pretrained`).
+        ``model``, the published ``original`` (see `elmo_plugin.model_files.resolve`).
     """
 
     def __init__(

@@ -23,7 +23,7 @@ from allennlp.common import logging as common_logging
 from cached_path import resource_to_filename
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.pretrained import MODELS_URL_VARIABLE, PUBLISHED_MODELS
+from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from tests.helpers import FIXTURES, REPO_ROOT

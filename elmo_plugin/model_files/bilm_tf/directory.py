@@ -1,7 +1,7 @@
 """
-Writing a biLM as a bilm-tf directory: ``options.json`` + ``weights.hdf5`` + ``vocabulary.txt``
-(+ ``softmax.hdf5``), which every ELMo loader reads: AllenNLP core's ``Elmo``, bilm-tf, and
-this plugin. The directory is written as a set (`atomic_directory`): a reader sees the whole old
+Writing a biLM as a bilm-tf directory: ``options.json`` + ``weights.hdf5`` (+ ``vocabulary.txt``,
++ ``softmax.hdf5``), which every ELMo loader reads: AllenNLP core's ``Elmo``, bilm-tf, and
+this plugin. This is the plugin's one bilm-tf writer. The directory is written as a set (`atomic_directory`): a reader sees the whole old
 export or the whole new one, never a mix.
 """
 import os
@@ -26,14 +26,16 @@ def write_bilm_tf_directory(
     output_directory: str,
     options: BilmOptions,
     bilm_state: Dict[str, torch.Tensor],
-    vocabulary: Sequence[str],
+    vocabulary: Optional[Sequence[str]] = None,
     softmax: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     n_characters: int = 262,
 ) -> Dict[str, str]:
     """
     Writes ``output_directory`` (replacing an earlier export there; any other file there is an
-    error) and returns the path of each file by kind (``options``, ``weights``, ``vocabulary``,
-    ``softmax``).
+    error) and returns the path of each file written by kind (``options``, ``weights``, and
+    ``vocabulary`` and ``softmax`` when given). LSTM scopes always use the
+    ``MultiRNNCell/Cell{l}`` names (also for one layer), which is what AllenNLP and other
+    loaders read.
 
     # Parameters
 
@@ -41,8 +43,9 @@ def write_bilm_tf_directory(
         The architecture, written to ``options.json``.
     bilm_state : `Dict[str, torch.Tensor]`
         The biLM's state dict (`ElmoBiLm.state_dict()`), written to ``weights.hdf5``.
-    vocabulary : `Sequence[str]`
-        The language model's vocabulary, one token per line, in id order.
+    vocabulary : `Sequence[str]`, optional
+        The language model's vocabulary, one token per line, in id order (``vocabulary.txt``;
+        needed to go on training or to use the softmax, not to embed).
     softmax : `Tuple[torch.Tensor, torch.Tensor]`, optional
         The softmax weights ``(V, D)`` and bias ``(V,)``, written to ``softmax.hdf5`` as datasets
         ``softmax/W`` and ``softmax/b``; only needed to go on training.
@@ -53,8 +56,9 @@ def write_bilm_tf_directory(
     final = {
         "options": os.path.join(output_directory, OPTIONS_NAME),
         "weights": os.path.join(output_directory, WEIGHTS_NAME),
-        "vocabulary": os.path.join(output_directory, VOCABULARY_NAME),
     }
+    if vocabulary is not None:
+        final["vocabulary"] = os.path.join(output_directory, VOCABULARY_NAME)
     if softmax is not None:
         final["softmax"] = os.path.join(output_directory, SOFTMAX_NAME)
     with atomic_directory(output_directory, EXPORT_NAMES) as directory:
@@ -62,8 +66,11 @@ def write_bilm_tf_directory(
         with h5py.File(os.path.join(directory, WEIGHTS_NAME), "w") as out:
             for name, value in bilm_tf_arrays(bilm_state, options).items():
                 out.create_dataset(name, data=value)
-        with open(os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n") as out:
-            out.write("\n".join(vocabulary) + "\n")
+        if vocabulary is not None:
+            with open(
+                os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n"
+            ) as out:
+                out.write("\n".join(vocabulary) + "\n")
         if softmax is not None:
             weight, bias = softmax
             with h5py.File(os.path.join(directory, SOFTMAX_NAME), "w") as out:

@@ -31,7 +31,6 @@ import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS
 
@@ -214,29 +213,3 @@ def bilm_tf_arrays(
             arrays[f"{scope}/B"] = numpy(array(f"{prefix}.bias"))
             arrays[f"{scope}/W_P_0"] = numpy(array(f"{prefix}.projection_weight"))
     return arrays
-
-
-def write_hdf5_arrays(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
-    """Writes ``arrays`` (HDF5 name -> array) to ``path``, atomically (see `atomic_output`)."""
-    with atomic_output(os.fspath(path)) as temporary:
-        with h5py.File(temporary, "w") as out:
-            for name, value in arrays.items():
-                out.create_dataset(name, data=value)
-
-
-def write_bilm_tf_model(
-    state_dict: Dict[str, torch.Tensor],
-    options: BilmOptions,
-    options_file: PathLike,
-    weight_file: PathLike,
-    n_characters: Optional[int] = None,
-) -> None:
-    """
-    Writes ``weights.hdf5`` and ``options.json`` of a biLM's state dict, each atomically. LSTM
-    scopes always use the ``MultiRNNCell/Cell{l}`` names (also for one layer) because that is what
-    AllenNLP and other loaders read. ``n_characters`` overrides the options' value (262 for
-    prediction-time loaders, 261 for bilm-tf's training code).
-    """
-    write_hdf5_arrays(weight_file, bilm_tf_arrays(state_dict, options))
-    with atomic_output(os.fspath(options_file)) as temporary:
-        options.to_file(temporary, n_characters=n_characters)

@@ -10,7 +10,8 @@ import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays, write_hdf5_arrays
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from tests.helpers import (
@@ -138,8 +139,8 @@ def test_fixture_weights_round_trip_exactly(tmp_path):
         assert np.array_equal(arrays[name], value), name
 
     # Written to disk and read back: the same datasets, and a biLM with identical outputs.
-    weight_file = tmp_path / "weights.hdf5"
-    write_hdf5_arrays(weight_file, bilm_tf_arrays(bilm.state_dict(), bilm.options))
+    written_files = write_bilm_tf_directory(str(tmp_path / "out"), bilm.options, bilm.state_dict())
+    weight_file = written_files["weights"]
     written = read_hdf5_datasets(weight_file)
     assert set(written) == set(original)
     for name, value in original.items():

@@ -1,5 +1,5 @@
 """
-Tests of `elmo_plugin.modules.pretrained`: how a model is named (published names, directories,
+Tests of `elmo_plugin.model_files` (resolve, download, catalogue): how a model is named (published names, directories,
 archives, explicit files) and how published models are downloaded, cached and checked, against a
 local HTTP server that serves AllenNLP's golden fixture as the published "Original" model.
 """
@@ -16,12 +16,12 @@ from cached_path import resource_to_filename
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.modules.elmo import Elmo
-from elmo_plugin.modules.pretrained import (
+from elmo_plugin.model_files.catalogue import (
     MODELS_URL_VARIABLE,
     PUBLISHED_MODELS,
     describe_published_models,
-    resolve_model,
 )
+from elmo_plugin.model_files.resolve import resolve_model
 
 from tests.model_server import (
     DROPPED,

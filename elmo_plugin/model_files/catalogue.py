@@ -1,0 +1,127 @@
+"""
+The catalogue of published ELMo models: AllenNLP's English models by name, where they are
+downloaded from (``$ELMO_MODELS_URL`` or AllenNLP's bucket), and the table that
+``allennlp elmo --list-models`` prints.
+"""
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, WEIGHTS_NAME
+from elmo_plugin.model_files.download import cached_copy, default_cache_dir, is_remote
+
+# Where the published models are; the environment variable replaces it (a mirror, a test
+# server, or a local directory with the same layout). Read at each use, not at import.
+MODELS_URL_VARIABLE = "ELMO_MODELS_URL"
+DEFAULT_MODELS_URL = "https://allennlp.s3.amazonaws.com/models/elmo"
+
+# The model used when none is named (AllenNLP 0.9's ``ElmoEmbedder()`` and ``allennlp elmo``).
+DEFAULT_MODEL = "original"
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """
+    An English ELMo model published by AllenNLP (trained on the 1B Word Benchmark; ``original-5.5b``
+    on 5.5B tokens of Wikipedia and news).
+
+    # Parameters
+
+    name : `str`
+        The name to give ``--model`` / ``model=``.
+    architecture : `str`
+        AllenNLP's name of the files, e.g. ``2x4096_512_2048cnn_2xhighway`` (2 LSTM layers of 4096
+        cells projected to 512, 2048 character filters, 2 highway layers).
+    parameters : `str`
+        The number of parameters, as published ("93.6M").
+    output_dim : `int`
+        The width of every ELMo layer (forward and backward halves together).
+    """
+
+    name: str
+    architecture: str
+    parameters: str
+    output_dim: int
+
+    def options_url(self, base_url: Optional[str] = None) -> str:
+        """The ``options.json`` under ``base_url`` (default: `models_url()`)."""
+        return self._file(base_url, OPTIONS_NAME)
+
+    def weights_url(self, base_url: Optional[str] = None) -> str:
+        """The ``weights.hdf5`` under ``base_url`` (default: `models_url()`)."""
+        return self._file(base_url, WEIGHTS_NAME)
+
+    def _file(self, base_url: Optional[str], suffix: str) -> str:
+        base = (base_url or models_url()).rstrip("/")
+        return f"{base}/{self.architecture}/elmo_{self.architecture}_{suffix}"
+
+
+PUBLISHED_MODELS: Dict[str, PublishedModel] = {
+    model.name: model
+    for model in (
+        PublishedModel("small", "2x1024_128_2048cnn_1xhighway", "13.6M", 256),
+        PublishedModel("medium", "2x2048_256_2048cnn_1xhighway", "28.0M", 512),
+        PublishedModel("original", "2x4096_512_2048cnn_2xhighway", "93.6M", 1024),
+        PublishedModel("original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "93.6M", 1024),
+    )
+}
+
+
+def models_url() -> str:
+    """Where the published models are: ``$ELMO_MODELS_URL``, or AllenNLP's bucket."""
+    return (os.environ.get(MODELS_URL_VARIABLE) or DEFAULT_MODELS_URL).rstrip("/")
+
+
+def is_published_url(location: str) -> bool:
+    """Whether ``location`` is a published model's file (at AllenNLP's address or the mirror's):
+    such files never change, so a cached copy is used without asking the server."""
+    return any(
+        location in (model.options_url(base), model.weights_url(base))
+        for model in PUBLISHED_MODELS.values()
+        for base in (DEFAULT_MODELS_URL, models_url())
+    )
+
+
+def models_url_note(location: str) -> str:
+    """For errors about ``location``: where the published models are looked for, when a mirror
+    named by ``$ELMO_MODELS_URL`` serves it (the likeliest cause of a wrong answer); else ``""``."""
+    base = os.environ.get(MODELS_URL_VARIABLE)
+    if base and location.startswith(base.rstrip("/")):
+        return f"the published models are looked for under {MODELS_URL_VARIABLE}={base}"
+    return ""
+
+
+def describe_published_models(cache_dir: Optional[PathLike] = None) -> str:
+    """
+    The table that ``allennlp elmo --list-models`` prints: each published model's name, size,
+    whether it is cached, and its URLs (under `models_url()`).
+    """
+    cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
+    base_url = models_url()
+    lines = [
+        f"Published English ELMo models, for --model NAME (default: {DEFAULT_MODEL}). Each has",
+        "3 layers: the token layer and 2 LSTM layers.",
+        "",
+        f"{'name':<15}{'parameters':>11}{'output dim':>12}  cached",
+    ]
+    for model in PUBLISHED_MODELS.values():
+        urls = (model.options_url(base_url), model.weights_url(base_url))
+        if not is_remote(urls[0]):
+            cached = "local"
+        else:
+            cached = "yes" if all(cached_copy(url, cache_dir) for url in urls) else "no"
+        lines.append(f"{model.name:<15}{model.parameters:>11}{model.output_dim:>12}  {cached}")
+    for model in PUBLISHED_MODELS.values():
+        lines += ["", f"{model.name}:"]
+        lines += [f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
+    source = base_url
+    if os.environ.get(MODELS_URL_VARIABLE):
+        source = f"{MODELS_URL_VARIABLE}={base_url}"
+    lines += [
+        "",
+        f"Downloaded on first use from {source}",
+        f"into {cache_dir} (ALLENNLP_CACHE_ROOT moves the cache; {MODELS_URL_VARIABLE} replaces",
+        "the address, e.g. with a mirror or a local directory of the same layout).",
+    ]
+    return "\n".join(lines)

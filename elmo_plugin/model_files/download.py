@@ -1,0 +1,309 @@
+"""
+Downloading model files: through AllenNLP's ``cached_path`` into its cache directory
+(``$ALLENNLP_CACHE_ROOT/cache``, by default ``~/.allennlp/cache``), once, with a progress bar,
+and checked before use.
+
+``cached_path`` writes to a temporary file that only becomes the cache entry when the transfer is
+complete, so a download cut halfway is never used. On top of that every downloaded file is
+checked (an options file must be JSON with the ELMo keys, a weight file a complete HDF5 file with
+bilm-tf's groups): a server that answers with an HTML page, or a file cut short without the
+transfer noticing, is an error that names the URL, and the bad cache entry is deleted so that
+the next run downloads again.
+
+Files that never change (the published models) are used from the cache without asking the
+server (which also makes them work offline). With no connection and nothing cached the error is
+one line that names the URL; the caller adds how to pass local files instead (`DownloadError`).
+"""
+import contextlib
+import glob
+import http.client
+import json
+import logging
+import os
+import tarfile
+from typing import Callable, Dict, Optional
+from urllib.parse import urlparse
+
+import h5py
+import requests
+from allennlp.common import file_utils
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+from allennlp.common.util import SigTermReceived
+from cached_path import find_latest_cached, resource_to_filename
+from cached_path.file_lock import FileLock
+from cached_path.schemes import get_supported_schemes
+from filelock import Timeout
+
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+
+logger = logging.getLogger(__name__)
+
+# The first request to a server that is not in the cache is one HEAD without retries: with no
+# connection it fails at once, where ``cached_path`` would retry for about 30 seconds.
+_PROBE_TIMEOUT = (10.0, 60.0)  # seconds: (connect, read)
+
+# Top-level groups that every bilm-tf weight file has (highway layers are optional).
+_WEIGHT_GROUPS = ("char_embed", "CNN", "RNN_0")
+
+# What `fetch` can be asked for, as errors name it.
+KINDS = {
+    "options": "a bilm-tf options file",
+    "weights": "a bilm-tf weight file",
+    "archive": "an elmo_bilm model archive",
+}
+
+
+class DownloadError(ConfigurationError):
+    """
+    A file that could not be had: one line naming the location and why. ``offline`` says that
+    the server could not be reached, so the caller can say how to use local files instead
+    (in the spelling of its own arguments).
+    """
+
+    def __init__(self, message: str, offline: bool = False) -> None:
+        super().__init__(message)
+        self.offline = offline
+
+
+def default_cache_dir() -> str:
+    """AllenNLP's cache directory: ``$ALLENNLP_CACHE_ROOT/cache`` as AllenNLP read it at import."""
+    # Looked up at each call, not bound at import, so that setting it later (tests) takes effect.
+    return str(file_utils.CACHE_DIRECTORY)
+
+
+def is_remote(location: str) -> bool:
+    """Whether ``location`` is something ``cached_path`` downloads (a URL, ``s3://``, ``hf://``)."""
+    return urlparse(location).scheme in get_supported_schemes()
+
+
+class _NotTheExpectedFile(Exception):
+    """A downloaded file that is not what was asked for; the message says what it is instead."""
+
+
+def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False) -> str:
+    """
+    The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is (checked
+    when it is read), a remote file downloaded through ``cached_path`` and checked.
+    ``immutable`` files are taken from the cache without asking the server whether they changed.
+    Raises `DownloadError`.
+    """
+    location = os.fspath(location)
+    if not is_remote(location):
+        if location.startswith("file://"):
+            location = location[len("file://") :]
+        path = os.path.expanduser(location)
+        if not os.path.exists(path):
+            raise DownloadError(f"{KINDS[kind]} not found: {path}")
+        return path
+
+    if immutable:
+        cached = cached_copy(location, cache_dir)
+        if cached is not None:
+            try:
+                _check_download(cached, kind)
+                return cached
+            except _NotTheExpectedFile as problem:
+                # Perhaps stored by a tool that does not check (AllenNLP's own Elmo shares these
+                # URLs and the cache): replace it.
+                logger.warning(
+                    "The cached copy of %s is damaged (%s); downloading it again", location, problem
+                )
+                _remove_cache_entry(cached)
+
+    if urlparse(location).scheme in ("http", "https"):
+        offline_copy = _probe(location, kind, cache_dir)
+        if offline_copy is not None:
+            return offline_copy
+
+    try:
+        path = cached_path(location, cache_dir=cache_dir)
+    except SigTermReceived:
+        raise  # an interruption (AllenNLP turns SIGTERM into this exception), not a failure
+    except FileNotFoundError:
+        _remove_unused_locks(location, cache_dir)
+        raise DownloadError(f"{location}: not found") from None
+    except Exception as error:  # noqa: BLE001
+        # Every scheme's client fails in its own way (requests, botocore, huggingface_hub); all
+        # of them are one line here. cached_path has already removed its partial file; its lock
+        # file is left, and removed here, so that the cache holds nothing of this URL.
+        _remove_unused_locks(location, cache_dir)
+        raise DownloadError(
+            f"downloading {location} failed ({_short_reason(error)}); nothing was cached, so the "
+            f"next run downloads it again",
+            offline=isinstance(
+                error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+            ),
+        ) from None
+    try:
+        _check_download(path, kind)
+    except _NotTheExpectedFile as problem:
+        _remove_cache_entry(path)
+        raise DownloadError(
+            f"{location} did not give {KINDS[kind]}: {problem}. The download was removed from "
+            f"the cache ({cache_dir}); check the URL"
+        ) from None
+    return path
+
+
+def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
+    """
+    One quick HEAD request before ``cached_path`` (which retries a dead connection for about 30
+    seconds): no connection gives the cached copy if there is one (what ``cached_path`` would
+    do, at once) or the offline error; 404 is an error at once. Anything else is left to
+    ``cached_path``, with its retries.
+    """
+    try:
+        response = requests.head(location, allow_redirects=True, timeout=_PROBE_TIMEOUT)
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
+        cached = cached_copy(location, cache_dir)
+        if cached is None:
+            raise DownloadError(
+                f"cannot download {location} ({_short_reason(error)}) and it is not in the "
+                f"cache ({cache_dir})",
+                offline=True,
+            ) from None
+        logger.warning(
+            "Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached
+        )
+        try:
+            _check_download(cached, kind)
+        except _NotTheExpectedFile as problem:
+            _remove_cache_entry(cached)
+            raise DownloadError(
+                f"{location} cannot be reached ({_short_reason(error)}) and its cached copy is "
+                f"damaged ({problem}; removed)",
+                offline=True,
+            ) from None
+        return cached
+    if response.status_code == 404:
+        raise DownloadError(f"{location}: not found (HTTP 404); nothing was downloaded")
+    return None
+
+
+def _short_reason(error: BaseException) -> str:
+    """
+    The innermost cause of a download error, on one line: ``Connection refused`` rather than
+    requests' ``HTTPConnectionPool(host=...): Max retries exceeded ... (Caused by ...)``.
+    """
+    innermost = error
+    seen = set()
+    while id(innermost) not in seen:
+        seen.add(id(innermost))
+        reason = getattr(innermost, "reason", None)  # urllib3's MaxRetryError
+        first_argument = innermost.args[0] if innermost.args else None  # requests' wrappers
+        if isinstance(reason, BaseException):
+            nested: Optional[BaseException] = reason
+        elif isinstance(first_argument, BaseException):
+            nested = first_argument
+        else:
+            nested = innermost.__cause__
+        if nested is None:
+            break
+        innermost = nested
+    if isinstance(innermost, http.client.IncompleteRead):
+        # urllib3 counts bytes (ints), http.client keeps the partial data (bytes).
+        received = innermost.partial
+        if not isinstance(received, int):
+            received = len(received)
+        text = f"the connection closed after {received} bytes, {innermost.expected} more expected"
+    elif isinstance(innermost, OSError) and innermost.strerror:
+        text = innermost.strerror
+    else:
+        text = str(innermost) or type(innermost).__name__
+    return " ".join(text.split())
+
+
+def _check_download(path: str, kind: str) -> None:
+    """Raises `_NotTheExpectedFile` when the file at ``path`` is not a usable ``kind``."""
+    if kind == "archive":
+        if not (os.path.isdir(path) or tarfile.is_tarfile(path)):
+            raise _NotTheExpectedFile(_describe_content(path, "not a tar archive"))
+        return
+    with open(path, "rb") as handle:
+        start = handle.read(512)
+    if start.lstrip()[:1] == b"<":
+        raise _NotTheExpectedFile(
+            "the server sent an HTML or XML page (an error or login page?) instead of the file"
+        )
+    _CHECKS[kind](path)
+
+
+def _check_options(path: str) -> None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            options = json.load(handle)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _NotTheExpectedFile(f"it is not JSON ({error})") from None
+    try:
+        BilmOptions.from_dict(options, source="the file")
+    except ConfigurationError as error:
+        raise _NotTheExpectedFile(f"it is JSON but not ELMo options ({error})") from None
+
+
+def _check_weights(path: str) -> None:
+    if not h5py.is_hdf5(path):
+        raise _NotTheExpectedFile(_describe_content(path, "not an HDF5 file"))
+    try:
+        # HDF5 records the file's length, so a file cut short fails to open.
+        with h5py.File(path, "r") as handle:
+            groups = set(handle.keys())
+    except OSError as error:
+        raise _NotTheExpectedFile(f"a damaged or incomplete HDF5 file ({error})") from None
+    missing = [name for name in _WEIGHT_GROUPS if name not in groups]
+    if missing:
+        raise _NotTheExpectedFile(
+            f"an HDF5 file without bilm-tf weights (no {', '.join(missing)}; it has "
+            f"{', '.join(sorted(groups)) or 'nothing'})"
+        )
+
+
+_CHECKS: Dict[str, Callable[[str], None]] = {"options": _check_options, "weights": _check_weights}
+
+
+def _describe_content(path: str, problem: str) -> str:
+    return f"{problem} ({os.path.getsize(path)} bytes)"
+
+
+def cached_copy(location: str, cache_dir: str) -> Optional[str]:
+    """The newest complete cache entry of ``location``, or None (``cached_path``'s own lookup)."""
+    if not os.path.isdir(cache_dir):
+        return None
+    latest = find_latest_cached(location, cache_dir)
+    return None if latest is None or latest.is_dir() else str(latest)
+
+
+def _remove_cache_entry(path: str) -> None:
+    """
+    Deletes a cache entry the way AllenNLP's ``remove_cache_entries`` does: ``cached_path``
+    stores ``CACHE_DIR/sha256(url)[.sha256(etag)]`` with its metadata in ``PATH.json`` and its
+    lock in ``PATH.lock``.
+    """
+    for stale in (path, path + ".json"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(stale)
+    _remove_unused_lock(path + ".lock")
+
+
+def _remove_unused_locks(location: str, cache_dir: str) -> None:
+    """After a failed download: the lock files of ``location`` that guard no file."""
+    prefix = os.path.join(glob.escape(cache_dir), resource_to_filename(location))
+    for lock_path in glob.glob(prefix + "*.lock"):
+        if not os.path.exists(lock_path[: -len(".lock")]):
+            _remove_unused_lock(lock_path)
+
+
+def _remove_unused_lock(lock_path: str) -> None:
+    if not os.path.exists(lock_path):
+        return
+    lock = FileLock(lock_path)
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):
+        return  # another process is downloading this file right now; its lock stays
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(lock_path)
+    finally:
+        lock.release()

@@ -1,0 +1,260 @@
+"""
+Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo` and
+``elmo_token_embedder``, so that a model is named the same way everywhere. It turns what the
+user named into files on this machine (`ModelFiles`); `ElmoBiLm.from_model_files` loads them.
+
+A model is one of
+
+- nothing: the published English "Original" model, AllenNLP 0.9's default;
+- the name of a published English model (`elmo_plugin.model_files.catalogue`), downloaded from
+  AllenNLP's bucket, or from the mirror that ``$ELMO_MODELS_URL`` names, on first use;
+- a local directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export``
+  writes; a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
+  files downloaded by hand, works too);
+- a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
+- or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
+  AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
+
+Downloads and their checks are `elmo_plugin.model_files.download`'s.
+"""
+import glob
+import logging
+import os
+import tarfile
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Union
+
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.archive import is_model_archive
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, WEIGHTS_NAME
+from elmo_plugin.model_files.catalogue import (
+    DEFAULT_MODEL,
+    PUBLISHED_MODELS,
+    is_published_url,
+    models_url,
+    models_url_note,
+)
+from elmo_plugin.model_files.download import DownloadError, default_cache_dir, fetch, is_remote
+
+logger = logging.getLogger(__name__)
+
+
+class ArgumentNames(NamedTuple):
+    """
+    How the caller spells the model arguments, so that errors name what the user typed:
+    `PYTHON_ARGUMENTS` (``options_file=``) or the command's (``--options-file``).
+
+    # Parameters
+
+    options_file, weight_file, model : `str`
+        The names of the three arguments.
+    separator : `str`
+        What goes between a name and its value in an example: ``"="`` or ``" "``.
+    """
+
+    options_file: str
+    weight_file: str
+    model: str
+    separator: str
+
+    def local_files_hint(self) -> str:
+        s = self.separator
+        return (
+            f"pass local files instead: {self.model}{s}DIRECTORY (holding {OPTIONS_NAME} and "
+            f"{WEIGHTS_NAME}) or {self.options_file}{s}OPTIONS_JSON with "
+            f"{self.weight_file}{s}WEIGHTS_HDF5"
+        )
+
+
+PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """
+    A model resolved to files on this machine (downloaded first if need be): either a bilm-tf
+    ``options_file`` and ``weight_file``, or the ``archive_file`` (``model.tar.gz`` or
+    serialization directory) of an ``elmo_bilm`` run. ``description`` says where it came from,
+    for logs. `ElmoBiLm.from_model_files` loads it.
+    """
+
+    options_file: Optional[str] = None
+    weight_file: Optional[str] = None
+    archive_file: Optional[str] = None
+    description: str = ""
+
+
+class IncompleteFilePairError(ConfigurationError):
+    """Only one of ``options_file`` and ``weight_file`` was given (a usage error for commands)."""
+
+
+def check_file_pair(
+    options_file: Optional[PathLike],
+    weight_file: Optional[PathLike],
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+) -> None:
+    """
+    `IncompleteFilePairError` naming the missing one when only one of ``options_file`` and
+    ``weight_file`` is given: each is useless without the other.
+    """
+    if (options_file is None) == (weight_file is None):
+        return
+    missing = argument_names.weight_file if weight_file is None else argument_names.options_file
+    raise IncompleteFilePairError(
+        f"{missing} not given: ELMo needs {argument_names.options_file} and "
+        f"{argument_names.weight_file} together (a bilm-tf options.json and the weights.hdf5 "
+        f"that goes with it), or neither of them and {argument_names.model} (by default the "
+        f"published {DEFAULT_MODEL!r} model)"
+    )
+
+
+def resolve_model(
+    model: Optional[Union[PathLike, ModelFiles]] = None,
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    archive_file: Optional[PathLike] = None,
+    cache_dir: Optional[PathLike] = None,
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+) -> ModelFiles:
+    """
+    Finds the files of a model, downloading and checking them if they are remote.
+
+    # Parameters
+
+    model : `str`, `PathLike` or `ModelFiles`, optional
+        A published model's name (`PUBLISHED_MODELS`), a directory with ``options.json`` and
+        ``weights.hdf5``, or an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. A
+        `ModelFiles` (already resolved) is returned as it is. Nothing: `DEFAULT_MODEL`. A name
+        wins over a directory of the same name; write ``./small`` for the directory.
+    options_file : `PathLike`, optional
+        A bilm-tf ``options.json``: a path or anything ``cached_path`` downloads (a URL,
+        ``s3://``, ``hf://``). With ``weight_file``, it wins over ``model``.
+    weight_file : `PathLike`, optional
+        The bilm-tf ``weights.hdf5`` that goes with ``options_file``. Without ``options_file``
+        it may be a ``model.tar.gz`` (AllenNLP's ``Elmo`` configs put archives there).
+    archive_file : `PathLike`, optional
+        The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run (a path or
+        URL); wins over ``model``, and cannot be combined with the two bilm-tf files.
+    cache_dir : `PathLike`, optional
+        Where downloads are cached (default: AllenNLP's, `default_cache_dir()`).
+    argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
+        How errors spell the arguments.
+
+    # Raises
+
+    `ConfigurationError`
+        For an unknown name, a path that holds no model, a bad combination of arguments, and a
+        download that failed or was not the expected file (naming the URL), all on one line.
+    """
+    if isinstance(model, ModelFiles) and all(
+        given is None for given in (options_file, weight_file, archive_file)
+    ):
+        return model
+    cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
+    if archive_file is None and options_file is None and weight_file is not None:
+        if is_model_archive(weight_file):
+            archive_file, weight_file = weight_file, None
+    if archive_file is not None:
+        if options_file is not None or weight_file is not None:
+            raise ConfigurationError(
+                "give either archive_file (a model.tar.gz of an elmo_bilm run) or "
+                f"options_file and weight_file, not both (archive_file={archive_file}, "
+                f"options_file={options_file}, weight_file={weight_file})"
+            )
+        _log_ignored_model(model, "archive_file", argument_names)
+        archive = _fetch(archive_file, "archive", cache_dir, argument_names)
+        return ModelFiles(archive_file=archive, description=os.fspath(archive_file))
+    check_file_pair(options_file, weight_file, argument_names)
+    if options_file is not None:
+        _log_ignored_model(
+            model, f"{argument_names.options_file} and {argument_names.weight_file}", argument_names
+        )
+        return ModelFiles(
+            options_file=_fetch(options_file, "options", cache_dir, argument_names),
+            weight_file=_fetch(weight_file, "weights", cache_dir, argument_names),
+            description=f"{os.fspath(options_file)} and {os.fspath(weight_file)}",
+        )
+
+    name = os.fspath(model) if model is not None else DEFAULT_MODEL
+    published = PUBLISHED_MODELS.get(name.lower())
+    if published is not None:
+        base_url = models_url()
+        options_url, weights_url = published.options_url(base_url), published.weights_url(base_url)
+        return ModelFiles(
+            options_file=_fetch(options_url, "options", cache_dir, argument_names, immutable=True),
+            weight_file=_fetch(weights_url, "weights", cache_dir, argument_names, immutable=True),
+            description=f"the published {published.name!r} model ({base_url})",
+        )
+    return _local_model(name, argument_names)
+
+
+def _fetch(
+    location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames, immutable: bool = False
+) -> str:
+    """`fetch`, with the download's error completed for the user: where the published models
+    are looked for, and how to pass local files instead when the server cannot be reached."""
+    location = os.fspath(location)
+    try:
+        return fetch(location, kind, cache_dir, immutable=immutable or is_published_url(location))
+    except DownloadError as error:
+        message = str(error)
+        note = models_url_note(location)
+        if note:
+            message += f" ({note})"
+        if error.offline:
+            message += f"; {argument_names.local_files_hint()}"
+        raise ConfigurationError(message) from None
+
+
+def _log_ignored_model(model, winner: str, argument_names: ArgumentNames) -> None:
+    if model is not None and not isinstance(model, ModelFiles):
+        logger.warning(
+            "%s %s is not used: %s name the model", argument_names.model, os.fspath(model), winner
+        )
+
+
+def _local_model(name: str, argument_names: ArgumentNames) -> ModelFiles:
+    """A ``model`` that is not a published name: a directory or an archive on this machine."""
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        return _directory_model(path)
+    if os.path.isfile(path):
+        if tarfile.is_tarfile(path):
+            return ModelFiles(archive_file=path, description=path)
+        raise ConfigurationError(
+            f"{argument_names.model} {path}: not a model directory or model.tar.gz. For a bilm-tf "
+            f"weights.hdf5 give {argument_names.options_file} and {argument_names.weight_file}"
+        )
+    if is_remote(name):
+        raise ConfigurationError(
+            f"{argument_names.model} takes a published model's name or a local path, not a URL "
+            f"({name}); for files on a server give {argument_names.options_file} and "
+            f"{argument_names.weight_file} as URLs"
+        )
+    raise ConfigurationError(
+        f"unknown ELMo model {name!r}: not a published model ({', '.join(PUBLISHED_MODELS)}) "
+        "and no such file or directory"
+    )
+
+
+def _directory_model(directory: str) -> ModelFiles:
+    options = os.path.join(directory, OPTIONS_NAME)
+    weights = os.path.join(directory, WEIGHTS_NAME)
+    if os.path.isfile(options) and os.path.isfile(weights):
+        return ModelFiles(options_file=options, weight_file=weights, description=directory)
+    if os.path.isfile(os.path.join(directory, "config.json")):
+        # A serialization directory (or an extracted model.tar.gz) of a training run.
+        return ModelFiles(archive_file=directory, description=directory)
+    # Published files as downloaded by hand: elmo_<architecture>_options.json and _weights.hdf5.
+    options_files = glob.glob(os.path.join(glob.escape(directory), "*" + OPTIONS_NAME))
+    weight_files = glob.glob(os.path.join(glob.escape(directory), "*" + WEIGHTS_NAME))
+    if len(options_files) == 1 and len(weight_files) == 1:
+        return ModelFiles(
+            options_file=options_files[0], weight_file=weight_files[0], description=directory
+        )
+    raise ConfigurationError(
+        f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
+        "allennlp elmo-export writes), or the config.json of an elmo_bilm training run"
+    )
