@@ -15,10 +15,8 @@ Same weights and sentences as the throughput benchmarks. Profiler times include 
 overhead; they explain a ratio, they do not replace the throughput runs.
 """
 import argparse
-import platform
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from typing import Dict, Tuple
 
@@ -29,7 +27,7 @@ from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sentences,
                         write_random_bilm)
-from elmo_plugin.common.hardware import describe_cpu
+from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
 
@@ -130,8 +128,7 @@ def main() -> None:
     apply_allocator_option(args)
     torch.manual_seed(0)
     if args.training:
-        print(f"# {platform.node()} {describe_cpu()}, torch {torch.__version__}, "
-              f"{torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}; training step, "
+        print(f"# {describe_run()}; training step, "
               f"{args.size}, batch {args.batch_size} x "
               f"{args.tokens_per_sentence or 'natural'} tokens"
               + (", bfloat16 autocast" if args.amp else ""))
@@ -149,9 +146,7 @@ def main() -> None:
     ours_ms = profile_one(ours, ids)
     theirs._elmo_lstm.reset_states()
     theirs_ms = profile_one(theirs, ids)
-    print(f"# {platform.node()} {describe_cpu()}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{time.strftime('%Y-%m-%d')}; {args.size}, batch {args.batch_size} x "
+    print(f"# {describe_run()}; {args.size}, batch {args.batch_size} x "
           f"{args.tokens_per_sentence or 'natural'} tokens")
     print("| part | kind | ours ms | AllenNLP ms | AllenNLP / ours |")
     print("|---|---|---:|---:|---:|")

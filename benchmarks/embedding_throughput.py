@@ -13,7 +13,6 @@ Each (size, batch size) row times the two implementations alternately, ``--repea
 reports the median.
 """
 import argparse
-import platform
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import torch
 from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import load_sentences, write_random_bilm
-from elmo_plugin.common.hardware import describe_cpu
+from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
 
@@ -49,10 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
-    print(f"# {platform.node()} {describe_cpu()}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-          + f", {time.strftime('%Y-%m-%d')}")
+    print(f"# {describe_run(device)}")
     print("| size | batch | ours tokens/s | AllenNLP tokens/s | ratio | max abs diff |")
     print("|---|---:|---:|---:|---:|---:|")
     for size in args.sizes:

@@ -18,17 +18,15 @@ Linux only.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Dict
 
 import torch
 
 from bilm_sizes import SIZES, load_sentences, write_random_bilm
-from elmo_plugin.common.hardware import describe_cpu
+from elmo_plugin.common.hardware import describe_run
 
 
 def _status_kb(field: str) -> int:
@@ -126,8 +124,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args)))
         return
-    print(f"# {platform.node()} {describe_cpu()}, "
-          f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}; batch {args.batch_size} x "
+    print(f"# {describe_run()}; batch {args.batch_size} x "
           f"{args.tokens_per_sentence} tokens; training: {args.num_samples} sampled negatives of "
           f"{args.vocabulary_size:,} words, Adagrad")
     print("| size | mode | ours peak MB (batch's increase) | AllenNLP peak MB (batch's increase) "

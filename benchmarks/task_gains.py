@@ -23,7 +23,6 @@ encoder's output"), as runs ``TASK_elmo_io[_seedN]`` from a config written the s
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from elmo_plugin.common.hardware import describe_cpu
+from elmo_plugin.common.hardware import describe_run
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
@@ -317,8 +316,7 @@ def main() -> None:
         failed = train_all(selected_runs(args), args)
         if failed:
             sys.exit("failed runs:\n" + "\n".join(failed))
-    print(f"{platform.node()} {describe_cpu()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{time.strftime('%Y-%m-%d')}")
+    print(f"{describe_run()}, {os.cpu_count()} cores")
     print(seeds_table(args.runs, args.tasks, args.seeds) if args.seeds else table(args.runs))
     if args.figure:
         figure(args.runs, args.figure)

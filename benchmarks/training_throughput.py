@@ -21,7 +21,6 @@ callback applies (process-wide, so to both sides); the default leaves glibc's de
 """
 import argparse
 import copy
-import platform
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import (SIZES, add_allocator_option, apply_allocator_option, load_sentences,
                         write_random_bilm)
-from elmo_plugin.common.hardware import describe_cpu
+from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
@@ -90,10 +89,7 @@ def main() -> None:
     apply_allocator_option(args)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    print(f"# {platform.node()} {describe_cpu()}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-          + f", {time.strftime('%Y-%m-%d')}")
+    print(f"# {describe_run(device)}")
     print(f"# batch {args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens, "
           f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad, "
           f"{args.allocator} allocator")

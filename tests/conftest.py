@@ -2,9 +2,12 @@
 from pathlib import Path
 
 import pytest
+from allennlp.common import file_utils
 
 import elmo_plugin  # noqa: F401  (registers the plugin's components with AllenNLP)
+from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from tests.helpers import FIXTURES, FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files  # noqa: F401
+from tests.model_server import ModelServer
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +32,22 @@ def single_thread():
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+@pytest.fixture
+def cache_dir(tmp_path_factory, monkeypatch) -> Path:
+    """An empty download cache, also AllenNLP's default for the test (never the user's); outside
+    tmp_path, so that tests can check that tmp_path holds no output."""
+    directory = tmp_path_factory.mktemp("allennlp_cache")
+    monkeypatch.setattr(file_utils, "CACHE_DIRECTORY", str(directory))
+    return directory
+
+
+@pytest.fixture
+def model_server(monkeypatch):
+    """A local HTTP server that serves the golden fixture as the published "original" model,
+    with ELMO_MODELS_URL pointing at it."""
+    with ModelServer() as server:
+        server.serve_published(PUBLISHED_MODELS["original"], FIXTURES)
+        monkeypatch.setenv(MODELS_URL_VARIABLE, server.url)
+        yield server

@@ -212,3 +212,19 @@ def run_export(*arguments) -> int:
     except SystemExit as exit:
         return exit.code if isinstance(exit.code, int) else 1
     return 0
+
+
+def write_lines(path: Path, lines: List[str]) -> Path:
+    """Writes ``lines`` to ``path`` as UTF-8, each ended by a newline; returns ``path``."""
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def read_output(path: Path):
+    """An ``allennlp elmo`` HDF5 file: its datasets by key, and ``sentence_to_index`` (or None)."""
+    with h5py.File(path, "r") as handle:
+        datasets = {key: handle[key][...] for key in handle if key != "sentence_to_index"}
+        mapping = (
+            json.loads(handle["sentence_to_index"][0]) if "sentence_to_index" in handle else None
+        )
+    return datasets, mapping

@@ -6,7 +6,6 @@ References: the biLM run directly, the TensorFlow biLM's top layer for the golde
 """
 import json
 import os
-from pathlib import Path
 from typing import List
 
 import h5py
@@ -21,7 +20,7 @@ from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, read_output, write_lines
 
 OPTIONS_FILE = FIXTURES / "options.json"
 WEIGHT_FILE = FIXTURES / "lm_weights.hdf5"
@@ -73,11 +72,6 @@ def embedder() -> ElmoEmbedder:
 @pytest.fixture(scope="module")
 def direct_bilm() -> ElmoBiLm:
     return ElmoBiLm.from_files(OPTIONS_FILE, WEIGHT_FILE).eval()
-
-
-def write_lines(path: Path, lines: List[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 def direct_layers(bilm: ElmoBiLm, tokens: List[str]) -> np.ndarray:
@@ -351,15 +345,6 @@ def test_unavailable_cuda_device_is_a_configuration_error():
 
 # ----------------------------------------------------------------------------------------------
 # embed_file
-
-
-def read_output(path: Path):
-    with h5py.File(path, "r") as handle:
-        datasets = {key: handle[key][...] for key in handle if key != "sentence_to_index"}
-        mapping = (
-            json.loads(handle["sentence_to_index"][0]) if "sentence_to_index" in handle else None
-        )
-    return datasets, mapping
 
 
 @pytest.mark.parametrize("output_format", ["all", "top", "average"])

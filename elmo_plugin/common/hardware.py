@@ -8,6 +8,7 @@ PyTorch emulates them in software: on an AVX2-only AMD EPYC, biLM training in bf
 autocast ran 17 times slower than in float32.
 """
 import platform
+import time
 from typing import FrozenSet, NamedTuple, Optional, Union
 
 import torch
@@ -158,3 +159,17 @@ def describe_cpu() -> str:
         f"{cpu_model_name()} ({machine}: {extensions}; PyTorch kernels "
         f"{torch.backends.cpu.get_cpu_capability()})"
     )
+
+
+def describe_run(device: Optional[torch.device] = None) -> str:
+    """
+    The header line of a benchmark figure: the machine's name, `describe_cpu`, torch's version
+    and intra-op threads, the device (with the GPU's name) when one is given, and today's date.
+    """
+    parts = [f"{platform.node()} {describe_cpu()}", f"torch {torch.__version__}",
+             f"{torch.get_num_threads()} threads"]
+    if device is not None:
+        name = f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""
+        parts.append(f"device {device}{name}")
+    parts.append(time.strftime("%Y-%m-%d"))
+    return ", ".join(parts)

@@ -15,7 +15,8 @@ from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
 from elmo_plugin.common.hardware import bfloat16_support
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.data.vocabulary import VocabularyOrderCheck
+from elmo_plugin.data.bilm_fields import character_ids, target_ids
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
@@ -86,7 +87,7 @@ class ElmoLanguageModel(Model):
         vocab: Vocabulary,
         options: Dict[str, Any],
         num_samples: int = 8192,
-        vocab_namespace: str = "lm_targets",
+        vocab_namespace: str = DEFAULT_LM_NAMESPACE,
         initial_weight_file: Optional[str] = None,
         mixed_precision: bool = False,
         check_vocabulary_order: bool = True,
@@ -210,12 +211,11 @@ class ElmoLanguageModel(Model):
         return self._autocast_by_device[device]
 
     def _sentences_forward(self, tokens: TextFieldTensors, sampled) -> Dict[str, torch.Tensor]:
-        if self.bilm.stateful:
-            self.bilm.stateful = False
-        character_ids = tokens["elmo_characters"]["elmo_tokens"]
-        token_mask = character_mask(character_ids)
-        targets = self._with_boundary_targets(tokens["lm_targets"]["tokens"], token_mask)
-        output = self.bilm(character_ids)
+        self.bilm.end_stream()  # sentences are stateless (validation after stream training)
+        characters = character_ids(tokens)
+        token_mask = character_mask(characters)
+        targets = self._with_boundary_targets(target_ids(tokens), token_mask)
+        output = self.bilm(characters)
         top, mask = output["activations"][-1], output["mask"]
         forward_outputs = top[:, :-1, : self._projection_dim]
         backward_outputs = top[:, 1:, self._projection_dim :]
@@ -240,20 +240,16 @@ class ElmoLanguageModel(Model):
         backward_targets: TextFieldTensors,
         sampled,
     ) -> Dict[str, torch.Tensor]:
-        if not self.bilm.stateful:
-            self.bilm.stateful = True
         losses: List[torch.Tensor] = []
         for direction, (inputs, targets) in enumerate(
             ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
         ):
-            character_ids = inputs["elmo_characters"]["elmo_tokens"]
-            mask = character_mask(character_ids)
-            embedded = self.bilm.encode_tokens(character_ids, mask)
-            top = self.bilm.lstm.run_direction(direction, embedded, mask)[-1]
+            top, mask = self.bilm.stream_direction(direction, character_ids(inputs))
             # The reader gives every input position its next token, so the input mask is the
             # target mask. (A mask computed from the target ids would drop <S>, whose id is 0.)
-            target_ids = targets["lm_targets"]["tokens"]
-            losses.append(self._direction_loss(direction, top, target_ids, mask, sampled))
+            losses.append(
+                self._direction_loss(direction, top, target_ids(targets), mask, sampled)
+            )
         return {
             "loss": 0.5 * (losses[0] + losses[1]),
             "forward_loss": losses[0].detach(),

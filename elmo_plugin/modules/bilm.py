@@ -3,7 +3,7 @@ The ELMo biLM as one module: character encoder + bidirectional LSTM, producing e
 """
 import logging
 import os
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -275,6 +275,35 @@ class ElmoBiLm(nn.Module):
         tokens = encoded.new_zeros(batch_size * num_tokens, encoded.size(-1))
         tokens[flat_mask] = encoded
         return tokens.view(batch_size, num_tokens, -1)
+
+    def stream_direction(
+        self, direction: int, character_ids: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """
+        One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): the
+        ``(batch, time, max_characters_per_token)`` ids are a window of that direction's own
+        token stream (the backward LM's already reversed, boundaries included by the reader), run
+        through the token encoder and that direction's LSTM stack only, each row continuing the
+        state that the same row of the previous window left. The first stream window after
+        sentences (or after `end_stream`) starts from zero.
+
+        # Returns
+
+        The top layer's ``(batch, time, projection_dim)`` output and the ``(batch, time)`` mask.
+        """
+        if not self.stateful:
+            self.stateful = True  # resets the carried state: a new stream starts from zero
+        mask = character_mask(character_ids)
+        tokens = self.encode_tokens(character_ids, mask)
+        return self.lstm.run_direction(direction, tokens, mask)[-1], mask
+
+    def end_stream(self) -> None:
+        """
+        Leaves stream mode (see `stream_direction`): `forward` is stateless again and the next
+        stream starts from zero. Nothing happens when no stream is running.
+        """
+        if self.stateful:
+            self.stateful = False
 
     def forward(self, character_ids: torch.Tensor) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
         """

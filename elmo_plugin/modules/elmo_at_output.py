@@ -112,8 +112,31 @@ def _split_elmo(inputs: torch.Tensor, elmo_dim: int, name: str, expected: int):
     return inputs[..., :-elmo_dim], inputs[..., -elmo_dim:]
 
 
+class _EncoderWithElmoBeside:
+    """
+    What both ``elmo_at_output`` wrappers share: the wrapped encoder and the output-side ELMo's
+    width, which passes by the encoder, so it adds to both the input and the output size.
+    """
+
+    _encoder: torch.nn.Module
+    _elmo_dim: int
+
+    def get_input_dim(self) -> int:
+        return self._encoder.get_input_dim() + self._elmo_dim
+
+    def get_output_dim(self) -> int:
+        return self._encoder.get_output_dim() + self._elmo_dim
+
+
+def _wrap_encoder(wrapper: _EncoderWithElmoBeside, encoder: torch.nn.Module, elmo_dim: int) -> None:
+    if elmo_dim < 1:
+        raise ConfigurationError(f"elmo_at_output: elmo_dim must be >= 1, got {elmo_dim}")
+    wrapper._encoder = encoder
+    wrapper._elmo_dim = elmo_dim
+
+
 @Seq2SeqEncoder.register("elmo_at_output")
-class ElmoAtOutputSeq2Seq(Seq2SeqEncoder):
+class ElmoAtOutputSeq2Seq(_EncoderWithElmoBeside, Seq2SeqEncoder):
     """
     ``[encoder(x_k); ELMo_k]`` per token, where the input is ``[x_k; ELMo_k]`` as
     ``elmo_input_output`` gives it (ELMo in the last ``elmo_dim`` features).
@@ -129,16 +152,7 @@ class ElmoAtOutputSeq2Seq(Seq2SeqEncoder):
 
     def __init__(self, encoder: Seq2SeqEncoder, elmo_dim: int) -> None:
         super().__init__()
-        if elmo_dim < 1:
-            raise ConfigurationError(f"elmo_at_output: elmo_dim must be >= 1, got {elmo_dim}")
-        self._encoder = encoder
-        self._elmo_dim = elmo_dim
-
-    def get_input_dim(self) -> int:
-        return self._encoder.get_input_dim() + self._elmo_dim
-
-    def get_output_dim(self) -> int:
-        return self._encoder.get_output_dim() + self._elmo_dim
+        _wrap_encoder(self, encoder, elmo_dim)
 
     def is_bidirectional(self) -> bool:
         return self._encoder.is_bidirectional()
@@ -149,7 +163,7 @@ class ElmoAtOutputSeq2Seq(Seq2SeqEncoder):
 
 
 @Seq2VecEncoder.register("elmo_at_output")
-class ElmoAtOutputSeq2Vec(Seq2VecEncoder):
+class ElmoAtOutputSeq2Vec(_EncoderWithElmoBeside, Seq2VecEncoder):
     """
     ``[encoder(x); mean_k ELMo_k]`` for a whole sequence (a classifier's ``seq2vec_encoder``):
     the wrapped encoder's vector, followed by the output-side ELMo averaged over the sequence's
@@ -166,16 +180,7 @@ class ElmoAtOutputSeq2Vec(Seq2VecEncoder):
 
     def __init__(self, encoder: Seq2VecEncoder, elmo_dim: int) -> None:
         super().__init__()
-        if elmo_dim < 1:
-            raise ConfigurationError(f"elmo_at_output: elmo_dim must be >= 1, got {elmo_dim}")
-        self._encoder = encoder
-        self._elmo_dim = elmo_dim
-
-    def get_input_dim(self) -> int:
-        return self._encoder.get_input_dim() + self._elmo_dim
-
-    def get_output_dim(self) -> int:
-        return self._encoder.get_output_dim() + self._elmo_dim
+        _wrap_encoder(self, encoder, elmo_dim)
 
     def forward(self, inputs: torch.Tensor, mask: Optional[torch.BoolTensor] = None) -> torch.Tensor:
         features, elmo = _split_elmo(inputs, self._elmo_dim, "elmo_at_output", self.get_input_dim())

@@ -18,20 +18,18 @@ import numpy as np
 import pytest
 
 from allennlp.commands import ArgumentParserWithDefaults
-from allennlp.common import file_utils
 from allennlp.common import logging as common_logging
 from cached_path import resource_to_filename
 
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
+from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from tests.helpers import FIXTURES, REPO_ROOT
+from tests.helpers import FIXTURES, REPO_ROOT, read_output, write_lines
 from tests.model_server import (
     DROPPED,
     HTML_PAGE,
     NOT_FOUND,
-    ModelServer,
     cache_entries,
     golden_fixtures_dir,
 )
@@ -60,11 +58,6 @@ def embedder() -> ElmoEmbedder:
     return ElmoEmbedder(OPTIONS_FILE, WEIGHT_FILE)
 
 
-def write_lines(path: Path, lines: List[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
 def run_elmo(*arguments, model_files: bool = True) -> int:
     """
     Parses ``allennlp elmo ARGUMENTS`` (plus the fixture model's files unless ``model_files`` is
@@ -82,15 +75,6 @@ def run_elmo(*arguments, model_files: bool = True) -> int:
     except SystemExit as exit:
         return exit.code if isinstance(exit.code, int) else 1
     return 0
-
-
-def read_output(path: Path):
-    with h5py.File(path, "r") as handle:
-        datasets = {key: handle[key][...] for key in handle if key != "sentence_to_index"}
-        mapping = (
-            json.loads(handle["sentence_to_index"][0]) if "sentence_to_index" in handle else None
-        )
-    return datasets, mapping
 
 
 @pytest.mark.parametrize("mode", ["--all", "--top", "--average"])
@@ -337,23 +321,6 @@ def test_allennlp_cli_explains_a_missing_weight_file(tmp_path):
 
 GOLDEN = golden_fixtures_dir()
 ORIGINAL = PUBLISHED_MODELS["original"]
-
-
-@pytest.fixture
-def cache_dir(tmp_path_factory, monkeypatch) -> Path:
-    """An empty download cache (never the user's), outside tmp_path so that the tests can
-    check that tmp_path holds no output."""
-    directory = tmp_path_factory.mktemp("allennlp_cache")
-    monkeypatch.setattr(file_utils, "CACHE_DIRECTORY", str(directory))
-    return directory
-
-
-@pytest.fixture
-def model_server(monkeypatch):
-    with ModelServer() as server:
-        server.serve_published(ORIGINAL, GOLDEN)
-        monkeypatch.setenv(MODELS_URL_VARIABLE, server.url)
-        yield server
 
 
 def golden_lines() -> List[str]:

@@ -1,7 +1,7 @@
 """
 Tests of `elmo_plugin.model_files` (resolve, download, catalogue): how a model is named (published names, directories,
 archives, explicit files) and how published models are downloaded, cached and checked, against a
-local HTTP server that serves AllenNLP's golden fixture as the published "Original" model.
+local HTTP model_server that serves AllenNLP's golden fixture as the published "Original" model.
 """
 import shutil
 from pathlib import Path
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from allennlp.common import Params, file_utils
+from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.modules.token_embedders import TokenEmbedder
 from cached_path import resource_to_filename
@@ -39,32 +39,15 @@ SENTENCES = [["The", "cat", "sat", "."], ["Hello", "!"], ["밥", "을", "먹었�
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    """An empty download cache, also AllenNLP's default for this test (never the user's)."""
-    directory = tmp_path / "cache"
-    monkeypatch.setattr(file_utils, "CACHE_DIRECTORY", str(directory))
-    return directory
-
-
-@pytest.fixture
-def server(monkeypatch):
-    """The fixture model served as the published "original" at ELMO_MODELS_URL."""
-    with ModelServer() as model_server:
-        model_server.serve_published(ORIGINAL, FIXTURES)
-        monkeypatch.setenv(MODELS_URL_VARIABLE, model_server.url)
-        yield model_server
-
-
 @pytest.fixture(scope="module")
 def reference() -> ElmoEmbedder:
     return ElmoEmbedder(FIXTURES / "options.json", FIXTURES / "lm_weights.hdf5")
 
 
-def url_of(which: str, server: ModelServer) -> str:
+def url_of(which: str, model_server: ModelServer) -> str:
     if which == "options":
-        return ORIGINAL.options_url(server.url)
-    return ORIGINAL.weights_url(server.url)
+        return ORIGINAL.options_url(model_server.url)
+    return ORIGINAL.weights_url(model_server.url)
 
 
 def entries_of(url: str, cache_dir: Path):
@@ -89,41 +72,41 @@ def test_published_urls():
     ]
 
 
-def test_default_is_original_downloaded_once_then_used_offline(server, cache_dir):
+def test_default_is_original_downloaded_once_then_used_offline(model_server, cache_dir):
     files = resolve_model()
     assert Path(files.options_file).parent == cache_dir
     assert Path(files.options_file).read_bytes() == (FIXTURES / "options.json").read_bytes()
     assert Path(files.weight_file).read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
-    assert sorted(server.gets()) == sorted(server.files)
+    assert sorted(model_server.gets()) == sorted(model_server.files)
     # Published files never change: a cached copy is used without asking the server again ...
-    requests_before = len(server.requests)
+    requests_before = len(model_server.requests)
     assert resolve_model("original") == files
-    assert len(server.requests) == requests_before
+    assert len(model_server.requests) == requests_before
     # ... also when the server is gone.
-    server.stop()
+    model_server.stop()
     assert resolve_model() == files
 
 
-def test_elmo_embedder_default_and_named_model(server, cache_dir, reference):
+def test_elmo_embedder_default_and_named_model(model_server, cache_dir, reference):
     expected = reference.embed_batch(SENTENCES)
     for embedder in (ElmoEmbedder(), ElmoEmbedder(model="original")):
         for ours, theirs in zip(embedder.embed_batch(SENTENCES), expected):
             np.testing.assert_array_equal(ours, theirs)
     with pytest.raises(ConfigurationError) as info:
-        ElmoEmbedder(model="small")  # not on this server
+        ElmoEmbedder(model="small")  # not on this model_server
     message = str(info.value)
-    assert PUBLISHED_MODELS["small"].options_url(server.url) in message
+    assert PUBLISHED_MODELS["small"].options_url(model_server.url) in message
     assert "not found (HTTP 404)" in message and MODELS_URL_VARIABLE in message
-    assert entries_of(PUBLISHED_MODELS["small"].options_url(server.url), cache_dir) == []
+    assert entries_of(PUBLISHED_MODELS["small"].options_url(model_server.url), cache_dir) == []
 
 
 @pytest.mark.parametrize("behaviour", [NOT_FOUND, DROPPED, HTML_PAGE])
 @pytest.mark.parametrize("which", ["options", "weights"])
 def test_a_bad_download_is_a_clear_error_and_leaves_no_cache_entry(
-    server, cache_dir, behaviour, which
+    model_server, cache_dir, behaviour, which
 ):
-    url = url_of(which, server)
-    server.misbehave[server.path_of(url)] = behaviour
+    url = url_of(which, model_server)
+    model_server.misbehave[model_server.path_of(url)] = behaviour
     with pytest.raises(ConfigurationError) as info:
         resolve_model(cache_dir=cache_dir)
     message = str(info.value)
@@ -138,7 +121,7 @@ def test_a_bad_download_is_a_clear_error_and_leaves_no_cache_entry(
     assert not [name for name in cache_entries(cache_dir) if name.endswith(".tmp")]
 
     # Fixed on the server: the next run downloads it.
-    del server.misbehave[server.path_of(url)]
+    del model_server.misbehave[model_server.path_of(url)]
     files = resolve_model(cache_dir=cache_dir)
     assert Path(files.weight_file).read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
 
@@ -153,63 +136,63 @@ def test_a_bad_download_is_a_clear_error_and_leaves_no_cache_entry(
     ],
 )
 def test_a_complete_transfer_of_the_wrong_file_is_removed_from_the_cache(
-    server, cache_dir, which, content, expected
+    model_server, cache_dir, which, content, expected
 ):
-    url = url_of(which, server)
+    url = url_of(which, model_server)
     if content == "truncated":
         # A file cut short that the transfer cannot notice (its Content-Length says the same).
-        content = server.files[server.path_of(url)][:-1000]
-    server.files[server.path_of(url)] = content
+        content = model_server.files[model_server.path_of(url)][:-1000]
+    model_server.files[model_server.path_of(url)] = content
     with pytest.raises(ConfigurationError, match="did not give a bilm-tf") as info:
         resolve_model(cache_dir=cache_dir)
     assert url in str(info.value) and expected in str(info.value)
     assert entries_of(url, cache_dir) == []
 
 
-def test_a_damaged_cached_copy_is_downloaded_again(server, cache_dir):
+def test_a_damaged_cached_copy_is_downloaded_again(model_server, cache_dir):
     files = resolve_model(cache_dir=cache_dir)
     Path(files.weight_file).write_bytes(b"<html>cached by something that did not check</html>")
     again = resolve_model(cache_dir=cache_dir)
     assert Path(again.weight_file).read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
 
 
-def test_offline_with_an_empty_cache_is_one_line_naming_the_url(server, cache_dir):
-    server.stop()
+def test_offline_with_an_empty_cache_is_one_line_naming_the_url(model_server, cache_dir):
+    model_server.stop()
     with pytest.raises(ConfigurationError) as info:
         resolve_model(cache_dir=cache_dir)
     message = str(info.value)
-    assert message.startswith(f"cannot download {ORIGINAL.options_url(server.url)} (")
+    assert message.startswith(f"cannot download {ORIGINAL.options_url(model_server.url)} (")
     assert "Connection refused" in message and str(cache_dir) in message
     assert "model=DIRECTORY" in message and "options_file=OPTIONS_JSON" in message
     assert "\n" not in message
-    assert entries_of(ORIGINAL.options_url(server.url), cache_dir) == []
+    assert entries_of(ORIGINAL.options_url(model_server.url), cache_dir) == []
 
 
-def test_explicit_urls_win_over_model_and_work_offline_once_cached(server, cache_dir):
+def test_explicit_urls_win_over_model_and_work_offline_once_cached(model_server, cache_dir):
     # Not the published layout: files that may change, so the server is asked each time.
-    server.files["/mine/options.json"] = (FIXTURES / "options.json").read_bytes()
-    server.files["/mine/weights.hdf5"] = (FIXTURES / "lm_weights.hdf5").read_bytes()
-    options_url, weights_url = f"{server.url}/mine/options.json", f"{server.url}/mine/weights.hdf5"
+    model_server.files["/mine/options.json"] = (FIXTURES / "options.json").read_bytes()
+    model_server.files["/mine/weights.hdf5"] = (FIXTURES / "lm_weights.hdf5").read_bytes()
+    options_url, weights_url = f"{model_server.url}/mine/options.json", f"{model_server.url}/mine/weights.hdf5"
     files = resolve_model("no-such-model", options_file=options_url, weight_file=weights_url)
     assert Path(files.weight_file).read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
-    requests_before = len(server.requests)
+    requests_before = len(model_server.requests)
     assert resolve_model(options_file=options_url, weight_file=weights_url) == files
-    assert len(server.requests) > requests_before  # the ETags were checked
-    assert server.gets().count("/mine/weights.hdf5") == 1  # but nothing downloaded again
-    server.stop()
+    assert len(model_server.requests) > requests_before  # the ETags were checked
+    assert model_server.gets().count("/mine/weights.hdf5") == 1  # but nothing downloaded again
+    model_server.stop()
     # Offline, cached_path's rule: the newest cached copy (found at once, without its retries).
     assert resolve_model(options_file=options_url, weight_file=weights_url) == files
 
 
-def test_published_urls_given_as_files_are_not_asked_about_again(server, cache_dir):
+def test_published_urls_given_as_files_are_not_asked_about_again(model_server, cache_dir):
     # As in AllenNLP configs, which name the published files by URL.
     urls = dict(options_file=ORIGINAL.options_url(), weight_file=ORIGINAL.weights_url())
     files = resolve_model(**urls)
-    requests_before = len(server.requests)
+    requests_before = len(model_server.requests)
     again, default = resolve_model(**urls), resolve_model()
     assert again == files
     assert (default.options_file, default.weight_file) == (files.options_file, files.weight_file)
-    assert len(server.requests) == requests_before
+    assert len(model_server.requests) == requests_before
 
 
 def test_only_one_of_the_files_is_an_error_naming_the_other():
@@ -276,11 +259,11 @@ def test_token_embedder_from_a_config_with_a_model_directory(tmp_path):
     assert torch.allclose(embedder(ids), core(ids)["elmo_representations"][0], atol=1e-6)
 
 
-def test_describe_published_models(server, cache_dir):
+def test_describe_published_models(model_server, cache_dir):
     text = describe_published_models()
     for model in PUBLISHED_MODELS.values():
-        assert model.options_url(server.url) in text and model.weights_url(server.url) in text
+        assert model.options_url(model_server.url) in text and model.weights_url(model_server.url) in text
     assert "original             93.6M        1024  no" in text
     resolve_model()
     assert "original             93.6M        1024  yes" in describe_published_models()
-    assert str(cache_dir) in text and f"{MODELS_URL_VARIABLE}={server.url}" in text
+    assert str(cache_dir) in text and f"{MODELS_URL_VARIABLE}={model_server.url}" in text

@@ -695,3 +695,20 @@ def test_a_warm_restart_starts_from_every_weight_of_the_old_run_and_archives_wit
     (old_run / "best.th").unlink()
     loaded = load_archive(str(new_run / "model.tar.gz")).model
     assert torch.equal(loaded.softmax.softmax_bias, old.softmax.softmax_bias + 1.0)
+
+
+def test_forward_takes_the_fields_that_the_reader_writes():
+    # AllenNLP passes each instance field as the keyword argument of the same name.
+    import inspect
+
+    from elmo_plugin.data import bilm_fields
+    from elmo_plugin.data.dataset_readers import BilmCorpusReader
+
+    parameters = list(inspect.signature(ElmoLanguageModel.forward).parameters)[1:]
+    assert parameters == [*bilm_fields.SENTENCE_FIELDS, *bilm_fields.STREAM_FIELDS]
+    instance = BilmCorpusReader().text_to_instance(["a", "b"])
+    assert tuple(instance.fields) == bilm_fields.SENTENCE_FIELDS
+    assert set(instance.fields[bilm_fields.SENTENCE_FIELD].token_indexers) == {
+        bilm_fields.CHARACTERS_INDEXER,
+        bilm_fields.TARGETS_INDEXER,
+    }

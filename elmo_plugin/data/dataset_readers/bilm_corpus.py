@@ -93,6 +93,15 @@ from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
 from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
 from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer
+from elmo_plugin.data.bilm_fields import (
+    BACKWARD_TARGETS_FIELD,
+    BACKWARD_TOKENS_FIELD,
+    CHARACTERS_INDEXER,
+    FORWARD_TARGETS_FIELD,
+    FORWARD_TOKENS_FIELD,
+    SENTENCE_FIELD,
+    TARGETS_INDEXER,
+)
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE
 
 logger = logging.getLogger(__name__)
@@ -266,24 +275,24 @@ class BilmCorpusReader(ShardedDatasetReader):
         self._local_pass_counts: Dict[str, int] = {}
 
         self._sentence_indexers: Dict[str, TokenIndexer] = {
-            "elmo_characters": ElmoCharactersIndexer(
+            CHARACTERS_INDEXER: ElmoCharactersIndexer(
                 max_characters_per_token=max_characters_per_token
             ),
-            "lm_targets": SingleIdTokenIndexer(namespace=vocab_namespace),
+            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace),
         }
         # Stream fields are padded to exactly unroll_steps positions.
         min_length = unroll_steps if mode == "stream" else 0
         self._stream_input_indexers: Dict[str, TokenIndexer] = {
-            "elmo_characters": ElmoCharactersIndexer(
+            CHARACTERS_INDEXER: ElmoCharactersIndexer(
                 max_characters_per_token=max_characters_per_token,
                 token_min_padding_length=min_length,
             ),
-            "lm_targets": SingleIdTokenIndexer(
+            TARGETS_INDEXER: SingleIdTokenIndexer(
                 namespace=vocab_namespace, token_min_padding_length=min_length
             ),
         }
         self._stream_target_indexers: Dict[str, TokenIndexer] = {
-            "lm_targets": SingleIdTokenIndexer(
+            TARGETS_INDEXER: SingleIdTokenIndexer(
                 namespace=vocab_namespace, token_min_padding_length=min_length
             ),
         }
@@ -328,9 +337,9 @@ class BilmCorpusReader(ShardedDatasetReader):
         for name, field in instance.fields.items():
             if not isinstance(field, TextField):
                 continue
-            if name == "tokens":
+            if name == SENTENCE_FIELD:
                 field.token_indexers = self._sentence_indexers
-            elif name.endswith("_targets"):
+            elif name in (FORWARD_TARGETS_FIELD, BACKWARD_TARGETS_FIELD):
                 field.token_indexers = self._stream_target_indexers
             else:
                 field.token_indexers = self._stream_input_indexers
@@ -375,7 +384,7 @@ class BilmCorpusReader(ShardedDatasetReader):
             yield from self._stream_instances(pattern, files, shard, num_shards, pass_number, stats)
 
     def _sentence_instance(self, tokens: List[str]) -> Instance:
-        return Instance({"tokens": TextField([Token(text) for text in tokens])})
+        return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
     def _stream_instances(
         self,
@@ -408,10 +417,10 @@ class BilmCorpusReader(ShardedDatasetReader):
             ):
                 yield Instance(
                     {
-                        "forward_tokens": TextField([Token(t) for t in fw_inputs]),
-                        "forward_targets": TextField([Token(t) for t in fw_targets]),
-                        "backward_tokens": TextField([Token(t) for t in bw_inputs]),
-                        "backward_targets": TextField([Token(t) for t in bw_targets]),
+                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
+                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
+                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
+                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
                     }
                 )
 

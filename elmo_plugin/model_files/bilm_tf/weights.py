@@ -22,7 +22,7 @@ the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at ru
 conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
 """
 import os
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 import h5py
 import numpy as np
