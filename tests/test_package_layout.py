@@ -1,0 +1,114 @@
+"""
+The package's map in README.md ("Where things are") against the tree, and its imports against
+the order of the wings that the README gives: a subpackage or file that is gone, one that the
+map leaves out, and an import that runs upward all fail here.
+"""
+import ast
+import fnmatch
+import re
+from pathlib import Path
+from typing import Dict, List, Set, Tuple
+
+from tests.helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "elmo_plugin"
+
+# Bottom to top: a module may import from its own level and the levels below it only.
+LEVELS: List[Set[str]] = [
+    {"common"},
+    {"data"},
+    {"model_files"},
+    {"modules"},
+    {"models", "training"},
+    {"tasks"},
+    {"elmo_embedder"},
+    {"commands"},
+    {"__init__"},
+]
+
+
+def readme_map() -> Dict[str, str]:
+    """The map's entries under ``elmo_plugin/``: path (``data/tokenizers/``, ``elmo_embedder.py``)
+    to the text that describes it (continuation lines included)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Where things are", 1)[1]
+    block = section.split("```", 2)[1]
+    entries: Dict[str, str] = {}
+    current = None
+    for line in block.splitlines():
+        match = re.match(r"^  (\S+)\s*(.*)$", line)
+        if match:  # "  name/  description": an entry of elmo_plugin/
+            current = match.group(1)
+            entries[current] = match.group(2)
+        elif line.startswith("    ") and current is not None:
+            entries[current] += " " + line.strip()
+        else:  # a top-level line (training_configs/, tests/ ...) ends elmo_plugin's entries
+            current = None
+    return entries
+
+
+def package_tree() -> Tuple[Set[str], Set[str]]:
+    """Every folder under elmo_plugin/ (as ``data/tokenizers/``) and the top-level .py files."""
+    folders = {
+        str(path.relative_to(PACKAGE)) + "/"
+        for path in PACKAGE.rglob("*")
+        if path.is_dir() and path.name != "__pycache__"
+    }
+    top_files = {path.name for path in PACKAGE.glob("*.py")}
+    return folders, top_files
+
+
+def test_the_readme_map_lists_every_subpackage_and_only_those():
+    entries = readme_map()
+    folders, top_files = package_tree()
+    listed_folders = {name for name in entries if name.endswith("/")}
+    listed_files = {name for name in entries if not name.endswith("/")}
+    assert listed_folders - folders == set(), "the README's map lists folders that are gone"
+    assert folders - listed_folders == set(), "the README's map leaves out these folders"
+    assert listed_files == top_files
+
+
+def test_every_file_the_readme_map_names_exists():
+    for entry, text in readme_map().items():
+        if not entry.endswith("/"):
+            continue
+        present = [path.name for path in (PACKAGE / entry).iterdir()]
+        for pattern in re.findall(r"(?<![/\w])[\w*]+\.py\b", text):
+            assert fnmatch.filter(present, pattern), f"README map: {entry}{pattern} does not exist"
+
+
+def _level(module: str) -> int:
+    """The level of ``elmo_plugin.X...`` (by its first component)."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    for index, names in enumerate(LEVELS):
+        if top in names:
+            return index
+    raise AssertionError(f"{module}: not in the README's order of wings; add it to LEVELS and the map")
+
+
+def test_imports_run_down_the_wings_only():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(REPO_ROOT).with_suffix("")
+        module = ".".join(relative.parts)
+        if module.endswith(".__init__") and relative.parent == Path("elmo_plugin"):
+            module = "elmo_plugin"
+        elif module.endswith(".__init__"):
+            module = module[: -len(".__init__")]
+        own_level = _level(module)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("elmo_plugin"):
+                if _level(node.module) > own_level:
+                    upward.append(f"{module} imports {node.module}")
+    assert upward == []
+
+
+def test_help_texts_name_files_that_exist():
+    # A help text or message that sends the user to a file of the package must name a real one.
+    missing = []
+    for path in PACKAGE.rglob("*.py"):
+        for name in re.findall(r"elmo_plugin/[\w/]+\.py", path.read_text(encoding="utf-8")):
+            if not (REPO_ROOT / name).is_file():
+                missing.append(f"{path.relative_to(REPO_ROOT)}: {name}")
+    assert missing == []
