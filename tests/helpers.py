@@ -214,6 +214,22 @@ def run_export(*arguments) -> int:
     return 0
 
 
+def write_serialization_directory(directory: Path, model: Any, config: Dict[str, Any]) -> Path:
+    """
+    What ``allennlp train`` leaves for a model, without training it: ``vocabulary/``,
+    ``best.th`` and ``config.json`` in ``directory`` (created if need be), and the
+    ``model.tar.gz`` that AllenNLP's ``archive_model`` makes of them. Returns ``directory``.
+    """
+    from allennlp.models.archival import archive_model
+
+    directory.mkdir(parents=True, exist_ok=True)
+    model.vocab.save_to_files(str(directory / "vocabulary"))
+    torch.save(model.state_dict(), directory / "best.th")
+    (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    archive_model(str(directory))
+    return directory
+
+
 def write_lines(path: Path, lines: List[str]) -> Path:
     """Writes ``lines`` to ``path`` as UTF-8, each ended by a newline; returns ``path``."""
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")

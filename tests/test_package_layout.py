@@ -112,3 +112,9 @@ def test_help_texts_name_files_that_exist():
             if not (REPO_ROOT / name).is_file():
                 missing.append(f"{path.relative_to(REPO_ROOT)}: {name}")
     assert missing == []
+
+
+def test_the_readme_names_files_that_exist():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    named = re.findall(r"(?<![\w/.])((?:elmo_plugin|tests|benchmarks|scripts)/[\w/]+\.py)", readme)
+    assert named and [name for name in named if not (REPO_ROOT / name).is_file()] == []

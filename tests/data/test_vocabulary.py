@@ -14,7 +14,7 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.vocabulary import Vocabulary
 from allennlp.models import Model
-from allennlp.models.archival import archive_model, load_archive
+from allennlp.models.archival import load_archive
 
 import elmo_plugin.commands.elmo_vocab  # noqa: F401  (registers "elmo-vocab")
 from elmo_plugin.commands.elmo_vocab import ElmoVocabCommand
@@ -23,7 +23,7 @@ from elmo_plugin.data.vocabulary import (
     build_lm_vocabulary,
     read_bilm_tf_vocabulary,
 )
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, write_serialization_directory
 
 
 # Counts: the 5, a 4, cat 2, dog 2, sat 1, on 1, mat 1, zebra 1 (17 tokens, 8 types).
@@ -232,14 +232,8 @@ def test_model_archive_round_trip(tmp_path: Path):
     }
     import elmo_plugin.data.dataset_readers.bilm_corpus  # noqa: F401  (registers "bilm_corpus")
 
-    serialization_dir = tmp_path / "run"
-    serialization_dir.mkdir()
     vocab = Vocabulary.from_params(Params(dict(config["vocabulary"])))
-    model = _TinyModel(vocab)
-    vocab.save_to_files(str(serialization_dir / "vocabulary"))
-    torch.save(model.state_dict(), serialization_dir / "best.th")
-    Params(config).to_file(str(serialization_dir / "config.json"))
-    archive_model(serialization_dir)
+    serialization_dir = write_serialization_directory(tmp_path / "run", _TinyModel(vocab), config)
 
     archive = load_archive(str(serialization_dir / "model.tar.gz"))
     _assert_same_lm_vocab(vocab, archive.model.vocab)

@@ -21,7 +21,6 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.models import Model
-from allennlp.models.archival import archive_model
 from allennlp.modules.elmo import _ElmoBiLm
 
 from allennlp.models.archival import load_archive
@@ -32,7 +31,7 @@ from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets, run_export
+from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets, run_export, write_serialization_directory
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -306,11 +305,7 @@ def other_model_directory(directory: Path) -> Path:
     vocab.add_tokens_to_namespace(["a", "b"], "tokens")
     vocab.add_tokens_to_namespace(["pos", "neg"], "labels")
     model = Model.from_params(vocab=vocab, params=Params(copy.deepcopy(model_params)))
-    vocab.save_to_files(str(directory / "vocabulary"))
-    torch.save(model.state_dict(), directory / "best.th")
-    (directory / "config.json").write_text(json.dumps(config))
-    archive_model(str(directory))
-    return directory
+    return write_serialization_directory(directory, model, config)
 
 
 def test_export_errors(tmp_path, capsys):

@@ -5,7 +5,6 @@ language models, learning, stream mode (state carried between windows, ``<S>`` t
 and configuration errors.
 """
 import copy
-import json
 import logging
 import math
 import random
@@ -24,7 +23,7 @@ from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates
-from tests.helpers import FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_
+from tests.helpers import FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_, write_serialization_directory
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -650,7 +649,7 @@ def test_a_warm_restart_starts_from_every_weight_of_the_old_run_and_archives_wit
     """
     from allennlp.common import Params
     from allennlp.models import Model
-    from allennlp.models.archival import archive_model, load_archive
+    from allennlp.models.archival import load_archive
 
     old_run = tmp_path / "old_run"
     old_run.mkdir()
@@ -674,24 +673,19 @@ def test_a_warm_restart_starts_from_every_weight_of_the_old_run_and_archives_wit
     assert not torch.equal(fresh.softmax.softmax_weight, old.softmax.softmax_weight)
 
     # The new run trains a step, is archived, and the old run disappears.
-    new_run = tmp_path / "new_run"
-    new_run.mkdir()
     with torch.no_grad():
         new.softmax.softmax_bias.add_(1.0)
-    torch.save(new.state_dict(), new_run / "best.th")
-    vocab.save_to_files(str(new_run / "vocabulary"))
-    (new_run / "config.json").write_text(
-        json.dumps(
-            {
-                "dataset_reader": {"type": "bilm_corpus"},
-                "train_data_path": "unused.txt",
-                "model": model_params,
-                "data_loader": {"batch_size": 2},
-                "trainer": {"optimizer": "adam"},
-            }
-        )
+    new_run = write_serialization_directory(
+        tmp_path / "new_run",
+        new,
+        {
+            "dataset_reader": {"type": "bilm_corpus"},
+            "train_data_path": "unused.txt",
+            "model": model_params,
+            "data_loader": {"batch_size": 2},
+            "trainer": {"optimizer": "adam"},
+        },
     )
-    archive_model(str(new_run))
     (old_run / "best.th").unlink()
     loaded = load_archive(str(new_run / "model.tar.gz")).model
     assert torch.equal(loaded.softmax.softmax_bias, old.softmax.softmax_bias + 1.0)

@@ -14,7 +14,6 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.models import Model
-from allennlp.models.archival import archive_model
 from allennlp.modules import ScalarMix as CoreScalarMix
 from allennlp.modules.elmo import Elmo as CoreElmo
 from allennlp.modules.token_embedders import TokenEmbedder
@@ -27,7 +26,7 @@ from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.modules.scalar_mix import ScalarMix, SingleLayerMix
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, KOREAN_LONG, LONG_TOKEN, make_random_bilm_files
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, KOREAN_LONG, LONG_TOKEN, make_random_bilm_files, write_serialization_directory
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -218,11 +217,7 @@ def write_bilm_archive(directory: Path) -> Path:
         "data_loader": {"batch_size": 2},
         "trainer": {"optimizer": "adam"},
     }
-    vocab.save_to_files(str(directory / "vocabulary"))
-    torch.save(model.state_dict(), directory / "best.th")
-    (directory / "config.json").write_text(json.dumps(config))
-    archive_model(str(directory))
-    return directory
+    return write_serialization_directory(directory, model, config)
 
 
 def test_token_embedder_loads_our_training_archive(tmp_path):
