@@ -495,3 +495,44 @@ def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
         f"allennlp elmo: error: interrupted; {output_file} was not written."
     )
     assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+
+
+def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
+    import elmo_plugin.commands.elmo as command_module
+    import elmo_plugin.elmo_embedder as embedder_module
+    import elmo_plugin.model_files.resolve as resolve_module
+
+    calls: Dict[str, int] = {}
+
+    def counted(module, name):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(embedder_module, "check_sentence_file")
+    counted(resolve_module, "check_file_pair")
+    counted(resolve_module, "fetch")
+    counted(ElmoBiLm, "from_files")
+    for module in (command_module, embedder_module):
+        monkeypatch.setattr(
+            module,
+            "check_cuda_device",
+            lambda device, original=embedder_module.check_cuda_device: (
+                calls.__setitem__("check_cuda_device", calls.get("check_cuda_device", 0) + 1)
+                or original(device)
+            ),
+        )
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    assert run_elmo(input_file, tmp_path / "out.hdf5", "--top") == 0
+    # fetch: the options file and the weight file, once each.
+    assert calls == {
+        "check_sentence_file": 1,
+        "check_cuda_device": 1,
+        "check_file_pair": 1,
+        "fetch": 2,
+        "from_files": 1,
+    }
