@@ -43,19 +43,37 @@ class ElmoBiLm(nn.Module):
     stateful : `bool`, optional (default = `False`)
         Carry the LSTM state from one batch to the next, row by row, as the original bilm-tf did.
         The default starts every batch from zero, so a sentence always gets the same vectors.
+    character_ids : `ElmoCharacterIds`, optional
+        How tokens become rows of ids, including the ``<S>``/``</S>`` rows added here. By
+        default bilm-tf's UTF-8 byte ids; a model with its own character vocabulary passes its
+        scheme (`elmo_plugin.data.elmoformanylangs_character_ids`), whose rows may also carry
+        a word id.
+    character_encoder : `CharacterEncoder`, optional
+        The token encoder, when it is not the one ``options`` describe (a different character
+        vocabulary, a word embedding); built from ``options`` by default.
     """
 
-    def __init__(self, options: BilmOptions, stateful: bool = False) -> None:
+    def __init__(
+        self,
+        options: BilmOptions,
+        stateful: bool = False,
+        character_ids: Optional[ElmoCharacterIds] = None,
+        character_encoder: Optional[CharacterEncoder] = None,
+    ) -> None:
         super().__init__()
         self.options = options
-        self.character_ids = ElmoCharacterIds(options.max_characters_per_token)
-        self.character_encoder = CharacterEncoder(
-            filters=options.filters,
-            char_embedding_dim=options.char_embedding_dim,
-            n_highway=options.n_highway,
-            projection_dim=options.projection_dim,
-            activation=options.activation,
-        )
+        if character_ids is None:
+            character_ids = ElmoCharacterIds(options.max_characters_per_token)
+        self.character_ids = character_ids
+        if character_encoder is None:
+            character_encoder = CharacterEncoder(
+                filters=options.filters,
+                char_embedding_dim=options.char_embedding_dim,
+                n_highway=options.n_highway,
+                projection_dim=options.projection_dim,
+                activation=options.activation,
+            )
+        self.character_encoder = character_encoder
         self.lstm = ElmoBiLstm(
             input_size=options.projection_dim,
             cell_size=options.lstm_dim,
@@ -260,10 +278,15 @@ class ElmoBiLm(nn.Module):
         (layer 0 is the token vector written twice, then one per LSTM layer), including the
         sentence boundary positions; ``"mask"``: ``(batch, time + 2)`` bool.
         """
-        if character_ids.size(-1) != self.options.max_characters_per_token:
+        # The width of a token's row of ids, as the id scheme writes <S>: max_characters_per_token,
+        # plus one for a word id in models that read one.
+        ids_per_token = self._bos_ids.numel()
+        if character_ids.size(-1) != ids_per_token:
             raise ValueError(
-                f"character ids have {character_ids.size(-1)} characters per token, but this "
-                f"biLM was built for {self.options.max_characters_per_token}"
+                f"character ids have {character_ids.size(-1)} ids per token, but this biLM was "
+                f"built for {ids_per_token} (max_characters_per_token "
+                f"{self.options.max_characters_per_token}"
+                f"{', plus the word id' if ids_per_token > self.options.max_characters_per_token else ''})"
             )
         ids, mask = self.add_sentence_boundaries(character_ids)
         tokens = self.encode_tokens(ids, mask)

@@ -12,6 +12,8 @@ A model is one of
   writes; a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
   files downloaded by hand, works too);
 - a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
+- an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
+  ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
 - or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
   AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
 
@@ -53,6 +55,10 @@ from filelock import Timeout
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.common.archive import is_model_archive
 from elmo_plugin.common.util import PathLike
+from elmo_plugin.model_files.elmoformanylangs import (
+    is_elmoformanylangs_directory,
+    load_elmoformanylangs_bilm,
+)
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
@@ -179,9 +185,15 @@ class ModelFiles:
     weight_file: Optional[str] = None
     archive_file: Optional[str] = None
     description: str = ""
+    # An ELMoForManyLangs model directory (issue 26), read by elmo_plugin.model_files.elmoformanylangs.
+    elmoformanylangs_directory: Optional[str] = None
 
     def load(self, stateful: bool = False, requires_grad: bool = False) -> ElmoBiLm:
         """The biLM with its weights (see `ElmoBiLm.from_files` and `ElmoBiLm.from_archive`)."""
+        if self.elmoformanylangs_directory is not None:
+            return load_elmoformanylangs_bilm(
+                self.elmoformanylangs_directory, stateful=stateful, requires_grad=requires_grad
+            )
         if self.archive_file is not None:
             return ElmoBiLm.from_archive(
                 self.archive_file, stateful=stateful, requires_grad=requires_grad
@@ -342,6 +354,12 @@ def _local_model(name: str, argument_names: ArgumentNames) -> ModelFiles:
 
 
 def _directory_model(directory: str) -> ModelFiles:
+    # ELMoForManyLangs model directories (issue 26) first: they hold a config.json too.
+    if is_elmoformanylangs_directory(directory):
+        return ModelFiles(
+            elmoformanylangs_directory=directory,
+            description=f"{directory} (ELMoForManyLangs)",
+        )
     options = os.path.join(directory, OPTIONS_NAME)
     weights = os.path.join(directory, WEIGHTS_NAME)
     if os.path.isfile(options) and os.path.isfile(weights):
