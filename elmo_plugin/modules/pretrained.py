@@ -238,7 +238,8 @@ def resolve_model(
 
     model : `str`, `PathLike` or `ModelFiles`, optional
         A published model's name (`PUBLISHED_MODELS`), a directory with ``options.json`` and
-        ``weights.hdf5``, or an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. A
+        ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
+        ELMoForManyLangs model directory. A
         `ModelFiles` (already resolved) is returned as it is. Nothing: `DEFAULT_MODEL`. A name
         wins over a directory of the same name; write ``./small`` for the directory.
     options_file : `PathLike`, optional
@@ -376,7 +377,8 @@ def _directory_model(directory: str) -> ModelFiles:
         )
     raise ConfigurationError(
         f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
-        "allennlp elmo-export writes), or the config.json of an elmo_bilm training run"
+        "allennlp elmo-export writes), the config.json of an elmo_bilm training run, or an "
+        "ELMoForManyLangs model (config.json, char.dic, token_embedder.pkl, encoder.pkl)"
     )
 
 

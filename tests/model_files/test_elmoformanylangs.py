@@ -331,7 +331,7 @@ def _copy_model(source: Path, target: Path) -> Path:
 
 def test_a_directory_that_is_neither_format(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ConfigurationError, match="holds no ELMo model"):
+    with pytest.raises(ConfigurationError, match="holds no ELMo model.*or an ELMoForManyLangs model"):
         load_bilm(str(tmp_path))
 
 
@@ -343,6 +343,22 @@ def test_a_missing_file_is_named(model_dirs, tmp_path, name):
         load_bilm(str(directory))
     assert str(directory / name) in str(error.value) and "missing" in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_the_command_reports_a_missing_weight_file_in_one_line(model_dirs, tmp_path, capsys):
+    from tests.commands.test_elmo import run_elmo
+
+    directory = _copy_model(model_dirs["no_words"], tmp_path / "model")
+    (directory / "encoder.pkl").unlink()
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    status = run_elmo(
+        tmp_path / "in.txt", tmp_path / "out.hdf5", "--all", "--model", directory, model_files=False
+    )
+    assert status == 1 and not (tmp_path / "out.hdf5").exists()
+    error = capsys.readouterr().err.strip()
+    assert error == f"allennlp elmo: error: {directory / 'encoder.pkl'}: missing; an " + (
+        "ELMoForManyLangs model directory needs token_embedder.pkl and encoder.pkl"
+    )
 
 
 @pytest.mark.parametrize("name", ["encoder.pkl", "token_embedder.pkl"])
@@ -485,3 +501,9 @@ def test_a_tagger_trains_with_the_model_in_its_config(model_dirs, tmp_path):
         assert not parameter.requires_grad and torch.equal(parameter, pretrained[name]), name
     mix = [p for n, p in trained.items() if n.endswith("scalar_parameters")]
     assert mix and mix[0].requires_grad and not torch.equal(mix[0], torch.zeros_like(mix[0]))
+    # The archive loads again (its config names the model directory) with the trained weights.
+    from allennlp.models.archival import load_archive
+
+    loaded = load_archive(str(tmp_path / "run" / "model.tar.gz")).model
+    for name, parameter in loaded.named_parameters():
+        assert torch.equal(parameter, trained[name]), name
