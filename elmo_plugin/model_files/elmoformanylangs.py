@@ -53,7 +53,6 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.common.util import PathLike
 from elmo_plugin.data.elmoformanylangs_character_ids import (
-    PAD_TOKEN,
     REQUIRED_CHARACTERS,
     REQUIRED_WORDS,
     ElmoForManyLangsCharacterIds,
@@ -192,7 +191,10 @@ class ElmoForManyLangsOptions:
                 f"{source}: token_embedder.activation must be 'relu' or 'tanh', got {activation!r}"
             )
         try:
-            filters = [(int(width), int(count)) for width, count in need(embedder, "token_embedder", "filters")]
+            filters = [
+                (int(width), int(count))
+                for width, count in need(embedder, "token_embedder", "filters")
+            ]
         except (TypeError, ValueError):
             raise ConfigurationError(
                 f"{source}: token_embedder.filters must be a list of [width, count] pairs"
@@ -340,7 +342,7 @@ def _load_state_dict(path: str) -> Dict[str, torch.Tensor]:
 def _check_shapes(
     path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str
 ) -> None:
-    """Every expected tensor present with its shape, and nothing else: else one error naming ``path``."""
+    """Every expected tensor there with its shape and nothing else, or one error naming ``path``."""
     missing = [name for name in expected if name not in state]
     if missing:
         raise ConfigurationError(
@@ -363,7 +365,11 @@ def _check_shapes(
 
 
 def _check_dictionary_fits(
-    dictionary_path: str, dictionary: Dict[str, int], weights_path: str, weight: torch.Tensor, what: str
+    dictionary_path: str,
+    dictionary: Dict[str, int],
+    weights_path: str,
+    weight: torch.Tensor,
+    what: str,
 ) -> None:
     rows = weight.size(0)
     out_of_range = [entry for entry, index in dictionary.items() if not 0 <= index < rows]
@@ -413,7 +419,9 @@ class ElmoForManyLangsModel:
         self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
         self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
         char_to_id = read_dictionary(self.character_dictionary_path)
-        word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
+        word_to_id = (
+            read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
+        )
         for path, dictionary, required in (
             (self.character_dictionary_path, char_to_id, REQUIRED_CHARACTERS),
             (self.word_dictionary_path, word_to_id, REQUIRED_WORDS),
@@ -447,7 +455,10 @@ class ElmoForManyLangsModel:
         # mismatch of dictionary and weights is reported as that.
         n_filters = options.n_filters
         expected: Dict[str, Tuple[int, ...]] = {}
-        for name, dim in (("char_emb_layer", options.char_dim), ("word_emb_layer", options.word_dim)):
+        for name, dim in (
+            ("char_emb_layer", options.char_dim),
+            ("word_emb_layer", options.word_dim),
+        ):
             if dim > 0:
                 key = f"{name}.embedding.weight"
                 rows = embedder[key].size(0) if key in embedder and embedder[key].dim() == 2 else -1
@@ -533,7 +544,9 @@ class ElmoForManyLangsModel:
                 # Our layer adds TensorFlow's forget bias of 1.0 at run time; theirs adds none.
                 bias[2 * cell : 3 * cell] -= 1.0
                 state[f"{ours}.bias"] = bias
-                state[f"{ours}.projection_weight"] = encoder[f"{theirs}.state_projection.weight"].t()
+                state[f"{ours}.projection_weight"] = encoder[
+                    f"{theirs}.state_projection.weight"
+                ].t()
         return {name: value.contiguous() for name, value in state.items()}
 
     def build_bilm(self, stateful: bool = False, requires_grad: bool = False) -> ElmoBiLm:
@@ -578,7 +591,11 @@ def load_elmoformanylangs_bilm(
         "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
         model.directory,
         len(model.character_ids.char_to_id),
-        f"{len(model.character_ids.word_to_id or {})} words" if model.has_word_embedding else "no word embedding",
+        (
+            f"{len(model.character_ids.word_to_id or {})} words"
+            if model.has_word_embedding
+            else "no word embedding"
+        ),
         model.options.n_layers,
         model.options.cell_dim,
         model.options.projection_dim,

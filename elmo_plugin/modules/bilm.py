@@ -46,8 +46,8 @@ class ElmoBiLm(nn.Module):
     character_ids : `ElmoCharacterIds`, optional
         How tokens become rows of ids, including the ``<S>``/``</S>`` rows added here. By
         default bilm-tf's UTF-8 byte ids; a model with its own character vocabulary passes its
-        scheme (`elmo_plugin.data.elmoformanylangs_character_ids`), whose rows may also carry
-        a word id.
+        own scheme with the same interface (`elmo_plugin.data.elmoformanylangs_character_ids`),
+        whose rows may also carry a word id.
     character_encoder : `CharacterEncoder`, optional
         The token encoder, when it is not the one ``options`` describe (a different character
         vocabulary, a word embedding); built from ``options`` by default.
@@ -282,11 +282,11 @@ class ElmoBiLm(nn.Module):
         # plus one for a word id in models that read one.
         ids_per_token = self._bos_ids.numel()
         if character_ids.size(-1) != ids_per_token:
+            max_characters = self.options.max_characters_per_token
+            word_id = ", plus the word id" if ids_per_token > max_characters else ""
             raise ValueError(
                 f"character ids have {character_ids.size(-1)} ids per token, but this biLM was "
-                f"built for {ids_per_token} (max_characters_per_token "
-                f"{self.options.max_characters_per_token}"
-                f"{', plus the word id' if ids_per_token > self.options.max_characters_per_token else ''})"
+                f"built for {ids_per_token} (max_characters_per_token {max_characters}{word_id})"
             )
         ids, mask = self.add_sentence_boundaries(character_ids)
         tokens = self.encode_tokens(ids, mask)

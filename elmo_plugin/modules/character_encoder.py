@@ -215,9 +215,8 @@ class CharacterEncoder(nn.Module):
             ]
         )
         # The value of a window made only of padding characters, for every filter.
-        padding_window = (
-            self.char_embedding.weight[self.padding_id].unsqueeze(-1).expand(-1, max_width).reshape(-1)
-        )
+        padding_row = self.char_embedding.weight[self.padding_id]
+        padding_window = padding_row.unsqueeze(-1).expand(-1, max_width).reshape(-1)
         padding_value = kernel @ padding_window
 
         # Non-padding length of each token: one past its last non-padding id.
@@ -270,7 +269,9 @@ class CharacterEncoder(nn.Module):
         bias = torch.cat([conv.bias for conv in self.convolutions])
         return pooled[restore] + bias
 
-    def _split_word_ids(self, token_ids: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _split_word_ids(
+        self, token_ids: torch.Tensor
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """``(character ids, word ids or None)`` of ``(num_tokens, ids per token)`` rows."""
         if self.word_embedding is None:
             return token_ids, None

@@ -185,7 +185,7 @@ class ModelFiles:
     weight_file: Optional[str] = None
     archive_file: Optional[str] = None
     description: str = ""
-    # An ELMoForManyLangs model directory (issue 26), read by elmo_plugin.model_files.elmoformanylangs.
+    # An ELMoForManyLangs model directory (issue 26): elmo_plugin.model_files.elmoformanylangs.
     elmoformanylangs_directory: Optional[str] = None
 
     def load(self, stateful: bool = False, requires_grad: bool = False) -> ElmoBiLm:

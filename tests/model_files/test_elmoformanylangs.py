@@ -14,13 +14,11 @@ in for that module while the package is imported, and nothing else of it is patc
 """
 import importlib
 import json
-import os
 import sys
 import types
 from pathlib import Path
 from typing import Dict, List
 
-import h5py
 import numpy as np
 import pytest
 import torch
@@ -331,7 +329,7 @@ def _copy_model(source: Path, target: Path) -> Path:
 
 def test_a_directory_that_is_neither_format(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ConfigurationError, match="holds no ELMo model.*or an ELMoForManyLangs model"):
+    with pytest.raises(ConfigurationError, match="holds no ELMo model.* or an ELMoForManyLangs"):
         load_bilm(str(tmp_path))
 
 
@@ -412,14 +410,15 @@ def test_options_that_do_not_fit_the_weights(model_dirs, tmp_path):
     with pytest.raises(ConfigurationError) as error:
         load_elmoformanylangs_bilm(directory)
     message = str(error.value)
-    assert message.startswith(f"{directory / 'token_embedder.pkl'}: word_emb_layer.embedding.weight")
+    weights = directory / "token_embedder.pkl"
+    assert message.startswith(f"{weights}: word_emb_layer.embedding.weight")
     assert "other.json" in message
 
 
 def test_an_options_file_that_is_nowhere(model_dirs, tmp_path):
     directory = _copy_model(model_dirs["words"], tmp_path / "model")
     (directory / "config.json").write_text(json.dumps({"config_path": "/elsewhere/mine.json"}))
-    with pytest.raises(ConfigurationError, match=r"config\.json: its config_path '/elsewhere/mine\.json'"):
+    with pytest.raises(ConfigurationError, match=r"config\.json: its config_path '/elsewhere/"):
         load_elmoformanylangs_bilm(directory)
 
 
