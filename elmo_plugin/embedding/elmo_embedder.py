@@ -192,8 +192,8 @@ class ElmoEmbedder:
         ``medium``, ``original``, ``original-5.5b``), downloaded once into AllenNLP's cache (from
         ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
         ``allennlp elmo-export`` writes); an ``elmo_bilm`` ``model.tar.gz`` or serialization
-        directory; or an ELMoForManyLangs model directory. With no files and no ``model``: the published ``original``, as in 0.9. See
-        `elmo_plugin.modules.pretrained.resolve_model`.
+        directory; or an ELMoForManyLangs model directory. With no files and no ``model``: the
+        published ``original``, as in 0.9. See `elmo_plugin.modules.pretrained.resolve_model`.
     """
 
     def __init__(
