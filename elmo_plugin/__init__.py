@@ -4,7 +4,8 @@ elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
 Importing the package registers its components with AllenNLP (``--include-package elmo_plugin``
 or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and does nothing else:
 
-- token indexer ``elmo_characters`` (replaces AllenNLP's; configurable characters per token)
+- token indexers ``elmo_characters`` (replaces AllenNLP's; configurable characters per token) and
+  ``elmoformanylangs_characters`` (an ELMoForManyLangs model's own character and word ids)
 - dataset readers ``bilm_corpus`` (pretraining), ``token_tag_conll``, ``conllu_tagging``,
   ``conllu_sentence_genre``, ``universal_propbank_srl``, ``sentiment_tsv``, ``klue_ner``
 - vocabulary ``from_bilm_tf_file``; Korean tokenizers ``korean`` / ``mecab_ko`` and ``kiwi``

@@ -170,10 +170,10 @@ class ElmoEmbedder:
         The model when no files are given: a published English model's name (``small``,
         ``medium``, ``original``, ``original-5.5b``), downloaded once into AllenNLP's cache (from
         ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
-        ``allennlp elmo-export`` writes); or an ``elmo_bilm`` ``model.tar.gz`` or serialization
-        directory. With no files and no ``model``: the published ``original``, as in 0.9. See
-        `elmo_plugin.model_files.resolve.resolve_model`. A `ModelFiles` (already resolved) is
-        loaded as it is.
+        ``allennlp elmo-export`` writes); an ``elmo_bilm`` ``model.tar.gz`` or serialization
+        directory; or an ELMoForManyLangs model directory. With no files and no ``model``: the
+        published ``original``, as in 0.9. See `elmo_plugin.model_files.resolve.resolve_model`.
+        A `ModelFiles` (already resolved) is loaded as it is.
     """
 
     def __init__(

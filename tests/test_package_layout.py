@@ -16,8 +16,8 @@ PACKAGE = REPO_ROOT / "elmo_plugin"
 # Bottom to top: a module may import from its own level and the levels below it only.
 LEVELS: List[Set[str]] = [
     {"common"},
-    {"data"},
     {"model_files"},
+    {"data"},
     {"modules"},
     {"models", "training"},
     {"tasks"},

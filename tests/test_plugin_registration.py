@@ -32,7 +32,7 @@ REGISTERED = {
         "sentiment_tsv",
         "klue_ner",
     ],
-    "allennlp.data.TokenIndexer": ["elmo_characters"],
+    "allennlp.data.TokenIndexer": ["elmo_characters", "elmoformanylangs_characters"],
     "allennlp.data.Tokenizer": ["korean", "mecab_ko", "kiwi"],
     "allennlp.data.Vocabulary": ["from_bilm_tf_file"],
     "allennlp.models.Model": ["elmo_bilm", "character_span_crf_tagger"],

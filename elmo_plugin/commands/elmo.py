@@ -57,7 +57,8 @@ The model: with none named, the published English "Original" ELMo (AllenNLP 0.9'
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
 read from there afterwards, also offline. --model names another published model (see
 --list-models), or local files: a directory with options.json and weights.hdf5 (what
-allennlp elmo-export writes), or an elmo_bilm model.tar.gz or serialization directory.
+allennlp elmo-export writes), an elmo_bilm model.tar.gz or serialization directory, or an
+ELMoForManyLangs model directory (config.json, char.dic, word.dic, *.pkl: 44 languages).
 --options-file and --weight-file (paths or URLs) name bilm-tf files directly and win over
 --model. ELMO_MODELS_URL replaces the address the published models are downloaded from.
 
@@ -118,7 +119,8 @@ class ElmoCommand(Subcommand):
             metavar="NAME_OR_PATH",
             help=f"the model: a published English one by name ({', '.join(PUBLISHED_MODELS)}; "
             "downloaded once into AllenNLP's cache), a directory with options.json and "
-            "weights.hdf5, or an elmo_bilm model.tar.gz or serialization directory (a "
+            "weights.hdf5, an elmo_bilm model.tar.gz or serialization directory, or an "
+            "ELMoForManyLangs model directory (a "
             "directory named like a published model needs a slash: ./small). "
             f"Default: {DEFAULT_MODEL}",
         )

@@ -13,13 +13,13 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS  # noqa: F401 (part of this contract)
+
 BEGINNING_OF_SENTENCE_CHARACTER = 256  # <begin sentence>
 END_OF_SENTENCE_CHARACTER = 257  # <end sentence>
 BEGINNING_OF_WORD_CHARACTER = 258  # <begin word>
 END_OF_WORD_CHARACTER = 259  # <end word>
 PADDING_CHARACTER = 260  # <padding>
-# Ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift).
-NUM_TRAINING_CHARACTER_IDS = 261
 
 BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"

@@ -12,6 +12,8 @@ A model is one of
   writes; a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
   files downloaded by hand, works too);
 - a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
+- an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
+  ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
 - or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
   AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
 
@@ -37,6 +39,7 @@ from elmo_plugin.model_files.catalogue import (
     models_url_note,
 )
 from elmo_plugin.model_files.download import DownloadError, default_cache_dir, fetch, is_remote
+from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,8 @@ class ModelFiles:
     weight_file: Optional[str] = None
     archive_file: Optional[str] = None
     description: str = ""
+    # An ELMoForManyLangs model directory (`elmo_plugin.model_files.elmoformanylangs`).
+    elmoformanylangs_directory: Optional[str] = None
 
 
 class IncompleteFilePairError(ConfigurationError):
@@ -125,7 +130,8 @@ def resolve_model(
 
     model : `str`, `PathLike` or `ModelFiles`, optional
         A published model's name (`PUBLISHED_MODELS`), a directory with ``options.json`` and
-        ``weights.hdf5``, or an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. A
+        ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
+        ELMoForManyLangs model directory. A
         `ModelFiles` (already resolved) is returned as it is. Nothing: `DEFAULT_MODEL`. A name
         wins over a directory of the same name; write ``./small`` for the directory.
     options_file : `PathLike`, optional
@@ -240,6 +246,11 @@ def _local_model(name: str, argument_names: ArgumentNames) -> ModelFiles:
 
 
 def _directory_model(directory: str) -> ModelFiles:
+    # ELMoForManyLangs model directories first: they hold a config.json too.
+    if is_elmoformanylangs_directory(directory):
+        return ModelFiles(
+            elmoformanylangs_directory=directory, description=f"{directory} (ELMoForManyLangs)"
+        )
     options = os.path.join(directory, OPTIONS_NAME)
     weights = os.path.join(directory, WEIGHTS_NAME)
     if os.path.isfile(options) and os.path.isfile(weights):
@@ -256,5 +267,6 @@ def _directory_model(directory: str) -> ModelFiles:
         )
     raise ConfigurationError(
         f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
-        "allennlp elmo-export writes), or the config.json of an elmo_bilm training run"
+        "allennlp elmo-export writes), the config.json of an elmo_bilm training run, or an "
+        "ELMoForManyLangs model (config.json, char.dic, token_embedder.pkl, encoder.pkl)"
     )

@@ -11,6 +11,7 @@ from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
+from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ def export_to_bilm_tf(
     `write_bilm_tf_directory`); returns the path of each file by kind. The archive is read once
     and the language model is not built.
     """
+    # An ELMoForManyLangs model directory cannot be written in bilm-tf's format (issue 26).
+    refuse_bilm_tf_export(archive_file)
     with open_model_archive(archive_file) as archive:
         weights = archive.load_weights()
         bilm = ElmoBiLm.from_archive_contents(archive, weights)

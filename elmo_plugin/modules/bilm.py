@@ -13,6 +13,8 @@ from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
 from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
+from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.character_encoder import CharacterEncoder
@@ -44,19 +46,37 @@ class ElmoBiLm(nn.Module):
     stateful : `bool`, optional (default = `False`)
         Carry the LSTM state from one batch to the next, row by row, as the original bilm-tf did.
         The default starts every batch from zero, so a sentence always gets the same vectors.
+    character_ids : `ElmoCharacterIds`, optional
+        How tokens become rows of ids, including the ``<S>``/``</S>`` rows added here. By
+        default bilm-tf's UTF-8 byte ids; a model with its own character vocabulary passes its
+        own scheme with the same interface (`elmo_plugin.data.elmoformanylangs_character_ids`),
+        whose rows may also carry a word id.
+    character_encoder : `CharacterEncoder`, optional
+        The token encoder, when it is not the one ``options`` describe (a different character
+        vocabulary, a word embedding); built from ``options`` by default.
     """
 
-    def __init__(self, options: BilmOptions, stateful: bool = False) -> None:
+    def __init__(
+        self,
+        options: BilmOptions,
+        stateful: bool = False,
+        character_ids: Optional[ElmoCharacterIds] = None,
+        character_encoder: Optional[CharacterEncoder] = None,
+    ) -> None:
         super().__init__()
         self.options = options
-        self.character_ids = ElmoCharacterIds(options.max_characters_per_token)
-        self.character_encoder = CharacterEncoder(
-            filters=options.filters,
-            char_embedding_dim=options.char_embedding_dim,
-            n_highway=options.n_highway,
-            projection_dim=options.projection_dim,
-            activation=options.activation,
-        )
+        if character_ids is None:
+            character_ids = ElmoCharacterIds(options.max_characters_per_token)
+        self.character_ids = character_ids
+        if character_encoder is None:
+            character_encoder = CharacterEncoder(
+                filters=options.filters,
+                char_embedding_dim=options.char_embedding_dim,
+                n_highway=options.n_highway,
+                projection_dim=options.projection_dim,
+                activation=options.activation,
+            )
+        self.character_encoder = character_encoder
         self.lstm = ElmoBiLstm(
             input_size=options.projection_dim,
             cell_size=options.lstm_dim,
@@ -125,11 +145,59 @@ class ElmoBiLm(nn.Module):
     ) -> "ElmoBiLm":
         """The biLM with its weights from resolved files (`from_files` or `from_archive`)."""
         logger.info("Loading the ELMo biLM: %s", files.description)
+        if files.elmoformanylangs_directory is not None:
+            return cls.from_elmoformanylangs(
+                files.elmoformanylangs_directory, stateful=stateful, requires_grad=requires_grad
+            )
         if files.archive_file is not None:
             return cls.from_archive(files.archive_file, stateful=stateful, requires_grad=requires_grad)
         return cls.from_files(
             files.options_file, files.weight_file, stateful=stateful, requires_grad=requires_grad
         )
+
+    @classmethod
+    def from_elmoformanylangs(
+        cls, directory: PathLike, stateful: bool = False, requires_grad: bool = False
+    ) -> "ElmoBiLm":
+        """
+        The biLM of the ELMoForManyLangs model in ``directory`` (`ElmoForManyLangsModel`), with
+        its own character and word ids: stateless unless ``stateful``, frozen unless
+        ``requires_grad``. Bad input (a missing or truncated file, options and weights or
+        dictionaries and weights that do not fit) is one `ConfigurationError` naming the file.
+        """
+        model = ElmoForManyLangsModel(directory)
+        options = model.options
+        character_ids = ElmoForManyLangsCharacterIds.from_model(model)
+        logger.info(
+            "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
+            model.directory,
+            len(model.char_to_id),
+            f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding",
+            options.n_layers,
+            options.cell_dim,
+            options.projection_dim,
+        )
+        encoder = CharacterEncoder(
+            filters=options.filters,
+            char_embedding_dim=options.char_dim,
+            n_highway=options.n_highway,
+            projection_dim=options.projection_dim,
+            activation=options.activation,
+            num_character_ids=len(model.char_to_id) + 1,
+            padding_id=character_ids.padding_id,
+            num_word_ids=len(model.word_to_id) + 1 if model.word_to_id else 0,
+            word_embedding_dim=options.word_dim,
+            project=True,
+        )
+        bilm = cls(
+            options.to_bilm_options(),
+            stateful=stateful,
+            character_ids=character_ids,  # type: ignore[arg-type]
+            character_encoder=encoder,
+        )
+        bilm.copy_weights_(model.state)
+        bilm.requires_grad_(requires_grad)
+        return bilm
 
     @classmethod
     def from_archive(
@@ -313,10 +381,15 @@ class ElmoBiLm(nn.Module):
         (layer 0 is the token vector written twice, then one per LSTM layer), including the
         sentence boundary positions; ``"mask"``: ``(batch, time + 2)`` bool.
         """
-        if character_ids.size(-1) != self.options.max_characters_per_token:
+        # The width of a token's row of ids, as the id scheme writes <S>: max_characters_per_token,
+        # plus one for a word id in models that read one.
+        ids_per_token = self._bos_ids.numel()
+        if character_ids.size(-1) != ids_per_token:
+            max_characters = self.options.max_characters_per_token
+            word_id = ", plus the word id" if ids_per_token > max_characters else ""
             raise ValueError(
-                f"character ids have {character_ids.size(-1)} characters per token, but this "
-                f"biLM was built for {self.options.max_characters_per_token}"
+                f"character ids have {character_ids.size(-1)} ids per token, but this biLM was "
+                f"built for {ids_per_token} (max_characters_per_token {max_characters}{word_id})"
             )
         ids, mask = self.add_sentence_boundaries(character_ids)
         tokens = self.encode_tokens(ids, mask)

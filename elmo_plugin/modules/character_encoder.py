@@ -1,5 +1,6 @@
 """
-The character-level token encoder of ELMo: byte embedding, convolutions, highway, projection.
+The character-level token encoder of ELMo: byte embedding, convolutions, highway, projection;
+optionally with a word embedding beside the characters (ELMoForManyLangs models).
 """
 import math
 from typing import List, Optional, Sequence, Tuple
@@ -89,6 +90,19 @@ class CharacterEncoder(nn.Module):
         ``"relu"`` or ``"tanh"``, applied after max-pooling each convolution over characters.
     num_character_ids : `int`
         Rows of the embedding matrix: 262 (261 bilm-tf ids + the mask row 0, which stays zero).
+    padding_id : `int`, optional (default = bilm-tf's padding id, 261 after the +1 shift)
+        The id that fills a token's row after its end-of-word id. Only used to skip windows made
+        of nothing but padding; any other scheme of ids (ELMoForManyLangs') names its own.
+    num_word_ids : `int`, optional (default = `0`)
+        With ``word_embedding_dim``: rows of a word embedding (the mask row 0 included). Then each
+        token's row of ids carries its word id in the last column, after the character ids, and
+        the projection reads ``[word vector; highway output]`` (ELMoForManyLangs' ``cnn_50_100``
+        models). 0: characters only, as in bilm-tf.
+    word_embedding_dim : `int`, optional (default = `0`)
+        Size of each word vector.
+    project : `bool`, optional
+        Force the projection layer on (True) or off (False). By default it exists when its input
+        and output sizes differ, as in bilm-tf; ELMoForManyLangs always has one.
     """
 
     def __init__(
@@ -99,6 +113,10 @@ class CharacterEncoder(nn.Module):
         projection_dim: int,
         activation: str = "relu",
         num_character_ids: int = NUM_TRAINING_CHARACTER_IDS + 1,
+        padding_id: int = PADDING_ID,
+        num_word_ids: int = 0,
+        word_embedding_dim: int = 0,
+        project: Optional[bool] = None,
     ) -> None:
         super().__init__()
         if activation not in ("relu", "tanh"):
@@ -107,13 +125,27 @@ class CharacterEncoder(nn.Module):
         self.activation = activation
         self.n_filters = sum(n for _, n in self.filters)
         self.output_dim = projection_dim
+        self.padding_id = padding_id
         self.char_embedding = nn.Embedding(num_character_ids, char_embedding_dim, padding_idx=0)
+        self.word_embedding: Optional[nn.Embedding] = (
+            nn.Embedding(num_word_ids, word_embedding_dim, padding_idx=0)
+            if num_word_ids > 0 and word_embedding_dim > 0
+            else None
+        )
+        projection_input_dim = self.n_filters + (word_embedding_dim if self.word_embedding else 0)
+        if project is None:
+            project = projection_input_dim != projection_dim
+        elif not project and projection_input_dim != projection_dim:
+            raise ValueError(
+                f"project=False needs the token vector ({projection_input_dim}) to be as wide "
+                f"as projection_dim ({projection_dim})"
+            )
         self.convolutions = nn.ModuleList(
             [nn.Conv1d(char_embedding_dim, count, width) for width, count in self.filters]
         )
         self.highway = Highway(self.n_filters, n_highway)
         self.projection: Optional[nn.Linear] = (
-            nn.Linear(self.n_filters, projection_dim) if self.n_filters != projection_dim else None
+            nn.Linear(projection_input_dim, projection_dim) if project else None
         )
         self.reset_parameters()
 
@@ -134,8 +166,13 @@ class CharacterEncoder(nn.Module):
                 layer.bias[: self.n_filters].zero_()
                 layer.bias[self.n_filters :].fill_(-2.0)
             if self.projection is not None:
-                nn.init.normal_(self.projection.weight, 0.0, math.sqrt(1.0 / self.n_filters))
+                nn.init.normal_(
+                    self.projection.weight, 0.0, math.sqrt(1.0 / self.projection.in_features)
+                )
                 self.projection.bias.zero_()
+            if self.word_embedding is not None:
+                nn.init.uniform_(self.word_embedding.weight, -0.25, 0.25)
+                self.word_embedding.weight[0].zero_()
 
     def _fused_kernel(self) -> torch.Tensor:
         """
@@ -178,14 +215,13 @@ class CharacterEncoder(nn.Module):
             ]
         )
         # The value of a window made only of padding characters, for every filter.
-        padding_window = (
-            self.char_embedding.weight[PADDING_ID].unsqueeze(-1).expand(-1, max_width).reshape(-1)
-        )
+        padding_row = self.char_embedding.weight[self.padding_id]
+        padding_window = padding_row.unsqueeze(-1).expand(-1, max_width).reshape(-1)
         padding_value = kernel @ padding_window
 
         # Non-padding length of each token: one past its last non-padding id.
         positions = torch.arange(1, num_chars + 1, device=character_ids.device)
-        lengths = torch.where(character_ids != PADDING_ID, positions, 0).max(dim=1).values
+        lengths = torch.where(character_ids != self.padding_id, positions, 0).max(dim=1).values
         lengths, order = lengths.sort()
         sorted_lengths = lengths.tolist()
         pooled_chunks: List[torch.Tensor] = []
@@ -233,25 +269,41 @@ class CharacterEncoder(nn.Module):
         bias = torch.cat([conv.bias for conv in self.convolutions])
         return pooled[restore] + bias
 
+    def _split_word_ids(
+        self, token_ids: torch.Tensor
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """``(character ids, word ids or None)`` of ``(num_tokens, ids per token)`` rows."""
+        if self.word_embedding is None:
+            return token_ids, None
+        return token_ids[:, :-1], token_ids[:, -1]
+
     def forward(self, character_ids: torch.Tensor) -> torch.Tensor:
         """
-        ``character_ids``: ``(num_tokens, max_characters_per_token)``, +1-shifted ids.
-        Returns ``(num_tokens, output_dim)``.
+        ``character_ids``: ``(num_tokens, max_characters_per_token)``, +1-shifted ids (with a
+        word embedding, one more column: the word id). Returns ``(num_tokens, output_dim)``.
         """
+        character_ids, word_ids = self._split_word_ids(character_ids)
         # Max over positions, then the activation: bilm-tf's order (the same for monotone
         # activations, and cheaper).
-        return self._encode_pooled(self._max_pooled_convolutions(character_ids))
+        return self._encode_pooled(self._max_pooled_convolutions(character_ids), word_ids)
 
     def reference_forward(self, character_ids: torch.Tensor) -> torch.Tensor:
         """`forward` with ``nn.Conv1d`` over every position: the plain definition, for tests."""
+        character_ids, word_ids = self._split_word_ids(character_ids)
         embedded = self.char_embedding(character_ids).transpose(1, 2)
         pooled = torch.cat([conv(embedded).max(dim=-1).values for conv in self.convolutions], -1)
-        return self._encode_pooled(pooled)
+        return self._encode_pooled(pooled, word_ids)
 
-    def _encode_pooled(self, pooled: torch.Tensor) -> torch.Tensor:
+    def _encode_pooled(
+        self, pooled: torch.Tensor, word_ids: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         """Activation, highway and projection of the max-pooled convolutions."""
         token = torch.relu(pooled) if self.activation == "relu" else torch.tanh(pooled)
         token = self.highway(token)
+        if self.word_embedding is not None:
+            # The word vector comes first: the projection's first word_embedding_dim input
+            # columns belong to it (ELMoForManyLangs' ConvTokenEmbedder concatenates so).
+            token = torch.cat([self.word_embedding(word_ids), token], dim=-1)
         if self.projection is not None:
             token = self.projection(token)
         return token

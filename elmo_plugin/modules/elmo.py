@@ -82,9 +82,11 @@ class Elmo(torch.nn.Module, FromParams):
     model : `str`, optional
         The model when no files are given: a published English model's name (``small``,
         ``medium``, ``original``, ``original-5.5b``; downloaded once into AllenNLP's cache, from
-        ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and ``weights.hdf5``, or
-        an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. With no files and no
-        ``model``, the published ``original`` (see `elmo_plugin.model_files.resolve`).
+        ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and ``weights.hdf5``, an
+        ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an ELMoForManyLangs model
+        directory (its inputs then come from the ``elmoformanylangs_characters`` indexer or
+        ``bilm.character_ids.batch_to_ids``). With no files and no ``model``, the published
+        ``original`` (see `elmo_plugin.model_files.resolve`).
     """
 
     def __init__(

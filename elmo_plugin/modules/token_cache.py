@@ -23,8 +23,9 @@ def row_keys(character_ids: torch.Tensor) -> torch.Tensor:
     num_chars = character_ids.size(-1)
     key = (num_chars, character_ids.device)
     if key not in _MULTIPLIERS:
-        # Fixed odd multipliers below 2**31: ids are < 263 and rows are short, so the sum stays
-        # far inside int64.
+        # Fixed odd multipliers below 2**31: ids are < 263 (bilm-tf) or below a few hundred
+        # thousand (ELMoForManyLangs' character and word ids) and rows are short, so the sum
+        # stays inside int64 (and an overflow would only wrap, costing a recomputation).
         generator = torch.Generator().manual_seed(20180215)
         multipliers = torch.randint(1, 2**31 - 1, (num_chars,), generator=generator) | 1
         _MULTIPLIERS[key] = multipliers.to(character_ids.device)
@@ -94,7 +95,7 @@ class TokenEncodingCache(torch.nn.Module):
         device = next(encoder.parameters()).device
         ids = torch.tensor(
             [character_ids.token_to_ids(token) for token in unique], dtype=torch.long
-        ).reshape(len(unique), character_ids.max_characters_per_token)
+        ).reshape(len(unique), -1)
         was_training = encoder.training
         encoder.eval()
         with torch.no_grad():

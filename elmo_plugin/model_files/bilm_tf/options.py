@@ -14,6 +14,10 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
 
+# Character ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift that
+# `elmo_plugin.data.character_ids` applies): 256 bytes and 5 special ids.
+NUM_TRAINING_CHARACTER_IDS = 261
+
 
 @dataclass
 class BilmOptions:

@@ -30,9 +30,8 @@ import torch
 
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, BilmOptions
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS
 
 # Scopes whose datasets must all be understood: anything else there means the file and the
 # options describe different models.

@@ -55,8 +55,10 @@ class ElmoTokenEmbedder(TokenEmbedder):
         The model when no files are given: ``small``, ``medium``, ``original`` or
         ``original-5.5b`` (the published English models, downloaded once into AllenNLP's cache,
         from ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and
-        ``weights.hdf5``, or an ``elmo_bilm`` ``model.tar.gz`` or serialization directory. With
-        no files and no ``model``: the published ``original``.
+        ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
+        ELMoForManyLangs model directory (index with ``elmoformanylangs_characters`` on the
+        same directory instead of ``elmo_characters``). With no files and no ``model``: the
+        published ``original``.
     """
 
     def __init__(

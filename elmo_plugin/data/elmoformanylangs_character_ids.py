@@ -1,0 +1,136 @@
+"""
+The token ids of ELMoForManyLangs models (HIT-SCIR): characters are ids in the model's own Unicode
+character vocabulary (``char.dic``), not UTF-8 bytes, and a model may also read a word id
+(``word.dic``).
+
+What ``elmoformanylangs`` 0.0.4.post2 does (``elmo.read_list`` and ``frontend.create_one_batch``),
+and so what this module reproduces:
+
+- A token longer than ``max_characters_per_token - 2`` *characters* (code points) is cut to that
+  many; the word id is looked up for the cut token too (``word2id.get(token, word2id['<oov>'])``).
+- Its character row is ``[B, c_1, ..., c_n, E, <pad>, <pad>, ...]`` of length
+  ``max_characters_per_token``, unknown characters being ``<oov>``. ``B`` and ``E`` are *swapped*
+  in its code: ``bow_id, eow_id = char2id['<eow>'], char2id['<bow>']``, so a word starts with the
+  id of ``<eow>`` and ends with the id of ``<bow>``. The released models were trained with the
+  same code, so the swap is part of the format (its issues #38 and #105), not a bug to fix here.
+- The sentence markers are the tokens ``<bos>`` and ``<eos>``: the character row
+  ``[B, char2id['<bos>'], E, <pad>...]`` and the word id of ``<bos>``. A token of the text that
+  is literally ``<bos>`` gets the same ids, as in its code.
+
+As everywhere in the plugin, every id is shifted by +1 so that 0 means "no token here" (masked);
+the model's embedding matrices get a zero row 0 in front (see
+`elmo_plugin.model_files.elmoformanylangs`). A model with a word embedding gets one more column
+per token: the row is the character ids followed by the (+1-shifted) word id. The biLM splits it
+off again (`elmo_plugin.modules.character_encoder.CharacterEncoder` with a word embedding).
+"""
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from elmo_plugin.model_files.elmoformanylangs import (
+    BOS_TOKEN,
+    BOW_CHARACTER,
+    EOS_TOKEN,
+    EOW_CHARACTER,
+    OOV_TOKEN,
+    PAD_TOKEN,
+    REQUIRED_CHARACTERS,
+    REQUIRED_WORDS,
+    ElmoForManyLangsModel,
+)
+
+
+class ElmoForManyLangsCharacterIds:
+    """
+    Maps tokens to the (+1-shifted) id rows of one ELMoForManyLangs model. Has the interface of
+    `elmo_plugin.data.character_ids.ElmoCharacterIds` (``token_to_ids``, ``batch_to_ids``, the
+    sentence-marker rows), so the biLM, `ElmoEmbedder` and the token cache use either.
+
+    # Parameters
+
+    char_to_id : `Dict[str, int]`
+        ``char.dic``: character (or special entry) -> id, as the model's code reads it.
+    max_characters_per_token : `int`
+        The options' ``token_embedder.max_characters_per_token`` (50 in the released models).
+    word_to_id : `Dict[str, int]`, optional
+        ``word.dic``, for a model with a word embedding (``word_dim > 0``); then every row ends
+        with the token's word id.
+    """
+
+    def __init__(
+        self,
+        char_to_id: Dict[str, int],
+        max_characters_per_token: int,
+        word_to_id: Optional[Dict[str, int]] = None,
+    ) -> None:
+        missing = [key for key in REQUIRED_CHARACTERS if key not in char_to_id]
+        if missing:
+            raise ValueError(f"the character dictionary lacks {', '.join(missing)}")
+        if word_to_id is not None:
+            missing = [key for key in REQUIRED_WORDS if key not in word_to_id]
+            if missing:
+                raise ValueError(f"the word dictionary lacks {', '.join(missing)}")
+        if max_characters_per_token < 3:
+            raise ValueError(
+                f"max_characters_per_token must be at least 3, got {max_characters_per_token}"
+            )
+        self.char_to_id = char_to_id
+        self.word_to_id = word_to_id
+        self.max_characters_per_token = max_characters_per_token
+        # The swap of its create_one_batch (see the module documentation).
+        self._begin = char_to_id[EOW_CHARACTER] + 1
+        self._end = char_to_id[BOW_CHARACTER] + 1
+        self._unknown = char_to_id[OOV_TOKEN]
+        self.padding_id = char_to_id[PAD_TOKEN] + 1
+        self.beginning_of_sentence_ids = self.token_to_ids(BOS_TOKEN)
+        self.end_of_sentence_ids = self.token_to_ids(EOS_TOKEN)
+
+    @property
+    def has_word_ids(self) -> bool:
+        return self.word_to_id is not None
+
+    @property
+    def ids_per_token(self) -> int:
+        """Length of a token's row: the characters, plus the word id if the model reads one."""
+        return self.max_characters_per_token + (1 if self.has_word_ids else 0)
+
+    def token_to_ids(self, token: str) -> List[int]:
+        """The +1-shifted id row of one token, of length `ids_per_token`."""
+        if len(token) + 2 > self.max_characters_per_token:
+            token = token[: self.max_characters_per_token - 2]
+        ids = [self.padding_id] * self.max_characters_per_token
+        ids[0] = self._begin
+        if token in (BOS_TOKEN, EOS_TOKEN):
+            ids[1] = self.char_to_id[token] + 1
+            ids[2] = self._end
+        else:
+            for position, character in enumerate(token, start=1):
+                ids[position] = self.char_to_id.get(character, self._unknown) + 1
+            ids[len(token) + 1] = self._end
+        if self.word_to_id is not None:
+            ids.append(self.word_to_id.get(token, self.word_to_id[OOV_TOKEN]) + 1)
+        return ids
+
+    def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
+        """
+        ``(batch_size, max_sentence_length, ids_per_token)``, padded with 0 (masked). The
+        sentence markers are not added here: the biLM adds them.
+        """
+        max_length = max((len(sentence) for sentence in batch), default=0)
+        ids = torch.zeros(len(batch), max_length, self.ids_per_token, dtype=torch.long)
+        for row, sentence in enumerate(batch):
+            if sentence:
+                ids[row, : len(sentence)] = torch.tensor(
+                    [self.token_to_ids(token) for token in sentence], dtype=torch.long
+                )
+        return ids
+
+    @classmethod
+    def from_model(cls, model: ElmoForManyLangsModel) -> "ElmoForManyLangsCharacterIds":
+        """The ids of a model directory read by `ElmoForManyLangsModel` (its dictionaries)."""
+        return cls(model.char_to_id, model.options.max_characters_per_token, model.word_to_id)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, ElmoForManyLangsCharacterIds):
+            return self.__dict__ == other.__dict__
+        return NotImplemented

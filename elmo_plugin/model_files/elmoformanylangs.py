@@ -1,0 +1,571 @@
+"""
+ELMoForManyLangs model directories (HIT-SCIR, https://github.com/HIT-SCIR/ELMoForManyLangs: ELMo for
+44 languages), read into the plugin's `ElmoBiLm` so that they load wherever a model is named
+(``--model DIR``, ``ElmoEmbedder(model=DIR)``, ``Elmo(model=DIR)``, ``elmo_token_embedder``).
+
+A model directory holds (what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` reads):
+
+- ``config.json``: the training arguments; its ``config_path`` names the options file
+  (``cnn_50_100_512_4096_sample.json``), looked for as its code does: the path as given, relative
+  to the directory; then its file name in the directory; then the options files the package
+  ships (`PACKAGED_OPTIONS`, the same content).
+- the options: ``encoder`` (``elmo``: ``projection_dim``, ``dim`` (cell), ``n_layers``,
+  ``cell_clip``, ``proj_clip``) and ``token_embedder`` (``cnn``: ``filters``, ``n_highway``,
+  ``activation``, ``char_dim``, ``word_dim``, ``max_characters_per_token``).
+- ``char.dic`` and, if ``word_dim > 0``, ``word.dic``: ``token<TAB>id`` lines, read as its code
+  does (``line.strip().split('\\t')``; a line left with one field is the ideographic space
+  U+3000, which ``strip`` removed).
+- ``token_embedder.pkl``: the state dict of its ``ConvTokenEmbedder``: ``word_emb_layer`` and
+  ``char_emb_layer`` embeddings, ``convolutions``, ``highways`` (AllenNLP's ``Highway``: each
+  layer one ``Linear(F, 2F)``, the non-linear half first, then the gate, and
+  ``y = g * x + (1 - g) * relu(...)``), ``projection`` over ``[word vector; highway output]``.
+- ``encoder.pkl``: the state dict of its ``ElmobiLm``: ``{forward,backward}_layer_{l}`` in
+  AllenNLP's ``LstmCellWithProjection`` layout (``input_linearity`` (4C, in), ``state_linearity``
+  (4C, P) with the bias, ``state_projection`` (P, C); gates i, f, g, o; no forget bias added at
+  run time); skip connections from the second layer on.
+
+The conversion to our modules (whose conventions are TensorFlow's, see
+`elmo_plugin.model_files.bilm_tf.weights`): embeddings get the zero mask row 0 in front (ids are +1-shifted);
+the highway gate becomes bilm-tf's "carry" (``1 - g``: the gate rows and bias negated); the LSTM
+gate blocks are reordered to i, g, f, o, the matrices transposed to ``(in, out)``, and 1.0 taken
+off the forget bias that our layer adds back. Characters are ids of ``char.dic``
+(`elmo_plugin.data.elmoformanylangs_character_ids`, with the swapped begin/end-of-word ids of its
+code). Its output layers are the same as ELMo's: the token vector twice, then each LSTM layer.
+
+Differences from its ``Embedder`` that are deliberate: ours is stateless (its ``ElmobiLm`` is
+stateful: each batch of 64 sentences, and each later call, starts from the LSTM state the
+previous batch left, so its vectors for a sentence depend on what was embedded before; ours are
+those of a fresh ``Embedder`` on a first batch), and ours does not sort or batch the sentences
+itself (`ElmoEmbedder` does). The training dropout of its LSTM (recurrent, on the outputs) is not
+reproduced: these models load for prediction and as frozen (or fine-tuned without LSTM dropout)
+feature extractors.
+"""
+import codecs
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.common.paths import PathLike
+
+logger = logging.getLogger(__name__)
+
+# Special entries of its dictionaries (char.dic, word.dic).
+BOS_TOKEN = "<bos>"
+EOS_TOKEN = "<eos>"
+OOV_TOKEN = "<oov>"
+PAD_TOKEN = "<pad>"
+BOW_CHARACTER = "<bow>"
+EOW_CHARACTER = "<eow>"
+# Entries its code looks up unconditionally; a dictionary without them cannot be used.
+REQUIRED_CHARACTERS = (BOS_TOKEN, EOS_TOKEN, OOV_TOKEN, PAD_TOKEN, BOW_CHARACTER, EOW_CHARACTER)
+REQUIRED_WORDS = (OOV_TOKEN, PAD_TOKEN)
+
+CONFIG_NAME = "config.json"
+CHARACTER_DICTIONARY_NAME = "char.dic"
+WORD_DICTIONARY_NAME = "word.dic"
+TOKEN_EMBEDDER_NAME = "token_embedder.pkl"
+ENCODER_NAME = "encoder.pkl"
+# Files that only an ELMoForManyLangs model directory has (a bilm-tf directory holds options.json
+# and weights.hdf5, a training run's a config.json of AllenNLP parameters and model.tar.gz).
+_SIGNATURE_FILES = (TOKEN_EMBEDDER_NAME, ENCODER_NAME, CHARACTER_DICTIONARY_NAME)
+
+# The options files in elmoformanylangs 0.0.4.post2's package (elmoformanylangs/configs/), which
+# its Embedder falls back to when the model directory lacks the file config.json names (the
+# released models do not ship one). Both have the same content there.
+_RELEASED_OPTIONS: Dict[str, Any] = {
+    "encoder": {
+        "name": "elmo",
+        "projection_dim": 512,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "dim": 4096,
+        "n_layers": 2,
+    },
+    "token_embedder": {
+        "name": "cnn",
+        "activation": "relu",
+        "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+        "n_highway": 2,
+        "word_dim": 100,
+        "char_dim": 50,
+        "max_characters_per_token": 50,
+    },
+    "classifier": {"name": "sampled_softmax", "n_samples": 8192},
+    "dropout": 0.1,
+}
+PACKAGED_OPTIONS: Dict[str, Dict[str, Any]] = {
+    "cnn_50_100_512_4096_sample.json": _RELEASED_OPTIONS,
+    "cnn_0_100_512_4096_sample.json": _RELEASED_OPTIONS,
+}
+
+
+def is_elmoformanylangs_directory(path: PathLike) -> bool:
+    """
+    Whether ``path`` is (meant to be) an ELMoForManyLangs model directory: it holds one of
+    ``token_embedder.pkl``, ``encoder.pkl``, ``char.dic``, or a ``config.json`` with a
+    ``config_path``. A directory recognised so that lacks other files is reported as such by
+    `ElmoBiLm.from_elmoformanylangs`, naming them.
+    """
+    directory = os.fspath(path)
+    if not os.path.isdir(directory):
+        return False
+    if any(os.path.exists(os.path.join(directory, name)) for name in _SIGNATURE_FILES):
+        return True
+    config = os.path.join(directory, CONFIG_NAME)
+    if not os.path.isfile(config):
+        return False
+    try:
+        with open(config, encoding="utf-8") as handle:
+            content = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return isinstance(content, dict) and "config_path" in content
+
+
+@dataclass
+class ElmoForManyLangsOptions:
+    """
+    The architecture of an ELMoForManyLangs model (its options file), checked.
+
+    ``source`` names where it was read from, for errors; ``word_dim`` 0 means no word embedding
+    (``cnn_0_...``-style options), ``cell_clip`` and ``proj_clip`` None mean no clipping (its code
+    skips a clip value of 0 or null).
+    """
+
+    filters: List[Tuple[int, int]]
+    char_dim: int
+    word_dim: int
+    n_highway: int
+    activation: str
+    max_characters_per_token: int
+    projection_dim: int
+    cell_dim: int
+    n_layers: int
+    cell_clip: Optional[float]
+    proj_clip: Optional[float]
+    source: str
+
+    @property
+    def n_filters(self) -> int:
+        return sum(count for _, count in self.filters)
+
+    @classmethod
+    def from_dict(cls, options: Any, source: str) -> "ElmoForManyLangsOptions":
+        def section(name: str) -> Dict[str, Any]:
+            value = options.get(name)
+            if not isinstance(value, dict):
+                raise ConfigurationError(f"{source}: missing section {name!r}")
+            return value
+
+        def need(part: Dict[str, Any], part_name: str, key: str) -> Any:
+            if key not in part:
+                raise ConfigurationError(f"{source}: missing key '{part_name}.{key}'")
+            return part[key]
+
+        if not isinstance(options, dict):
+            raise ConfigurationError(f"{source}: expected a JSON object")
+        embedder, encoder = section("token_embedder"), section("encoder")
+        embedder_name = str(need(embedder, "token_embedder", "name")).lower()
+        if embedder_name != "cnn":
+            raise ConfigurationError(
+                f"{source}: token_embedder.name is {embedder_name!r}; only the character CNN "
+                "('cnn', what all released models use) is supported, not its character LSTM"
+            )
+        encoder_name = str(need(encoder, "encoder", "name")).lower()
+        if encoder_name != "elmo":
+            raise ConfigurationError(
+                f"{source}: encoder.name is {encoder_name!r}; only 'elmo' (the biLM with "
+                "projections, what all released models use) is supported"
+            )
+        char_dim = int(need(embedder, "token_embedder", "char_dim"))
+        if char_dim <= 0:
+            raise ConfigurationError(
+                f"{source}: token_embedder.char_dim is {char_dim}: a model without characters "
+                "(word embedding only) is not supported"
+            )
+        activation = str(need(embedder, "token_embedder", "activation"))
+        if activation not in ("relu", "tanh"):
+            raise ConfigurationError(
+                f"{source}: token_embedder.activation must be 'relu' or 'tanh', got {activation!r}"
+            )
+        try:
+            filters = [
+                (int(width), int(count))
+                for width, count in need(embedder, "token_embedder", "filters")
+            ]
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"{source}: token_embedder.filters must be a list of [width, count] pairs"
+            ) from None
+        return cls(
+            filters=filters,
+            char_dim=char_dim,
+            word_dim=int(embedder.get("word_dim") or 0),
+            n_highway=int(embedder.get("n_highway") or 0),
+            activation=activation,
+            max_characters_per_token=int(
+                need(embedder, "token_embedder", "max_characters_per_token")
+            ),
+            projection_dim=int(need(encoder, "encoder", "projection_dim")),
+            cell_dim=int(need(encoder, "encoder", "dim")),
+            n_layers=int(need(encoder, "encoder", "n_layers")),
+            cell_clip=float(encoder["cell_clip"]) if encoder.get("cell_clip") else None,
+            proj_clip=float(encoder["proj_clip"]) if encoder.get("proj_clip") else None,
+            source=source,
+        )
+
+    def to_bilm_options(self) -> BilmOptions:
+        """The `BilmOptions` of the same architecture (what `ElmoBiLm` is built from)."""
+        return BilmOptions(
+            filters=self.filters,
+            char_embedding_dim=self.char_dim,
+            n_highway=self.n_highway,
+            max_characters_per_token=self.max_characters_per_token,
+            lstm_dim=self.cell_dim,
+            projection_dim=self.projection_dim,
+            n_layers=self.n_layers,
+            activation=self.activation,
+            cell_clip=self.cell_clip,
+            proj_clip=self.proj_clip,
+            # Its ElmobiLm adds every layer's input to its output from the second layer on.
+            use_skip_connections=True,
+            dropout=0.0,
+        )
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigurationError(f"{path}: cannot be read ({error})") from None
+
+
+def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
+    """
+    The options of the model in ``directory``, found as ``elmoformanylangs``' ``Embedder`` finds
+    them (see the module documentation).
+    """
+    directory = os.fspath(directory)
+    config_file = os.path.join(directory, CONFIG_NAME)
+    if not os.path.isfile(config_file):
+        raise ConfigurationError(
+            f"{config_file}: missing; an ELMoForManyLangs model directory needs its config.json"
+        )
+    config = _read_json(config_file)
+    if not isinstance(config, dict) or not isinstance(config.get("config_path"), str):
+        raise ConfigurationError(
+            f"{config_file}: no 'config_path' naming the options file "
+            "(cnn_50_100_512_4096_sample.json)"
+        )
+    config_path = config["config_path"]
+    candidates = [os.path.join(directory, config_path)]
+    name = os.path.basename(config_path)
+    candidates.append(os.path.join(directory, name))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return ElmoForManyLangsOptions.from_dict(_read_json(candidate), source=candidate)
+    if name in PACKAGED_OPTIONS:
+        logger.info(
+            "%s names %s, which is not in %s: using elmoformanylangs' own %s, as its code does",
+            config_file, config_path, directory, name,
+        )
+        return ElmoForManyLangsOptions.from_dict(
+            PACKAGED_OPTIONS[name],
+            source=f"elmoformanylangs' packaged {name} (named by {config_file})",
+        )
+    raise ConfigurationError(
+        f"{config_file}: its config_path {config_path!r} is neither in {directory} nor one of "
+        f"the options files elmoformanylangs ships ({', '.join(PACKAGED_OPTIONS)}); put the "
+        "options file into the model directory"
+    )
+
+
+def read_dictionary(path: PathLike) -> Dict[str, int]:
+    """
+    A ``char.dic`` or ``word.dic``, parsed as its code parses it: lines split the way
+    ``codecs.open`` splits them, ``strip()``-ed and split at tabs; a line left with one field maps
+    U+3000 (the ideographic space that ``strip`` removed) to its id; a later line wins over an
+    earlier one with the same entry. A line that its code could not read is an error naming the
+    file and the line.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"{path}: missing")
+    dictionary: Dict[str, int] = {}
+    try:
+        with codecs.open(path, "r", encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                fields = line.strip().split("\t")
+                if len(fields) == 1:
+                    fields.insert(0, "\u3000")
+                if len(fields) != 2:
+                    raise ConfigurationError(
+                        f"{path}:{number}: expected 'entry<TAB>id', got {line.rstrip()!r}"
+                    )
+                try:
+                    dictionary[fields[0]] = int(fields[1])
+                except ValueError:
+                    raise ConfigurationError(
+                        f"{path}:{number}: the id {fields[1]!r} is not an integer"
+                    ) from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(f"{path}: not UTF-8 ({error})") from None
+    return dictionary
+
+
+def _load_state_dict(path: str) -> Dict[str, torch.Tensor]:
+    if not os.path.isfile(path):
+        raise ConfigurationError(
+            f"{path}: missing; an ELMoForManyLangs model directory needs {TOKEN_EMBEDDER_NAME} "
+            f"and {ENCODER_NAME}"
+        )
+    try:
+        # weights_only: a state dict needs no code to be unpickled, so none is run.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
+        raise ConfigurationError(
+            f"{path}: not a readable PyTorch state dict ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else 'no detail'}); is the file complete?"
+        ) from None
+    if not isinstance(state, dict) or not all(
+        isinstance(value, torch.Tensor) for value in state.values()
+    ):
+        raise ConfigurationError(f"{path}: does not hold a state dict (names -> tensors)")
+    return {key: value.float() for key, value in state.items()}
+
+
+def _check_shapes(
+    path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str
+) -> None:
+    """Every expected tensor there with its shape and nothing else, or one error naming ``path``."""
+    missing = [name for name in expected if name not in state]
+    if missing:
+        raise ConfigurationError(
+            f"{path}: {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} missing, but "
+            f"{source} needs {'it' if len(missing) == 1 else 'them'}; do the weights and the "
+            "options belong together?"
+        )
+    unexpected = sorted(set(state) - set(expected))
+    if unexpected:
+        raise ConfigurationError(
+            f"{path}: {', '.join(unexpected[:4])}{' ...' if len(unexpected) > 4 else ''} not part "
+            f"of the model {source} describes; do the weights and the options belong together?"
+        )
+    for name, shape in expected.items():
+        if tuple(state[name].shape) != shape:
+            raise ConfigurationError(
+                f"{path}: {name} has shape {tuple(state[name].shape)}, but {source} implies "
+                f"{shape}; do the weights and the options belong together?"
+            )
+
+
+def _check_dictionary_fits(
+    dictionary_path: str,
+    dictionary: Dict[str, int],
+    weights_path: str,
+    weight: torch.Tensor,
+    what: str,
+) -> None:
+    rows = weight.size(0)
+    out_of_range = [entry for entry, index in dictionary.items() if not 0 <= index < rows]
+    if len(dictionary) != rows or out_of_range:
+        detail = (
+            f"; e.g. {out_of_range[0]!r} has id {dictionary[out_of_range[0]]}"
+            if out_of_range
+            else ""
+        )
+        raise ConfigurationError(
+            f"{dictionary_path}: {len(dictionary)} entries, but the {what} embedding in "
+            f"{weights_path} has {rows} rows (ids 0-{rows - 1}){detail}: this dictionary does not "
+            "belong to these weights"
+        )
+
+
+def _with_mask_row(weight: torch.Tensor) -> torch.Tensor:
+    """An embedding with the all-zero row 0 of the +1-shifted ids in front."""
+    return torch.cat([weight.new_zeros(1, weight.size(1)), weight])
+
+
+def _lstm_gates_to_ours(tensor: torch.Tensor, cell_dim: int) -> torch.Tensor:
+    """Gate blocks along dim 0 from AllenNLP's order i, f, g, o to TensorFlow's i, g, f, o."""
+    i, f, g, o = tensor.split(cell_dim, dim=0)
+    return torch.cat([i, g, f, o], dim=0)
+
+
+class ElmoForManyLangsModel:
+    """
+    An ELMoForManyLangs model directory, read and checked: `options`, its dictionaries
+    (`char_to_id`, and `word_to_id` for a model with a word embedding), and (with
+    ``weights=True``) `state`, the parameters of our `ElmoBiLm`
+    (`ElmoBiLm.from_elmoformanylangs` builds it).
+
+    # Parameters
+
+    directory : `PathLike`
+        The model directory (``config.json``, ``char.dic``, ``word.dic``, ``token_embedder.pkl``,
+        ``encoder.pkl``).
+    weights : `bool`, optional (default = `True`)
+        Read and convert the weights too; the indexer needs only the dictionaries.
+    """
+
+    def __init__(self, directory: PathLike, weights: bool = True) -> None:
+        self.directory = os.fspath(directory)
+        if not os.path.isdir(self.directory):
+            raise ConfigurationError(f"{self.directory}: not a directory")
+        self.options = read_options(self.directory)
+        self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
+        self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
+        char_to_id = read_dictionary(self.character_dictionary_path)
+        word_to_id = (
+            read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
+        )
+        for path, dictionary, required in (
+            (self.character_dictionary_path, char_to_id, REQUIRED_CHARACTERS),
+            (self.word_dictionary_path, word_to_id, REQUIRED_WORDS),
+        ):
+            if dictionary is None:
+                continue
+            missing = [entry for entry in required if entry not in dictionary]
+            if missing:
+                raise ConfigurationError(
+                    f"{path}: no entry for {', '.join(missing)}, which elmoformanylangs' code "
+                    "looks up for every sentence"
+                )
+        self.char_to_id = char_to_id
+        self.word_to_id = word_to_id
+        self.state: Optional[Dict[str, torch.Tensor]] = self._read_weights() if weights else None
+
+    @property
+    def has_word_embedding(self) -> bool:
+        return self.options.word_dim > 0
+
+    def _read_weights(self) -> Dict[str, torch.Tensor]:
+        options = self.options
+        source = options.source
+        embedder_path = os.path.join(self.directory, TOKEN_EMBEDDER_NAME)
+        encoder_path = os.path.join(self.directory, ENCODER_NAME)
+        embedder = _load_state_dict(embedder_path)
+        encoder = _load_state_dict(encoder_path)
+
+        # Rows of the embeddings come from the dictionaries: check the widths first, so that a
+        # mismatch of dictionary and weights is reported as that.
+        n_filters = options.n_filters
+        expected: Dict[str, Tuple[int, ...]] = {}
+        for name, dim in (
+            ("char_emb_layer", options.char_dim),
+            ("word_emb_layer", options.word_dim),
+        ):
+            if dim > 0:
+                key = f"{name}.embedding.weight"
+                rows = embedder[key].size(0) if key in embedder and embedder[key].dim() == 2 else -1
+                expected[key] = (rows, dim)
+        for index, (width, count) in enumerate(options.filters):
+            expected[f"convolutions.{index}.weight"] = (count, options.char_dim, width)
+            expected[f"convolutions.{index}.bias"] = (count,)
+        for index in range(options.n_highway):
+            expected[f"highways._layers.{index}.weight"] = (2 * n_filters, n_filters)
+            expected[f"highways._layers.{index}.bias"] = (2 * n_filters,)
+        projection, cell = options.projection_dim, options.cell_dim
+        expected["projection.weight"] = (projection, options.word_dim + n_filters)
+        expected["projection.bias"] = (projection,)
+        _check_shapes(embedder_path, embedder, expected, source)
+
+        _check_dictionary_fits(
+            self.character_dictionary_path,
+            self.char_to_id,
+            embedder_path,
+            embedder["char_emb_layer.embedding.weight"],
+            "character",
+        )
+        if self.has_word_embedding:
+            _check_dictionary_fits(
+                self.word_dictionary_path,
+                self.word_to_id,
+                embedder_path,
+                embedder["word_emb_layer.embedding.weight"],
+                "word",
+            )
+
+        expected = {}
+        for direction in ("forward", "backward"):
+            for layer in range(options.n_layers):
+                prefix = f"{direction}_layer_{layer}"
+                expected[f"{prefix}.input_linearity.weight"] = (4 * cell, projection)
+                expected[f"{prefix}.state_linearity.weight"] = (4 * cell, projection)
+                expected[f"{prefix}.state_linearity.bias"] = (4 * cell,)
+                expected[f"{prefix}.state_projection.weight"] = (projection, cell)
+        _check_shapes(encoder_path, encoder, expected, source)
+        return self._convert(embedder, encoder)
+
+    def _convert(
+        self, embedder: Dict[str, torch.Tensor], encoder: Dict[str, torch.Tensor]
+    ) -> Dict[str, torch.Tensor]:
+        """Their state dicts -> the parameters of our `ElmoBiLm` (see the module documentation)."""
+        options = self.options
+        n_filters, cell = options.n_filters, options.cell_dim
+        state: Dict[str, torch.Tensor] = {
+            "character_encoder.char_embedding.weight": _with_mask_row(
+                embedder["char_emb_layer.embedding.weight"]
+            ),
+            "character_encoder.projection.weight": embedder["projection.weight"],
+            "character_encoder.projection.bias": embedder["projection.bias"],
+        }
+        if self.has_word_embedding:
+            state["character_encoder.word_embedding.weight"] = _with_mask_row(
+                embedder["word_emb_layer.embedding.weight"]
+            )
+        for index in range(len(options.filters)):
+            for kind in ("weight", "bias"):
+                state[f"character_encoder.convolutions.{index}.{kind}"] = embedder[
+                    f"convolutions.{index}.{kind}"
+                ]
+        for index in range(options.n_highway):
+            # Theirs: y = g * x + (1 - g) * f(x), g = sigmoid(gate); ours gates the non-linear
+            # part ("carry"), 1 - g = sigmoid(-gate): negate the gate half.
+            for kind in ("weight", "bias"):
+                value = embedder[f"highways._layers.{index}.{kind}"].clone()
+                value[n_filters:] = -value[n_filters:]
+                state[f"character_encoder.highway.layers.{index}.{kind}"] = value
+        for direction in ("forward", "backward"):
+            for layer in range(options.n_layers):
+                theirs = f"{direction}_layer_{layer}"
+                ours = f"lstm.{direction}_layers.{layer}"
+                state[f"{ours}.input_weight"] = _lstm_gates_to_ours(
+                    encoder[f"{theirs}.input_linearity.weight"], cell
+                ).t()
+                state[f"{ours}.recurrent_weight"] = _lstm_gates_to_ours(
+                    encoder[f"{theirs}.state_linearity.weight"], cell
+                ).t()
+                bias = _lstm_gates_to_ours(encoder[f"{theirs}.state_linearity.bias"], cell).clone()
+                # Our layer adds TensorFlow's forget bias of 1.0 at run time; theirs adds none.
+                bias[2 * cell : 3 * cell] -= 1.0
+                state[f"{ours}.bias"] = bias
+                state[f"{ours}.projection_weight"] = encoder[
+                    f"{theirs}.state_projection.weight"
+                ].t()
+        return {name: value.contiguous() for name, value in state.items()}
+
+
+def refuse_bilm_tf_export(path: PathLike) -> None:
+    """
+    `ConfigurationError` (one line) if ``path`` is an ELMoForManyLangs model: the bilm-tf format
+    cannot hold it, because its characters are ids of its own vocabulary, not bilm-tf's 261 UTF-8
+    byte ids, and (in the released models) it has a word embedding, for which the format has no
+    place.
+    """
+    if is_elmoformanylangs_directory(path):
+        raise ConfigurationError(
+            f"{os.fspath(path)} is an ELMoForManyLangs model, which the bilm-tf format cannot "
+            "hold (its characters are ids of its own char.dic, not UTF-8 bytes, and bilm-tf has "
+            "no word-embedding path); use the directory itself as the model instead: "
+            "--model DIR, ElmoEmbedder(model=DIR), \"model\": DIR"
+        )
