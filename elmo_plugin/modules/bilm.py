@@ -14,6 +14,7 @@ from elmo_plugin.bilm_tf.weights import read_bilm_tf_weights, write_bilm_tf_mode
 from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
 from elmo_plugin.common.util import PathLike
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
@@ -166,6 +167,10 @@ class ElmoBiLm(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         key = prefix + "format_version"
+        # A model trained with AllenNLP's own elmo_token_embedder (see allennlp_layout).
+        if bilm_state_layout(state_dict, prefix) == "allennlp":
+            convert_allennlp_bilm_state(state_dict, prefix, self)
+            state_dict[key] = torch.tensor(FORMAT_VERSION)
         if key not in state_dict:
             _upgrade_unversioned_state(state_dict, prefix, self)
             state_dict[key] = torch.tensor(FORMAT_VERSION)
