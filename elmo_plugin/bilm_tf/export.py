@@ -26,7 +26,7 @@ def write_bilm_tf_directory(
     output_directory: str,
     options: BilmOptions,
     bilm_state: Dict[str, torch.Tensor],
-    vocabulary: Sequence[str],
+    vocabulary: Optional[Sequence[str]],
     softmax: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
     n_characters: int = 262,
 ) -> Dict[str, str]:
@@ -41,8 +41,9 @@ def write_bilm_tf_directory(
         The architecture, written to ``options.json``.
     bilm_state : `Dict[str, torch.Tensor]`
         The biLM's state dict (`ElmoBiLm.state_dict()`), written to ``weights.hdf5``.
-    vocabulary : `Sequence[str]`
-        The language model's vocabulary, one token per line, in id order.
+    vocabulary : `Sequence[str]`, optional
+        The language model's vocabulary, one token per line, in id order; None writes no
+        ``vocabulary.txt`` (a task model's biLM has no language-model vocabulary).
     softmax : `Tuple[torch.Tensor, torch.Tensor]`, optional
         The softmax weights ``(V, D)`` and bias ``(V,)``, written to ``softmax.hdf5`` as datasets
         ``softmax/W`` and ``softmax/b``; only needed to go on training.
@@ -53,8 +54,9 @@ def write_bilm_tf_directory(
     final = {
         "options": os.path.join(output_directory, OPTIONS_NAME),
         "weights": os.path.join(output_directory, WEIGHTS_NAME),
-        "vocabulary": os.path.join(output_directory, VOCABULARY_NAME),
     }
+    if vocabulary is not None:
+        final["vocabulary"] = os.path.join(output_directory, VOCABULARY_NAME)
     if softmax is not None:
         final["softmax"] = os.path.join(output_directory, SOFTMAX_NAME)
     with atomic_directory(output_directory, EXPORT_NAMES) as directory:
@@ -62,8 +64,9 @@ def write_bilm_tf_directory(
         with h5py.File(os.path.join(directory, WEIGHTS_NAME), "w") as out:
             for name, value in bilm_tf_arrays(bilm_state, options).items():
                 out.create_dataset(name, data=value)
-        with open(os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n") as out:
-            out.write("\n".join(vocabulary) + "\n")
+        if vocabulary is not None:
+            with open(os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n") as out:
+                out.write("\n".join(vocabulary) + "\n")
         if softmax is not None:
             weight, bias = softmax
             with h5py.File(os.path.join(directory, SOFTMAX_NAME), "w") as out:

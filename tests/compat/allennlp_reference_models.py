@@ -9,9 +9,10 @@ is never called here either):
     python allennlp_reference_models.py OPTIONS_JSON WEIGHTS_HDF5 OUTPUT_DIRECTORY
 
 It writes ``OUTPUT_DIRECTORY/<name>/model.tar.gz`` for each model of `MODELS`, the data files
-``tagging.txt`` and ``classification.jsonl``, and ``reference.json``: per model the outputs of
-``Predictor.predict_batch_instance`` on its data file and the metrics of
-``allennlp.training.util.evaluate``.
+``tagging.txt``, ``classification.jsonl`` and ``sentences.txt`` (the tagging sentences, plain),
+and ``reference.json``: per model the outputs of ``Predictor.predict_batch_instance`` on its data
+file and the metrics of ``allennlp.training.util.evaluate`` (both in batches of 3), and the layers that
+the fine-tuned model's biLM computes for each line of ``sentences.txt``.
 
 AllenNLP's ELMo LSTM is stateful (the state of one batch starts the next); elmo_plugin's default
 is stateless. The reference is recorded statelessly (the state is reset before every biLM run),
@@ -25,6 +26,7 @@ import sys
 import torch
 
 OPTIONS, WEIGHTS, OUTPUT = sys.argv[1:4]
+BATCH_SIZE = 3  # for predicting and evaluating
 
 WORDS = ["the", "dog", "cat", "runs", "sleeps", "a", "big", "small", "house", "quickly", "."]
 TAGS = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "house": "NOUN", "runs": "VERB",
@@ -42,6 +44,8 @@ def make_data() -> None:
     with open(os.path.join(OUTPUT, "tagging.txt"), "w", encoding="utf-8") as out:
         for sentence in sentences:
             out.write(" ".join(f"{w}###{TAGS.get(w, 'X')}" for w in sentence) + "\n")
+    with open(os.path.join(OUTPUT, "sentences.txt"), "w", encoding="utf-8") as out:
+        out.write("".join(" ".join(sentence) + "\n" for sentence in sentences))
     with open(os.path.join(OUTPUT, "classification.jsonl"), "w", encoding="utf-8") as out:
         for sentence in sentences:
             label = "animal" if ("dog" in sentence or "cat" in sentence) else "other"
@@ -105,6 +109,7 @@ def main() -> None:
     from allennlp.data.token_indexers import TokenIndexer
     from allennlp.data.token_indexers.elmo_indexer import ELMoTokenCharactersIndexer
     from allennlp.models.archival import load_archive
+    from allennlp.modules.elmo import batch_to_ids
     from allennlp.modules.elmo_lstm import ElmoLstm
     from allennlp.modules.token_embedders import TokenEmbedder
     from allennlp.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
@@ -132,8 +137,14 @@ def main() -> None:
         predictor = Predictor(model, archive.dataset_reader)
         data_path = config["train_data_path"]
         instances = list(archive.dataset_reader.read(data_path))
-        outputs = predictor.predict_batch_instance(instances)
-        loader = MultiProcessDataLoader(archive.dataset_reader, data_path, batch_size=3)
+        # Batches of BATCH_SIZE, as the tests predict and evaluate: with do_layer_norm the mix
+        # normalises over the whole batch, so results depend on which sentences share a batch.
+        outputs = [
+            output
+            for start in range(0, len(instances), BATCH_SIZE)
+            for output in predictor.predict_batch_instance(instances[start : start + BATCH_SIZE])
+        ]
+        loader = MultiProcessDataLoader(archive.dataset_reader, data_path, batch_size=BATCH_SIZE)
         loader.index_with(model.vocab)
         metrics = evaluate(model, loader, cuda_device=-1)
         reference["models"][name] = {
@@ -144,6 +155,18 @@ def main() -> None:
                         if isinstance(value, (int, float))},
             "state_dict_keys": sorted(model.state_dict()),
         }
+        if name == "fine_tuned":
+            # What the fine-tuned biLM computes (AllenNLP's _ElmoBiLm), sentence by sentence: the
+            # reference for exporting it (`allennlp elmo-export` + `allennlp elmo --all`).
+            bilm = model.text_field_embedder.token_embedder_elmo._elmo._elmo_lstm
+            with open(os.path.join(OUTPUT, "sentences.txt"), encoding="utf-8") as lines:
+                sentences = [line.split() for line in lines]
+            layers = []
+            with torch.no_grad():
+                for sentence in sentences:
+                    activations = bilm(batch_to_ids([sentence]))["activations"]
+                    layers.append(torch.stack([a[0, 1:-1] for a in activations]).tolist())
+            reference["fine_tuned_bilm_layers"] = layers
     check_plain()
     with open(os.path.join(OUTPUT, "reference.json"), "w", encoding="utf-8") as out:
         json.dump(reference, out)
