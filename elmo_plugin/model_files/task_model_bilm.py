@@ -115,7 +115,15 @@ def export_task_model_bilm(
         raise
     except (RuntimeError, KeyError, OSError) as error:
         raise ConfigurationError(f"{source}: cannot load the model ({error})") from None
-    bilm = choose_bilm(elmo_bilms(archive.model), embedder, source)
+    bilms = elmo_bilms(archive.model)
+    if not bilms:
+        model_type = archive.config.as_dict(quiet=True).get("model", {}).get("type")
+        raise ConfigurationError(
+            f"{source} holds a model of type {model_type!r}, not an elmo_bilm language model, "
+            "and the model has no ELMo embedder (elmo_token_embedder or Elmo) whose biLM could "
+            "be exported"
+        )
+    bilm = choose_bilm(bilms, embedder, source)
     return write_bilm_tf_directory(
         output_directory, bilm.options, bilm.state_dict(), None, n_characters=n_characters
     )
