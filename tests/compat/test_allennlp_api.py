@@ -146,17 +146,29 @@ def test_the_one_difference_is_the_stateless_default(both):
     assert torch.allclose(ours["second_call"], ours["representation_0"], atol=1e-6, rtol=0)
 
 
-def test_a_stateful_biLM_reproduces_allennlps_second_call():
+def test_a_stateful_biLM_reproduces_allennlp_over_consecutive_batches_of_any_size():
     from allennlp.modules.elmo import Elmo as AllenNlpElmo
 
     from elmo_plugin import Elmo, batch_to_ids
 
-    ids = batch_to_ids([["First", "sentence", "."], ["Another", "one", "that", "is", "longer", "."]])
+    batches = [
+        [["First", "sentence", "."], ["Another", "one", "that", "is", "longer", "."]],
+        [["x", "y"], ["a", "b", "c", "d"], ["p", "q", "r", "s", "t", "u", "v"]],  # more rows
+        [["one"]],  # fewer
+        [["two", "words"], ["three", "more", "words"]],
+    ]
     theirs = AllenNlpElmo(str(FIXTURE_OPTIONS), str(FIXTURE_WEIGHTS), 1, dropout=0.0)
     ours = Elmo(str(FIXTURE_OPTIONS), str(FIXTURE_WEIGHTS), 1, dropout=0.0)
     ours.bilm.stateful = True
+    stateless = Elmo(str(FIXTURE_OPTIONS), str(FIXTURE_WEIGHTS), 1, dropout=0.0)
+    carried = 0.0
     with torch.no_grad():
-        for call in range(3):
-            expected = theirs(ids)["elmo_representations"][0]
-            actual = ours(ids)["elmo_representations"][0]
-            assert torch.allclose(actual, expected, atol=ATOL, rtol=0), call
+        for index, sentences in enumerate(batches):
+            ids = batch_to_ids(sentences)
+            mask = (ids > 0).any(-1).unsqueeze(-1)
+            expected = theirs(ids)["elmo_representations"][0] * mask
+            actual = ours(ids)["elmo_representations"][0] * mask
+            assert torch.allclose(actual, expected, atol=ATOL, rtol=0), index
+            fresh = stateless(ids)["elmo_representations"][0] * mask
+            carried = max(carried, float((fresh - expected).abs().max()))
+    assert carried > 1e-3  # the state carried over really changed AllenNLP's vectors
