@@ -10,13 +10,16 @@ The vector variant is the 0.1 computation (``softmax(vector)``); the list varian
 the mix (stack + tensordot) is the same code in both.
 """
 import timeit
+from pathlib import Path
 
 import torch
 
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
-from tests.helpers import FIXTURES
+
+# The golden test fixture's tiny biLM.
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "elmo_allennlp"
 
 
 class VectorMix(ScalarMix):

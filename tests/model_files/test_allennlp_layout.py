@@ -151,6 +151,21 @@ def test_an_allennlp_token_embedder_with_projection_and_vocab_to_cache_loads_int
         assert masked_max_abs_diff(ours(ids), theirs(ids), mask) < ATOL
 
 
+def test_allennlps_cached_boundary_vectors_are_dropped_too():
+    # _bos_embedding and _eos_embedding are plain attributes in AllenNLP 2.10 (not saved), but a
+    # state dict that has them is still AllenNLP's layout and loads.
+    state = _allennlp_state()
+    state["_word_embedding.weight"] = torch.zeros(5, 16)
+    state["_bos_embedding"] = torch.zeros(16)
+    state["_eos_embedding"] = torch.zeros(16)
+    ours = our_bilm()
+    ours.load_state_dict(state)
+    assert torch.equal(
+        ours.state_dict()["lstm.forward_layers.0.projection_weight"],
+        state["_elmo_lstm.forward_layer_0.state_projection.weight"].t(),
+    )
+
+
 def test_elmo_plugin_0_1_scalar_mix_vectors_still_load():
     mix = ScalarMix(3)
     mix.load_state_dict({"scalar_parameters": torch.tensor([0.5, -1.0, 2.0]), "gamma": torch.tensor([3.0])})
