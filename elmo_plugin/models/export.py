@@ -10,8 +10,8 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.bilm_tf.export import write_bilm_tf_directory
 from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.util import PathLike
-from elmo_plugin.model_files.task_model_bilm import export_task_model_bilm
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
+from elmo_plugin.model_files.task_model_bilm import export_task_model_bilm
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
