@@ -24,7 +24,7 @@ size; AllenNLP's LSTM gate blocks are ordered i, f, j, o, ours (TensorFlow's) i,
 | ``..._layer_{l}.state_linearity.weight`` (4C, P) | ``..._layers.{l}.recurrent_weight`` (P, 4C) | gate blocks reordered, transposed |
 | ``..._layer_{l}.state_linearity.bias`` (4C) | ``..._layers.{l}.bias`` | gate blocks reordered; the forget bias (1.0) that AllenNLP's loader adds into the stored bias is taken out again (ours adds it at run time, as TensorFlow's ``LSTMCell``) |
 | ``..._layer_{l}.state_projection.weight`` (P, C) | ``..._layers.{l}.projection_weight`` (C, P) | transposed |
-| ``_word_embedding.weight``, ``_bos_embedding``, ``_eos_embedding`` (``vocab_to_cache``) | none | dropped: AllenNLP's lookup table of character-encoder outputs, used only when word ids are passed; ours caches by character ids (`TokenEncodingCache`), built from the same ``vocab_to_cache`` when the model is constructed |
+| ``_word_embedding.weight``, ``_bos_embedding``, ``_eos_embedding`` (``vocab_to_cache``) | none | dropped: AllenNLP's lookup table of character-encoder outputs, used only when word ids are passed; ours caches by character ids (`TokenEncodingCache`), built from the same ``vocab_to_cache`` when the model is constructed and recomputed once the weights are loaded |
 
 The scalar mixes need nothing here: `ScalarMix` keeps AllenNLP's ``scalar_parameters.{j}`` list
 and ``gamma`` (and converts elmo_plugin 0.1's single ``scalar_parameters`` vector itself).

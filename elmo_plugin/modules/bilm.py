@@ -77,6 +77,9 @@ class ElmoBiLm(nn.Module):
             "_eos_ids", torch.tensor(self.character_ids.end_of_sentence_ids), persistent=False
         )
         self.register_buffer("format_version", torch.tensor(FORMAT_VERSION), persistent=True)
+        # Loading weights (a model archive's over those of the files the model was built from)
+        # must not leave a token cache computed from the old ones.
+        self.register_load_state_dict_post_hook(_recompute_token_cache)
 
     @classmethod
     def from_files(
@@ -276,6 +279,11 @@ class ElmoBiLm(nn.Module):
         activations = [torch.cat([tokens, tokens], dim=-1)]
         activations.extend(layer * layer_mask for layer in self.lstm(tokens, mask))
         return {"activations": activations, "mask": mask}
+
+
+def _recompute_token_cache(bilm: ElmoBiLm, incompatible_keys) -> None:
+    if bilm.token_cache is not None:
+        bilm.token_cache.recompute_(bilm.character_encoder)
 
 
 def _upgrade_unversioned_state(state_dict: Dict[str, torch.Tensor], prefix: str, bilm: ElmoBiLm) -> None:

@@ -151,6 +151,25 @@ def test_an_allennlp_token_embedder_with_projection_and_vocab_to_cache_loads_int
         assert masked_max_abs_diff(ours(ids), theirs(ids), mask) < ATOL
 
 
+def test_loaded_weights_replace_the_vocab_to_cache_vectors_computed_from_the_files():
+    theirs = AllenNlpElmo(OPTIONS, WEIGHTS, 1, dropout=0.0).eval()
+    randomize_(theirs, seed=4)  # weights other than the files'
+    reset_states_before_every_run(theirs)
+    words = [token for sentence in VARIED_BATCH for token in sentence]
+    ours = Elmo(OPTIONS, WEIGHTS, 1, dropout=0.0, vocab_to_cache=words)
+    encoded = []
+    ours.bilm.character_encoder.register_forward_hook(lambda m, i, o: encoded.append(i[0].size(0)))
+    ours.load_state_dict(theirs.state_dict())
+    ours.eval()
+    encoded.clear()
+    ids = batch_to_ids(VARIED_BATCH)
+    with torch.no_grad():
+        expected = theirs(ids)["elmo_representations"][0]
+        actual = ours(ids)["elmo_representations"][0]
+    assert encoded == []  # every token came from the cache...
+    assert masked_max_abs_diff(actual, expected, (ids > 0).any(-1)) < ATOL  # ...recomputed
+
+
 def test_allennlps_cached_boundary_vectors_are_dropped_too():
     # _bos_embedding and _eos_embedding are plain attributes in AllenNLP 2.10 (not saved), but a
     # state dict that has them is still AllenNLP's layout and loads.
