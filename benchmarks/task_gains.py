@@ -23,6 +23,7 @@ encoder's output"), as runs ``TASK_elmo_io[_seedN]`` from a config written the s
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -152,10 +153,18 @@ def layer_weights(runs: Path, config: str) -> Optional[List[float]]:
     if not weights_file.is_file():
         return None
     state = torch.load(weights_file, map_location="cpu")
-    for name, value in state.items():
-        if name.endswith("scalar_mix_0.scalar_parameters"):
-            return torch.softmax(value.float(), dim=0).tolist()
-    return None
+    # One vector in elmo_plugin 0.1; AllenNLP's list ("...scalar_parameters.0", ...) since.
+    vector = state.get(next((n for n in state if n.endswith("scalar_mix_0.scalar_parameters")), ""))
+    if vector is None:
+        parts = sorted(
+            (int(name.rsplit(".", 1)[1]), value)
+            for name, value in state.items()
+            if re.search(r"scalar_mix_0\.scalar_parameters\.\d+$", name)
+        )
+        if not parts:
+            return None
+        vector = torch.cat([value.reshape(1) for _, value in parts])
+    return torch.softmax(vector.float(), dim=0).tolist()
 
 
 def minutes(seconds: Optional[float]) -> str:

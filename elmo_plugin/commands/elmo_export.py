@@ -19,7 +19,10 @@ class ElmoExportCommand(Subcommand):
         description = (
             "Export a trained elmo_bilm model (model.tar.gz or serialization directory) to the "
             "bilm-tf format: options.json, weights.hdf5 and vocabulary.txt, loadable by "
-            "AllenNLP's Elmo, bilm-tf and `allennlp elmo`."
+            "AllenNLP's Elmo, bilm-tf and `allennlp elmo`. Given a task model's archive (a "
+            "tagger, a classifier, ... with an elmo_token_embedder, also one trained with "
+            "AllenNLP's own), it exports that model's biLM, fine-tuned or not, as options.json "
+            "and weights.hdf5."
         )
         subparser = parser.add_parser(self.name, description=description, help=description)
         subparser.add_argument("model", help="model.tar.gz or the serialization directory")
@@ -37,6 +40,14 @@ class ElmoExportCommand(Subcommand):
             help="n_characters written to options.json: 262 for prediction (AllenNLP), "
             "261 for bilm-tf training code (default 262)",
         )
+        subparser.add_argument(
+            "--embedder",
+            default=None,
+            metavar="NAME",
+            help="which ELMo embedder of a task model with several to export: its key in the "
+            "text_field_embedder (elmo) or its module name "
+            "(text_field_embedder.token_embedder_elmo); an unknown name lists the ones there are",
+        )
         subparser.set_defaults(func=export_from_args)
         return subparser
 
@@ -45,7 +56,11 @@ def export_from_args(args: argparse.Namespace) -> None:
     paths = run_reporting_errors(
         "elmo-export",
         lambda: export_to_bilm_tf(
-            args.model, args.output_directory, args.include_softmax, args.n_characters
+            args.model,
+            args.output_directory,
+            args.include_softmax,
+            args.n_characters,
+            embedder=args.embedder,
         ),
         interrupted=f"interrupted; {args.output_directory} was left as it was.",
     )

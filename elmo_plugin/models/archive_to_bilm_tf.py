@@ -1,9 +1,9 @@
 """
-Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory) to the
-bilm-tf format, what ``allennlp elmo-export`` runs.
+Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory), or the
+biLM of a task model's archive, to the bilm-tf format: what ``allennlp elmo-export`` runs.
 """
 import logging
-from typing import Dict
+from typing import Dict, Optional
 
 from allennlp.common.checks import ConfigurationError
 
@@ -12,6 +12,7 @@ from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
+from elmo_plugin.models.task_model_bilm import export_task_model_bilm
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
@@ -24,15 +25,34 @@ def export_to_bilm_tf(
     output_directory: str,
     include_softmax: bool = False,
     n_characters: int = 262,
+    embedder: Optional[str] = None,
 ) -> Dict[str, str]:
     """
     Writes ``options.json``, ``weights.hdf5`` and ``vocabulary.txt`` of the run's biLM (and
     ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set (see
     `write_bilm_tf_directory`); returns the path of each file by kind. The archive is read once
     and the language model is not built.
+
+    The archive of a task model (any other model type) gives the biLM its ELMo embedder holds,
+    fine-tuned or not, as ``options.json`` + ``weights.hdf5``; ``embedder`` names the embedder
+    when it has several (see `elmo_plugin.models.task_model_bilm`).
     """
     # An ELMoForManyLangs model directory cannot be written in bilm-tf's format (issue 26).
     refuse_bilm_tf_export(archive_file)
+    with open_model_archive(archive_file) as archive:
+        model_type = archive.config.get("model", {}).get("type")
+    if model_type != "elmo_bilm":
+        if include_softmax:
+            raise ConfigurationError(
+                f"{archive_file} is a {model_type!r} task model, which has no language-model "
+                "softmax to export; leave out --include-softmax"
+            )
+        return export_task_model_bilm(archive_file, output_directory, embedder, n_characters)
+    if embedder is not None:
+        raise ConfigurationError(
+            f"{archive_file} is an elmo_bilm language model, which is one biLM; --embedder "
+            "names the ELMo embedder of a task model"
+        )
     with open_model_archive(archive_file) as archive:
         weights = archive.load_weights()
         bilm = ElmoBiLm.from_archive_contents(archive, weights)

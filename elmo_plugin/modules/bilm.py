@@ -17,6 +17,7 @@ from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsChar
 from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
@@ -97,6 +98,9 @@ class ElmoBiLm(nn.Module):
             "_eos_ids", torch.tensor(self.character_ids.end_of_sentence_ids), persistent=False
         )
         self.register_buffer("format_version", torch.tensor(FORMAT_VERSION), persistent=True)
+        # Loading weights (a model archive's over those of the files the model was built from)
+        # must not leave a token cache computed from the old ones.
+        self.register_load_state_dict_post_hook(_recompute_token_cache)
 
     @classmethod
     def from_files(
@@ -258,6 +262,10 @@ class ElmoBiLm(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         key = prefix + "format_version"
+        # A model trained with AllenNLP's own elmo_token_embedder (see allennlp_layout).
+        if bilm_state_layout(state_dict, prefix) == "allennlp":
+            convert_allennlp_bilm_state(state_dict, prefix, self)
+            state_dict[key] = torch.tensor(FORMAT_VERSION)
         if key not in state_dict:
             _upgrade_unversioned_state(state_dict, prefix, self)
             state_dict[key] = torch.tensor(FORMAT_VERSION)
@@ -397,6 +405,11 @@ class ElmoBiLm(nn.Module):
         activations = [torch.cat([tokens, tokens], dim=-1)]
         activations.extend(layer * layer_mask for layer in self.lstm(tokens, mask))
         return {"activations": activations, "mask": mask}
+
+
+def _recompute_token_cache(bilm: ElmoBiLm, incompatible_keys) -> None:
+    if bilm.token_cache is not None:
+        bilm.token_cache.recompute_(bilm.character_encoder)
 
 
 def _upgrade_unversioned_state(state_dict: Dict[str, torch.Tensor], prefix: str, bilm: ElmoBiLm) -> None:

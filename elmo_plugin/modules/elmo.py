@@ -79,6 +79,11 @@ class Elmo(torch.nn.Module, FromParams):
         softmax mix of the paper. ``num_layers`` and ``do_layer_norm`` are filled in.
     bilm : `ElmoBiLm`, optional
         An already built biLM (from Python), instead of files.
+    module : `torch.nn.Module`, optional
+        AllenNLP's name for ``bilm``: an already built biLM, instead of files (then pass
+        ``None`` for ``options_file`` and ``weight_file``). As in AllenNLP it may be any module
+        with ``num_layers``, ``get_output_dim()`` and a ``forward(character_ids)`` that returns
+        ``{"activations": [...], "mask": ...}``.
     model : `str`, optional
         The model when no files are given: a published English model's name (``small``,
         ``medium``, ``original``, ``original-5.5b``; downloaded once into AllenNLP's cache, from
@@ -104,8 +109,16 @@ class Elmo(torch.nn.Module, FromParams):
         scalar_mix: Optional[Lazy[ScalarMix]] = None,
         bilm: Optional[ElmoBiLm] = None,
         model: Optional[str] = None,
+        module: Optional[torch.nn.Module] = None,
     ) -> None:
         super().__init__()
+        if module is not None:
+            if bilm is not None:
+                raise ConfigurationError("give the biLM once: as bilm or as module, not both")
+            if options_file is not None or weight_file is not None:
+                # AllenNLP's error for the same call.
+                raise ConfigurationError("Don't provide options_file or weight_file with module")
+            bilm = module  # type: ignore[assignment]
         if bilm is None:
             bilm = load_pretrained_bilm(
                 options_file, weight_file, archive_file, requires_grad, model=model
@@ -117,7 +130,8 @@ class Elmo(torch.nn.Module, FromParams):
                     "vocab_to_cache is ignored while the biLM is fine-tuned (requires_grad=true): "
                     "the cached vectors would go stale"
                 )
-            bilm.cache_tokens(vocab_to_cache)
+            if isinstance(bilm, ElmoBiLm):
+                bilm.cache_tokens(vocab_to_cache)
         self._keep_sentence_boundaries = keep_sentence_boundaries
         self._dropout = torch.nn.Dropout(p=dropout)
         if num_output_representations < 1:

@@ -17,17 +17,39 @@ class ScalarMix(torch.nn.Module, Registrable):
     layers) and ``gamma`` at one. With ``do_layer_norm`` each layer is first normalised with the
     mean and variance of all its unmasked elements in the batch, as bilm-tf and AllenNLP do.
 
-    The layer weights are one parameter, ``scalar_parameters`` (pre-softmax, shape
-    ``(num_layers,)``), so the paper's penalty ``lambda * ||s||^2`` is AllenNLP's L2 regularizer
+    The parameters are AllenNLP's, under AllenNLP's names: ``scalar_parameters`` is a
+    ``ParameterList`` of ``num_layers`` one-element parameters (the pre-softmax ``s_j``), and
+    ``gamma`` one more. So the paper's penalty ``lambda * ||s||^2`` is AllenNLP's L2 regularizer
     on parameters matching ``scalar_parameters``:
-    ``"regularizer": {"regexes": [["scalar_parameters", {"type": "l2", "alpha": 0.001}]]}``.
+    ``"regularizer": {"regexes": [["scalar_parameters", {"type": "l2", "alpha": 0.001}]]}``,
+    AllenNLP's archives load without conversion, and code written for AllenNLP's ``ScalarMix``
+    (``mix.scalar_parameters[k].data[0] = x``, ``torch.cat(list(mix.scalar_parameters))``) runs
+    unchanged.
+
+    Why a list and not one vector (which elmo_plugin 0.1 had, saved as the single key
+    ``...scalar_parameters``; such weights are converted as they load): both were measured
+    (``benchmarks/scalar_mix_layouts.py``, CPU, one thread, on a shared 2-core machine). The list
+    costs one ``cat`` of ``num_layers`` one-element tensors per mix call: 12 microseconds more
+    for the layer weights in a quiet run (up to 60 in a busy one), against 5-11 ms for one
+    whole ``Elmo`` forward of the tiny test-fixture biLM (3 sentences of 10 tokens), and below
+    the run-to-run noise of the 2-3 ms mix at Original's size (3 layers of 32 x 20 x 1024). What
+    the list breaks is code that treats ``scalar_parameters`` as one tensor
+    (``mix.scalar_parameters.copy_(vector)``, ``softmax(mix.scalar_parameters)``; use
+    `layer_weights`) and readers of saved weights that look for the key ``...scalar_parameters``.
+    A vector instead breaks AllenNLP's code: ``vector[k]`` is a 0-dimensional view, so
+    ``.data[0] = x`` fails, and imitating AllenNLP's indexing would take a ``Parameter`` subclass
+    overriding ``__getitem__`` and ``__iter__`` (and ``torch.save`` of a whole model loads it back
+    as a plain ``Parameter``, checked with torch 2.13); AllenNLP's ``scalar_parameters.k`` keys would still need
+    converting, and regexes written for them (``scalar_parameters\\.0``) would match nothing.
+    Both layouts match the regularizer regex ``scalar_parameters`` and give the same L2 penalty.
 
     Registered as ``"softmax"`` (the default); ``"single_layer"`` picks one layer.
 
     # Parameters
 
     num_layers : `int`
-        The number of layers to mix (the biLM's ``num_layers``: 3 for a 2-layer biLM).
+        The number of layers to mix (the biLM's ``num_layers``: 3 for a 2-layer biLM); AllenNLP
+        calls it ``mixture_size``, which is accepted too.
     do_layer_norm : `bool`, optional (default = `False`)
         Normalise every layer over the batch's unmasked elements before mixing.
     initial_scalar_parameters : `List[float]`, optional (default = `None`)
@@ -35,18 +57,27 @@ class ScalarMix(torch.nn.Module, Registrable):
     trainable : `bool`, optional (default = `True`)
         Learn ``s`` and ``gamma``. ``False`` with ``initial_scalar_parameters`` gives a fixed mix,
         for example ``[-9e10, 1, -9e10]`` to use only the first LSTM layer (gamma stays 1).
+    mixture_size : `int`, optional
+        AllenNLP's name for ``num_layers``.
     """
 
     default_implementation = "softmax"
 
     def __init__(
         self,
-        num_layers: int,
+        num_layers: Optional[int] = None,
         do_layer_norm: bool = False,
         initial_scalar_parameters: Optional[List[float]] = None,
         trainable: bool = True,
+        mixture_size: Optional[int] = None,
     ) -> None:
         super().__init__()
+        if num_layers is None or mixture_size is not None:
+            if num_layers is not None or mixture_size is None:
+                raise ConfigurationError(
+                    "give the number of layers once, as num_layers (or AllenNLP's mixture_size)"
+                )
+            num_layers = mixture_size
         if num_layers < 1:
             raise ConfigurationError(f"a scalar mix needs at least one layer, got {num_layers}")
         if initial_scalar_parameters is None:
@@ -58,15 +89,36 @@ class ScalarMix(torch.nn.Module, Registrable):
             )
         self.num_layers = num_layers
         self.do_layer_norm = do_layer_norm
-        self.scalar_parameters = torch.nn.Parameter(
-            torch.tensor([float(value) for value in initial_scalar_parameters]),
-            requires_grad=trainable,
+        self.scalar_parameters = torch.nn.ParameterList(
+            [
+                torch.nn.Parameter(torch.tensor([float(value)]), requires_grad=trainable)
+                for value in initial_scalar_parameters
+            ]
         )
         self.gamma = torch.nn.Parameter(torch.tensor([1.0]), requires_grad=trainable)
 
+    @property
+    def mixture_size(self) -> int:
+        """AllenNLP's name for `num_layers`."""
+        return self.num_layers
+
     def layer_weights(self) -> torch.Tensor:
         """The normalised weights ``softmax(s)``, one per layer (what the paper's Figure 2 plots)."""
-        return torch.softmax(self.scalar_parameters, dim=0)
+        return torch.softmax(torch.cat(list(self.scalar_parameters)), dim=0)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # elmo_plugin 0.1 kept the layer weights as one vector, saved under the key
+        # "scalar_parameters" itself; the list saves "scalar_parameters.0", ... (AllenNLP's keys).
+        key = prefix + "scalar_parameters"
+        if key in state_dict:
+            vector = state_dict.pop(key)
+            if vector.dim() != 1:
+                raise ConfigurationError(
+                    f"{key} has shape {tuple(vector.shape)}; a scalar mix's weights are a vector"
+                )
+            for index, value in enumerate(vector):
+                state_dict[f"{key}.{index}"] = value.reshape(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self, layers: Sequence[torch.Tensor], mask: Optional[torch.BoolTensor] = None
@@ -80,11 +132,14 @@ class ScalarMix(torch.nn.Module, Registrable):
             ``(batch, time)``; required with ``do_layer_norm``.
         """
         if len(layers) != self.num_layers:
-            raise ValueError(f"{len(layers)} layers given to a mix of {self.num_layers}")
+            # ConfigurationError, as AllenNLP's ScalarMix raises.
+            raise ConfigurationError(
+                f"{len(layers)} tensors were passed, but the mix was built for {self.num_layers}"
+            )
         weights = self.layer_weights()
         if self.do_layer_norm:
             if mask is None:
-                raise ValueError("do_layer_norm needs the mask")
+                raise ConfigurationError("a mix with do_layer_norm needs the mask")
             broadcast_mask = mask.unsqueeze(-1).to(layers[0].dtype)
             count = broadcast_mask.sum() * layers[0].size(-1)
             layers = [_masked_layer_norm(layer, broadcast_mask, count) for layer in layers]

@@ -108,6 +108,23 @@ class TokenEncodingCache(torch.nn.Module):
         logger.info("Cached the character encoder's output for %d tokens", len(unique))
         return cls(ids, torch.cat(vectors) if vectors else torch.zeros(0, dim)).to(device)
 
+    def recompute_(self, encoder: torch.nn.Module, batch_size: int = 1024) -> None:
+        """
+        Encodes the cached tokens again with ``encoder``: after new weights were loaded into it
+        (a model archive's), the vectors computed from the weight file it was built from are
+        stale.
+        """
+        was_training = encoder.training
+        encoder.eval()
+        with torch.no_grad():
+            vectors = [
+                encoder(self._character_ids[start : start + batch_size])
+                for start in range(0, len(self), batch_size)
+            ]
+        encoder.train(was_training)
+        if vectors:
+            self._vectors = torch.cat(vectors).to(self._vectors)
+
     def __len__(self) -> int:
         return self._keys.numel()
 

@@ -73,10 +73,10 @@ def test_the_embedder_is_the_models_embeddings_then_two_mixes_of_one_biLM_run(do
     # Two different mixes, so that swapping input and output would show.
     with torch.no_grad():
         for k, weights in enumerate(([0.5, -1.0, 2.0], [-2.0, 1.0, 0.25])):
-            embedder.elmo.scalar_mixes[k].scalar_parameters.copy_(torch.tensor(weights))
             embedder.elmo.scalar_mixes[k].gamma.fill_(1.5 + k)
             core_mix = getattr(core, f"scalar_mix_{k}")
             for i, value in enumerate(weights):
+                embedder.elmo.scalar_mixes[k].scalar_parameters[i].fill_(value)
                 core_mix.scalar_parameters[i].fill_(value)
             core_mix.gamma.fill_(1.5 + k)
     output = embedder(tensors)
@@ -156,7 +156,12 @@ def test_a_crf_tagger_with_elmo_at_input_and_output_builds_and_learns_both_mixes
     vocab.add_tokens_to_namespace(["O", "B-X"], "labels")
     model = Model.from_params(vocab=vocab, params=tagger_params(ELMO_DIM))
     # Both mixes are trainable and regularised; the biLM stays frozen.
-    mixes = [n for n, p in model.named_parameters() if "scalar_parameters" in n and p.requires_grad]
+    # (AllenNLP's names: each mix's layer weights are "...scalar_parameters.0", ".1", ".2".)
+    mixes = {
+        n.rsplit(".scalar_parameters.", 1)[0]
+        for n, p in model.named_parameters()
+        if "scalar_parameters" in n and p.requires_grad
+    }
     assert len(mixes) == 2
     assert not any(p.requires_grad for n, p in model.named_parameters() if "_elmo_lstm" in n)
     model.train()

@@ -6,6 +6,7 @@ with 30 bytes per token for the Korean one); the +ELMo runs leave the biLM untou
 layer weights.
 """
 import json
+import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -157,7 +158,12 @@ def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arg
     assert bilm and set(bilm) == set(pretrained)
     for name, parameter in bilm.items():
         assert not parameter.requires_grad and torch.equal(parameter, pretrained[name]), name
-    mixes = [p for name, p in elmo_parameters.items() if name.endswith("scalar_parameters")]
+    # Each mix's layer weights: AllenNLP's list "...scalar_parameters.0", ".1", ...
+    by_mix: Dict[str, List[torch.Tensor]] = {}
+    for name, parameter in elmo_parameters.items():
+        if re.search(r"scalar_parameters\.\d+$", name):
+            by_mix.setdefault(name.rsplit(".", 1)[0], []).append(parameter)
+    mixes = [torch.cat(parameters) for parameters in by_mix.values()]
     assert len(mixes) == (2 if arguments.get("elmo_at_output") else 1)
     for mix in mixes:
         assert mix.requires_grad

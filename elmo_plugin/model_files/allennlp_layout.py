@@ -1,0 +1,194 @@
+"""
+The state-dict layout of AllenNLP's own ELMo biLM (``allennlp.modules.elmo._ElmoBiLm``), read into
+the plugin's `ElmoBiLm` as a model is loaded.
+
+Why: the plugin registers its own ``elmo_token_embedder`` (and ``elmo_characters``), so a model
+trained with AllenNLP's embedder is rebuilt with ours when it is loaded (``load_archive``,
+``allennlp predict``, ``allennlp evaluate``), and its saved weights carry AllenNLP's names and
+conventions. AllenNLP's ``Elmo`` and ours both keep the biLM as ``_elmo_lstm`` and the mixes as
+``scalar_mix_{k}``, and the token embedder's ``_projection`` (``projection_dim``) is the same
+``Linear`` in both, so only what lies under the biLM differs. `ElmoBiLm._load_from_state_dict`
+calls `convert_allennlp_bilm_state` for it, so the conversion works wherever a model holds the
+biLM, under whatever attribute names.
+
+Keys relative to the biLM (AllenNLP's on the left; F total filters, C cell size, P projection
+size; AllenNLP's LSTM gate blocks are ordered i, f, j, o, ours (TensorFlow's) i, j, f, o):
+
+| AllenNLP | ours | conversion |
+|---|---|---|
+| ``_token_embedder._char_embedding_weights`` (262, D) | ``character_encoder.char_embedding.weight`` | row 0 (the padding id of padded tokens) set to zero: it is our ``padding_idx`` and never reaches an output |
+| ``_token_embedder.char_conv_{i}.weight``, ``.bias`` | ``character_encoder.convolutions.{i}.weight``, ``.bias`` | none (both ``Conv1d``) |
+| ``_token_embedder._highways._layers.{k}.weight`` (2F, F), ``.bias`` | ``character_encoder.highway.layers.{k}.weight``, ``.bias`` | gate half (rows F:) negated: AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we ``g * f(x) + (1 - g) * x``, so AllenNLP's gate is ``1 - ours = sigmoid(-z)``; its loader negates ``W_carry`` and ``b_carry``, and this undoes it |
+| ``_token_embedder._projection.weight``, ``.bias`` | ``character_encoder.projection.weight``, ``.bias`` | none |
+| ``_elmo_lstm.{forward,backward}_layer_{l}.input_linearity.weight`` (4C, in) | ``lstm.{forward,backward}_layers.{l}.input_weight`` (in, 4C) | gate blocks reordered, transposed |
+| ``..._layer_{l}.state_linearity.weight`` (4C, P) | ``..._layers.{l}.recurrent_weight`` (P, 4C) | gate blocks reordered, transposed |
+| ``..._layer_{l}.state_linearity.bias`` (4C) | ``..._layers.{l}.bias`` | gate blocks reordered; the forget bias (1.0) that AllenNLP's loader adds into the stored bias is taken out again (ours adds it at run time, as TensorFlow's ``LSTMCell``) |
+| ``..._layer_{l}.state_projection.weight`` (P, C) | ``..._layers.{l}.projection_weight`` (C, P) | transposed |
+| ``_word_embedding.weight``, ``_bos_embedding``, ``_eos_embedding`` (``vocab_to_cache``) | none | dropped: AllenNLP's lookup table of character-encoder outputs, used only when word ids are passed; ours caches by character ids (`TokenEncodingCache`), built from the same ``vocab_to_cache`` when the model is constructed and recomputed once the weights are loaded |
+
+The scalar mixes need nothing here: `ScalarMix` keeps AllenNLP's ``scalar_parameters.{j}`` list
+and ``gamma`` (and converts elmo_plugin 0.1's single ``scalar_parameters`` vector itself).
+
+The layout is recognised by key names only (never from shapes): keys under the biLM that start
+with ``_token_embedder.``, ``_elmo_lstm.`` or ``_word_embedding.`` are AllenNLP's,
+``character_encoder.``, ``lstm.`` or ``format_version`` ours. Keys that are neither, both layouts
+at once, keys AllenNLP's layout does not have for this biLM (a ``char_conv_7`` for five filter
+widths) or missing ones are a `ConfigurationError` that names them.
+"""
+import logging
+import re
+from typing import Dict, List, Optional, Set
+
+import torch
+from allennlp.common.checks import ConfigurationError
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+# First components of the keys of each layout, relative to the biLM.
+ALLENNLP_ROOTS = ("_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding")
+PLUGIN_ROOTS = ("character_encoder", "lstm", "format_version")
+# AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation (see above).
+_CACHE_KEYS = re.compile(r"^(_word_embedding\.weight|_bos_embedding|_eos_embedding)$")
+_SHOWN_KEYS = 8
+
+
+def _listing(keys: List[str]) -> str:
+    shown = ", ".join(sorted(keys)[:_SHOWN_KEYS])
+    return shown + (f", ... ({len(keys)} in all)" if len(keys) > _SHOWN_KEYS else "")
+
+
+def bilm_state_layout(state_dict: Dict[str, torch.Tensor], prefix: str) -> Optional[str]:
+    """
+    ``"allennlp"`` or ``"elmo_plugin"``: the layout of the biLM weights under ``prefix`` in
+    ``state_dict``, told by their key names; None if there are none. A mix of both, or keys that
+    belong to neither, is a `ConfigurationError` naming them.
+    """
+    roots: Dict[str, List[str]] = {"allennlp": [], "elmo_plugin": [], "neither": []}
+    for key in state_dict:
+        if not key.startswith(prefix):
+            continue
+        root = key[len(prefix) :].split(".", 1)[0]
+        if root in ALLENNLP_ROOTS:
+            roots["allennlp"].append(key)
+        elif root in PLUGIN_ROOTS:
+            roots["elmo_plugin"].append(key)
+        else:
+            roots["neither"].append(key)
+    where = f"the biLM weights under '{prefix}'" if prefix else "the biLM weights"
+    if roots["neither"]:
+        raise ConfigurationError(
+            f"{where} fit neither elmo_plugin's layout (character_encoder.*, lstm.*) nor "
+            f"AllenNLP's (_token_embedder.*, _elmo_lstm.*): {_listing(roots['neither'])}"
+        )
+    if roots["allennlp"] and roots["elmo_plugin"]:
+        raise ConfigurationError(
+            f"{where} mix AllenNLP's layout ({_listing(roots['allennlp'])}) with elmo_plugin's "
+            f"({_listing(roots['elmo_plugin'])})"
+        )
+    if roots["allennlp"]:
+        return "allennlp"
+    if roots["elmo_plugin"]:
+        return "elmo_plugin"
+    return None
+
+
+def _reorder_gates(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
+    """AllenNLP's gate blocks (i, f, j, o) along dimension 0 -> TensorFlow's (i, j, f, o)."""
+    i, f, j, o = tensor.split(cell_size, dim=0)
+    return torch.cat([i, j, f, o], dim=0)
+
+
+def allennlp_bilm_key_map(bilm: nn.Module) -> Dict[str, str]:
+    """
+    Every key of AllenNLP's layout for a biLM of ``bilm``'s architecture (an `ElmoBiLm`),
+    mapped to the key of ours it becomes, both relative to the biLM.
+    """
+    encoder = bilm.character_encoder
+    mapping = {"_token_embedder._char_embedding_weights": "character_encoder.char_embedding.weight"}
+    for index in range(len(encoder.convolutions)):
+        for name in ("weight", "bias"):
+            mapping[f"_token_embedder.char_conv_{index}.{name}"] = (
+                f"character_encoder.convolutions.{index}.{name}"
+            )
+    for index in range(len(encoder.highway.layers)):
+        for name in ("weight", "bias"):
+            mapping[f"_token_embedder._highways._layers.{index}.{name}"] = (
+                f"character_encoder.highway.layers.{index}.{name}"
+            )
+    if encoder.projection is not None:
+        for name in ("weight", "bias"):
+            mapping[f"_token_embedder._projection.{name}"] = f"character_encoder.projection.{name}"
+    for direction in ("forward", "backward"):
+        for index in range(len(getattr(bilm.lstm, f"{direction}_layers"))):
+            theirs = f"_elmo_lstm.{direction}_layer_{index}"
+            ours = f"lstm.{direction}_layers.{index}"
+            mapping[f"{theirs}.input_linearity.weight"] = f"{ours}.input_weight"
+            mapping[f"{theirs}.state_linearity.weight"] = f"{ours}.recurrent_weight"
+            mapping[f"{theirs}.state_linearity.bias"] = f"{ours}.bias"
+            mapping[f"{theirs}.state_projection.weight"] = f"{ours}.projection_weight"
+    return mapping
+
+
+def convert_allennlp_bilm_state(
+    state_dict: Dict[str, torch.Tensor], prefix: str, bilm: nn.Module
+) -> None:
+    """
+    Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by
+    the same weights in the layout of ``bilm`` (an `ElmoBiLm`; see the module documentation).
+    Keys AllenNLP's layout does not have for this architecture, missing keys and shapes that do
+    not fit are a `ConfigurationError` naming the keys.
+    """
+    mapping = allennlp_bilm_key_map(bilm)
+    present: Set[str] = {key[len(prefix) :] for key in state_dict if key.startswith(prefix)}
+    unknown = sorted(
+        prefix + key for key in present if key not in mapping and not _CACHE_KEYS.match(key)
+    )
+    missing = sorted(prefix + key for key in mapping if key not in present)
+    if unknown or missing:
+        problems = []
+        if unknown:
+            problems.append(f"keys this biLM's options do not have: {_listing(unknown)}")
+        if missing:
+            problems.append(f"missing keys: {_listing(missing)}")
+        raise ConfigurationError(
+            f"the biLM weights under '{prefix}' are in AllenNLP's layout but do not fit this "
+            f"biLM ({bilm.options.n_layers} LSTM layers, {len(bilm.options.filters)} filter "
+            f"widths, {bilm.options.n_highway} highway layers; is it built from the options "
+            f"the model was trained with?): {'; '.join(problems)}"
+        )
+    targets = bilm.state_dict()
+    cell_size = bilm.options.lstm_dim
+    converted: Dict[str, torch.Tensor] = {}
+    for theirs, ours in mapping.items():
+        value = state_dict[prefix + theirs]
+        transposed = theirs.endswith(("_linearity.weight", "state_projection.weight"))
+        expected = tuple(targets[ours].shape)
+        if transposed:
+            expected = expected[::-1]
+        if tuple(value.shape) != expected:
+            raise ConfigurationError(
+                f"{prefix}{theirs} (AllenNLP's layout) has shape {tuple(value.shape)}, but this "
+                f"biLM needs {expected} there; is it built from the options the model was "
+                "trained with?"
+            )
+        if theirs.endswith("_char_embedding_weights"):
+            value = value.clone()
+            value[0] = 0.0
+        elif "._highways._layers." in theirs:
+            value = value.clone()
+            half = value.size(0) // 2
+            value[half:] = -value[half:]
+        elif theirs.endswith("_linearity.weight"):
+            value = _reorder_gates(value, cell_size).t()
+        elif theirs.endswith("state_linearity.bias"):
+            layer = bilm.get_submodule(ours.rsplit(".", 1)[0])
+            value = _reorder_gates(value, cell_size).clone()
+            value[2 * cell_size : 3 * cell_size] -= layer.forget_bias
+        elif transposed:
+            value = value.t()
+        converted[prefix + ours] = value.contiguous()
+    for key in present:
+        del state_dict[prefix + key]
+    state_dict.update(converted)
+    logger.info("converted the biLM weights under '%s' from AllenNLP's layout", prefix)
