@@ -104,7 +104,7 @@ def main(argv: List[str] = None) -> None:
         f"{metrics['validation_forward_ppl']:.1f}, backward {metrics['validation_backward_ppl']:.1f}\n"
         f"   'bank' (money) vs 'bank' (river): identical at layer 0 (max |diff| {bank_0:.1e}), "
         f"different at the top layer (max |diff| {bank_top:.3f}): the vectors depend on context.\n"
-        f"Done. Model: {bilm_dir}  Embeddings: {output_file}"
+        f"Done. Model: {os.path.relpath(bilm_dir)}  Embeddings: {os.path.relpath(output_file)}"
     )
 
 
