@@ -20,6 +20,8 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
 """
+# First: AllenNLP without the tested environment's torchvision warnings (see the module).
+import elmo_plugin.common.quiet_import  # noqa: F401, I001
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.commands import (
     ElmoCommand,

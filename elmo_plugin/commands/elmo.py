@@ -6,7 +6,7 @@ of tokenized sentences, written to HDF5.
 allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
-    [--stateful] [--file-friendly-logging] [--include-package P]
+    [--include-sentence-indices] [--stateful] [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 ```
 
@@ -54,7 +54,9 @@ The output is an HDF5 file with one float32 dataset per line, keyed by the 0-bas
   --top      (num_tokens, dim): the top LSTM layer
   --average  (num_tokens, dim): the mean of all layers
 plus a dataset "sentence_to_index" with a JSON string that maps each sentence (tokens joined by
-single spaces) to its key. The file appears only when the run completed.
+single spaces) to its key (not written with --forget-sentences or --use-sentence-keys);
+--include-sentence-indices writes the same JSON under "sentence_indices" too (AllenNLP 0.8's
+name, which its ELMo how-to shows). The file appears only when the run completed.
 
 The model: with none named, the published English "Original" ELMo (AllenNLP 0.9's default),
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
@@ -165,7 +167,15 @@ class ElmoCommand(Subcommand):
             "--use-sentence-keys",
             action="store_true",
             help="key each embedding by its sentence instead of its line number; duplicate "
-            "sentences and sentences containing '/' are then errors",
+            "sentences and sentences containing '/' are then errors, and no "
+            '"sentence_to_index" is written (it would map every sentence to itself)',
+        )
+        subparser.add_argument(
+            "--include-sentence-indices",
+            action="store_true",
+            help='also write the JSON map of sentences to line numbers under "sentence_indices", '
+            "as AllenNLP 0.8 did (the flag of AllenNLP's ELMo how-to; 0.9 renamed the dataset "
+            '"sentence_to_index" and writes it by default); not with --use-sentence-keys',
         )
         subparser.add_argument(
             "--stateful",
@@ -198,6 +208,15 @@ def elmo_command(args: argparse.Namespace) -> None:
         check_file_pair(options_file, weight_file, COMMAND_ARGUMENTS)
     except ConfigurationError as error:
         exit_with_error("elmo", str(error), EXIT_USAGE, getattr(args, "elmo_usage", ""))
+    include_sentence_indices = getattr(args, "include_sentence_indices", False)
+    if include_sentence_indices and args.use_sentence_keys:
+        exit_with_error(
+            "elmo",
+            "--include-sentence-indices maps sentences to line numbers; with --use-sentence-keys "
+            "the keys are the sentences themselves: use one of the two",
+            EXIT_USAGE,
+            getattr(args, "elmo_usage", ""),
+        )
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
@@ -222,6 +241,7 @@ def elmo_command(args: argparse.Namespace) -> None:
                 batch_size=args.batch_size,
                 forget_sentences=args.forget_sentences,
                 use_sentence_keys=args.use_sentence_keys,
+                include_sentence_indices=include_sentence_indices,
             )
         except torch.cuda.OutOfMemoryError:
             raise ConfigurationError(

@@ -47,6 +47,9 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 # The HDF5 dataset that maps each sentence to its key (AllenNLP 0.9's name).
 SENTENCE_TO_INDEX = "sentence_to_index"
+# AllenNLP 0.8's name for the same JSON mapping, written with ``--include-sentence-indices`` (the
+# flag AllenNLP's ELMo how-to and its translations still show).
+SENTENCE_INDICES = "sentence_indices"
 
 
 
@@ -354,6 +357,7 @@ class ElmoEmbedder:
         use_sentence_keys: bool = False,
         progress: bool = True,
         sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
+        include_sentence_indices: bool = False,
     ) -> None:
         """
         Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
@@ -384,18 +388,28 @@ class ElmoEmbedder:
             Key each dataset by its sentence instead of its 0-based line number. Duplicate
             sentences and sentences containing ``/`` are then errors, and ``sentence_to_index``
             is not written (it would map every sentence to itself; 0.9 left it out too).
+            Not together with ``include_sentence_indices``.
         progress : `bool`, optional (default = `True`)
             Show a progress bar (AllenNLP's ``Tqdm``) counting sentences.
         sort_chunk_batches : `int`, optional (default = `32`)
             Stateless mode only: read this many batches at a time and embed them longest first,
             so that sentences of similar length share a batch. 1 keeps the file order. Stateful
             mode always keeps the file order.
+        include_sentence_indices : `bool`, optional (default = `False`)
+            Also write the sentence-to-key JSON under ``"sentence_indices"``, as AllenNLP 0.8's
+            ``--include-sentence-indices`` did (0.9 renamed it ``sentence_to_index`` and wrote it
+            by default). Independent of ``forget_sentences``, which drops ``sentence_to_index``.
         """
         if output_format not in OUTPUT_FORMATS:
             raise ConfigurationError(
                 f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
             )
         _check_batch_size(batch_size)
+        if include_sentence_indices and use_sentence_keys:
+            raise ConfigurationError(
+                "include_sentence_indices maps each sentence to its line number; with "
+                "use_sentence_keys the keys are the sentences themselves, so there is no such map"
+            )
         input_path = _input_path(input_file)
         output_path = os.fspath(output_file_path)
 
@@ -429,7 +443,10 @@ class ElmoEmbedder:
                 num_sentences,
                 output_format,
                 batch_size,
-                record_sentences=not forget_sentences and not use_sentence_keys,
+                index_datasets=(
+                    ([] if forget_sentences or use_sentence_keys else [SENTENCE_TO_INDEX])
+                    + ([SENTENCE_INDICES] if include_sentence_indices else [])
+                ),
                 use_sentence_keys=use_sentence_keys,
                 progress=progress,
                 sort_chunk_batches=sort_chunk_batches,
@@ -443,7 +460,7 @@ class ElmoEmbedder:
         num_sentences: int,
         output_format: str,
         batch_size: int,
-        record_sentences: bool,
+        index_datasets: List[str],
         use_sentence_keys: bool,
         progress: bool,
         sort_chunk_batches: int,
@@ -451,7 +468,9 @@ class ElmoEmbedder:
         # sentence -> (first line, last line): the JSON lists sentences in order of first
         # appearance and maps each to its last line, as 0.9's dict did when filled in file order.
         # Tracking both makes sentence_to_index independent of the order in which lines are
-        # embedded (sorted by length in stateless mode).
+        # embedded (sorted by length in stateless mode). ``index_datasets``: the names under which
+        # the mapping is written (none, sentence_to_index, sentence_indices or both).
+        record_sentences = bool(index_datasets)
         sentence_lines: Dict[str, Tuple[int, int]] = {}
         with h5py.File(hdf5_path, "w") as out, Tqdm.tqdm(
             total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
@@ -471,7 +490,6 @@ class ElmoEmbedder:
             if record_sentences:
                 in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
                 sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
-                dataset = out.create_dataset(
-                    SENTENCE_TO_INDEX, (1,), dtype=h5py.special_dtype(vlen=str)
-                )
-                dataset[0] = json.dumps(sentence_to_index)
+                for name in index_datasets:
+                    dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
+                    dataset[0] = json.dumps(sentence_to_index)

@@ -9,12 +9,13 @@ from allennlp.common import Lazy
 from allennlp.modules.token_embedders import TokenEmbedder
 
 from elmo_plugin.modules.elmo import Elmo
+from elmo_plugin.common.registration import replace_registration
 from elmo_plugin.modules.scalar_mix import ScalarMix
 
 logger = logging.getLogger(__name__)
 
 
-@TokenEmbedder.register("elmo_token_embedder", exist_ok=True)
+@replace_registration(TokenEmbedder, "elmo_token_embedder")
 class ElmoTokenEmbedder(TokenEmbedder):
     """
     One ELMo representation per token, for the ``elmo_characters`` indexer's output.
