@@ -32,6 +32,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.bilm_tf.options import BilmOptions
 from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.common.util import PathLike
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS
 
@@ -219,9 +220,9 @@ def bilm_tf_arrays(
 def write_hdf5_arrays(path: PathLike, arrays: Dict[str, np.ndarray]) -> None:
     """Writes ``arrays`` (HDF5 name -> array) to ``path``, atomically (see `atomic_output`)."""
     with atomic_output(os.fspath(path)) as temporary:
-        with h5py.File(temporary, "w") as out:
+        with hdf5_for_writing(temporary) as output:
             for name, value in arrays.items():
-                out.create_dataset(name, data=value)
+                output.file.create_dataset(name, data=value)
 
 
 def write_bilm_tf_model(

@@ -28,6 +28,7 @@ from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
+from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.text_files import format_line_numbers
 from elmo_plugin.common.util import PathLike
@@ -472,9 +473,12 @@ class ElmoEmbedder:
         # the mapping is written (none, sentence_to_index, sentence_indices or both).
         record_sentences = bool(index_datasets)
         sentence_lines: Dict[str, Tuple[int, int]] = {}
-        with h5py.File(hdf5_path, "w") as out, Tqdm.tqdm(
+        # hdf5_for_writing: a full disk or a file-size limit becomes one OSError (which
+        # atomic_output reports), not HDF5 errors and a crash.
+        with hdf5_for_writing(hdf5_path) as output, Tqdm.tqdm(
             total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
         ) as progress_bar:
+            out = output.file
             batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
             for batch in batches:
                 release_freed_memory()  # keeps memory flat however long the input is
@@ -487,6 +491,7 @@ class ElmoEmbedder:
                         first, last = sentence_lines.get(text, (line_index, line_index))
                         sentence_lines[text] = (min(first, line_index), max(last, line_index))
                 progress_bar.update(len(batch))
+                output.check()  # stop at the first failed write, not after the whole input
             if record_sentences:
                 in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
                 sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
