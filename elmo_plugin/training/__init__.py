@@ -1,9 +1,12 @@
 from elmo_plugin.training.callbacks import CheckTrainingSettingsCallback, KeepFreedMemoryCallback
+from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
 from elmo_plugin.training.metrics import KlueNerF1
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
 
 __all__ = [
     "CheckTrainingSettingsCallback",
+    "CountBatchesPerEpochCallback",
+    "LinearDecayOverCorpus",
     "KeepFreedMemoryCallback",
     "KlueNerF1",
     "ReduceOnPlateauLearningRateScheduler",
