@@ -10,7 +10,7 @@ record through at DEBUG level (``ALLENNLP_LOG_LEVEL=DEBUG`` shows it), by a filt
 AllenNLP's registrable logger that exists only during the call.
 """
 import logging
-from typing import Callable, Type, TypeVar
+from typing import Callable, Optional, Type, TypeVar
 
 from allennlp.common.registrable import Registrable
 
@@ -36,10 +36,12 @@ class _DropReplacementNotice(logging.Filter):
         )
 
 
-def replace_registration(base: Type[Registrable], name: str) -> Callable[[T], T]:
+def replace_registration(
+    base: Type[Registrable], name: str, constructor: Optional[str] = None
+) -> Callable[[T], T]:
     """
-    A class decorator like ``base.register(name, exist_ok=True)`` that logs the replacement of
-    an existing registration at DEBUG level instead of AllenNLP's INFO.
+    A class decorator like ``base.register(name, constructor, exist_ok=True)`` that logs the
+    replacement of an existing registration at DEBUG level instead of AllenNLP's INFO.
     """
 
     def decorate(subclass: T) -> T:
@@ -47,7 +49,7 @@ def replace_registration(base: Type[Registrable], name: str) -> Callable[[T], T]
         notice_filter = _DropReplacementNotice(name)
         _REGISTRABLE_LOGGER.addFilter(notice_filter)
         try:
-            registered = base.register(name, exist_ok=True)(subclass)
+            registered = base.register(name, constructor=constructor, exist_ok=True)(subclass)
         finally:
             _REGISTRABLE_LOGGER.removeFilter(notice_filter)
         if previous is not None and previous[0] is not subclass:

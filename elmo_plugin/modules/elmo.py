@@ -12,6 +12,7 @@ from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.pretrained import load_bilm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
+from elmo_plugin.modules.bilm_build_hint import with_build_hint
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +34,17 @@ def load_pretrained_bilm(
     The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
     their dropout on the mixed vectors.
     """
-    bilm = load_bilm(
-        model,
-        options_file=options_file,
-        weight_file=weight_file,
-        archive_file=archive_file,
-        requires_grad=requires_grad,
-    )
+    try:
+        bilm = load_bilm(
+            model,
+            options_file=options_file,
+            weight_file=weight_file,
+            archive_file=archive_file,
+            requires_grad=requires_grad,
+        )
+    except ConfigurationError as error:
+        # A biLM that one of the Makefile's targets builds: name the target.
+        raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
     bilm.lstm.dropout = 0.0
     return bilm
 

@@ -1,6 +1,7 @@
 from elmo_plugin.training.callbacks import CheckTrainingSettingsCallback, KeepFreedMemoryCallback
 from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
 from elmo_plugin.training.metrics import KlueNerF1
+from elmo_plugin.training.trainer import DeviceCheckingGradientDescentTrainer
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
 
 __all__ = [
@@ -8,6 +9,7 @@ __all__ = [
     "CountBatchesPerEpochCallback",
     "LinearDecayOverCorpus",
     "KeepFreedMemoryCallback",
+    "DeviceCheckingGradientDescentTrainer",
     "KlueNerF1",
     "ReduceOnPlateauLearningRateScheduler",
 ]
