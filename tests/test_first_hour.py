@@ -50,9 +50,17 @@ def block(marker: str) -> str:
 
 
 def fresh_shell_environment(home: Path) -> dict:
-    """A shell's environment as after logging in: no venv active, a HOME of its own."""
+    """
+    A new login shell of the same user: no venv active, and a HOME of its own (so that
+    ``~/.allennlp`` and ``~/elmo-env`` start empty), with the user's pip configuration (which
+    says where pip finds packages: on the project's machines a local CPU wheel of torch).
+    """
     home.mkdir(parents=True, exist_ok=True)
+    for config in (".config/pip", ".pip"):
+        if (Path.home() / config).is_dir():
+            shutil.copytree(Path.home() / config, home / config)
     return {
+        **{name: value for name, value in os.environ.items() if name.startswith("PIP_")},
         "HOME": str(home),
         "PATH": f"{Path(sys._base_executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
