@@ -18,7 +18,7 @@ the loader does, and gives the count to the scheduler. Given explicitly
 """
 import logging
 import math
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -27,6 +27,8 @@ from allennlp.data.data_loaders import MultiProcessDataLoader
 from allennlp.training.callbacks.callback import TrainerCallback
 from allennlp.training.learning_rate_schedulers import LearningRateScheduler
 from allennlp.training.learning_rate_schedulers.polynomial_decay import PolynomialDecay
+
+from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 
 logger = logging.getLogger(__name__)
 
@@ -112,15 +114,34 @@ def count_batches_per_epoch(data_loader: Any) -> int:
             "scheduler's num_steps_per_epoch"
         )
     loader = data_loader
+    instances = _read_without_using_a_pass(loader.reader, loader.data_path)
     chunks = (
-        lazy_groups_of(loader.reader.read(loader.data_path), loader.max_instances_in_memory)
+        lazy_groups_of(instances, loader.max_instances_in_memory)
         if loader.max_instances_in_memory
-        else [list(loader.reader.read(loader.data_path))]
+        else [list(instances)]
     )
     batches = 0
     for chunk in chunks:
         batches += _batches_in(chunk, loader)
     return batches
+
+
+def _read_without_using_a_pass(reader: Any, data_path: Any) -> Iterator[Any]:
+    """
+    ``reader.read(data_path)``. The ``bilm_corpus`` reader numbers its passes over a corpus and
+    shuffles each by its number; the count must not use one up (training would start at the
+    second shuffle order, and a resumed run, which does not count again, at another one), so
+    its pass number is pinned while counting (the order does not change the count).
+    """
+    if not isinstance(reader, BilmCorpusReader):
+        yield from reader.read(data_path)
+        return
+    pinned = reader._epoch
+    reader.set_epoch(0)
+    try:
+        yield from reader.read(data_path)
+    finally:
+        reader.set_epoch(pinned)
 
 
 def _batches_in(instances: List[Any], loader: MultiProcessDataLoader) -> int:

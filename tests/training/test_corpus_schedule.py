@@ -83,3 +83,31 @@ def test_an_unknown_count_without_the_callback_is_one_error():
     assert optimizer.param_groups[0]["lr"] == 1.0  # step 0 needs no count
     with pytest.raises(ConfigurationError, match="count_batches_per_epoch"):
         scheduler.step_batch(1)
+
+
+def test_counting_does_not_use_up_a_shuffle_pass_of_the_corpus(tmp_path):
+    # bilm_corpus shuffles each pass by its number: the first epoch after the count must see
+    # the order a reader that did not count sees first (and a resumed run, which does not count).
+    from allennlp.common import Params
+    from allennlp.data import DataLoader, DatasetReader
+
+    from elmo_plugin.training.corpus_schedule import count_batches_per_epoch
+
+    data = write_sample_subset(tmp_path / "data", train_lines=40, heldout_lines=4)
+    config = config_calling(tmp_path / "config.jsonnet", "bilm_small.jsonnet", **data)
+    reader_params = Params.from_file(str(config))["dataset_reader"].as_dict()
+    reader_params.update(seed=7, shuffle=True)
+
+    def first_pass(reader):
+        return [" ".join(t.text for t in i["tokens"].tokens) for i in reader.read(data["train_data_path"])]
+
+    untouched = first_pass(DatasetReader.from_params(Params(dict(reader_params))))
+    counted_reader = DatasetReader.from_params(Params(dict(reader_params)))
+    loader = DataLoader.from_params(
+        Params({"batch_sampler": {"type": "bucket", "batch_size": 8, "sorting_keys": ["tokens"]},
+                "max_instances_in_memory": 16}),
+        reader=counted_reader,
+        data_path=data["train_data_path"],
+    )
+    assert count_batches_per_epoch(loader) == 2 + 2 + 1  # chunks of 16, 16 and 8 sentences
+    assert first_pass(counted_reader) == untouched
