@@ -1,5 +1,6 @@
 """
-AllenNLP's ``gradient_descent`` trainer with a GPU check that works on current torch.
+AllenNLP's ``gradient_descent`` trainer with a GPU check that works on current torch, and
+without torch's deprecation notice about AllenNLP's ``torch.cuda.amp.autocast``.
 
 With ``"trainer.cuda_device": 0`` on a machine without a CUDA GPU, AllenNLP 2.10's own check
 (``check_for_gpu``) calls ``torch.device(0)``, which torch 2.x refuses with "RuntimeError: Cannot
@@ -8,12 +9,20 @@ registers this subclass under the same name (the default trainer); it checks the
 and says in one error what was asked, why it cannot be had, and what to do, then builds the
 trainer exactly as AllenNLP does.
 
+AllenNLP 2.10's training and validation loops enter ``torch.cuda.amp.autocast(use_amp)``
+for every batch, which torch 2.x deprecates: every training run printed a FutureWarning twice
+(from environment, not from the user's config). The two loops run here inside
+``warnings.catch_warnings()`` with an ignore filter for exactly that message from exactly
+AllenNLP's trainer module; every other warning is shown as before.
+
 ``allennlp train`` creates its serialization directory before any plugin code runs (the plugin is
 imported after the command's arguments are parsed and the config is read, and nothing of it runs
 before the directory is made), so the message also says how to rerun.
 """
+import contextlib
 import functools
-from typing import Any, List, Union
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -67,12 +76,25 @@ def check_training_device(cuda_device: Union[int, str, torch.device, List[Any], 
             )
 
 
+@contextlib.contextmanager
+def _without_the_autocast_deprecation() -> Iterator[None]:
+    """Ignores torch's FutureWarning about AllenNLP's ``torch.cuda.amp.autocast``, only here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated",
+            category=FutureWarning,
+            module="allennlp.training.gradient_descent_trainer",
+        )
+        yield
+
+
 @replace_registration(Trainer, "gradient_descent", constructor="from_partial_objects")
 class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
     """
     AllenNLP's `GradientDescentTrainer`, registered as ``"gradient_descent"`` (the default
     trainer) in its place: the same parameters and behaviour, with `check_training_device` run
-    before anything is built.
+    before anything is built, and its loops without torch's autocast deprecation notice.
     """
 
     @classmethod
@@ -80,3 +102,11 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
     def from_partial_objects(cls, *args: Any, **kwargs: Any) -> "GradientDescentTrainer":
         check_training_device(kwargs.get("cuda_device"), kwargs.get("serialization_dir", "the serialization directory"))
         return super().from_partial_objects(*args, **kwargs)
+
+    def _train_epoch(self, epoch: int) -> Dict[str, float]:
+        with _without_the_autocast_deprecation():
+            return super()._train_epoch(epoch)
+
+    def _validation_loss(self, epoch: int) -> Tuple[float, Optional[float], int]:
+        with _without_the_autocast_deprecation():
+            return super()._validation_loss(epoch)

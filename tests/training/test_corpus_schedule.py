@@ -5,6 +5,7 @@ and the rate falls linearly to zero, reaching it at the last update.
 """
 import json
 import math
+import warnings
 from typing import Any, List
 
 import pytest
@@ -56,7 +57,11 @@ def test_the_rate_reaches_zero_at_the_last_update_of_a_corpus_of_any_size(tmp_pa
             "trainer.checkpointer": {"keep_most_recent_by_count": 1},
         },
     )
-    train_model_from_file(str(config), str(tmp_path / "run"), overrides=json.dumps(overrides))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_model_from_file(str(config), str(tmp_path / "run"), overrides=json.dumps(overrides))
+    # Not torch's deprecation of AllenNLP's torch.cuda.amp.autocast (the plugin's trainer).
+    assert [str(w.message) for w in caught if "autocast" in str(w.message)] == []
     batches = math.ceil(train_lines / 8)
     total = 2 * batches
     # One value per update, falling linearly from 0.002 to 0 over exactly this corpus's updates
