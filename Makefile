@@ -6,6 +6,12 @@
 
 PYTHON ?= python3
 VENV ?= .venv
+# TORCH=cpu (default): torch 2.13.0 from requirements/constraints.txt (the CPU wheel where pip has
+# one: this project's machines keep it locally) with torchvision 0.15.2, which AllenNLP imports
+# but never uses (scripts/quiet_environment.py says why that version). TORCH=cuda: torch 2.13.0
+# and its own torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt;
+# README.md, "On a GPU"), installed with their dependencies (the CUDA libraries).
+TORCH ?= cpu
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
@@ -14,16 +20,30 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv demo test clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv wheel demo test test-all clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: $(STAMP)
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt pyproject.toml
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml
+	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(TORCH),cuda)
+	grep -v -E '^(torch|torchvision)==' requirements/constraints.txt > $(VENV)/constraints-without-torch.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt
+	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see README.md, "On a GPU"')"
+else
 	$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt -r requirements/dev.txt
+endif
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -r requirements/korean.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) scripts/quiet_environment.py
 	touch $(STAMP)
+
+# The plugin as a wheel, to install into an environment of your own (README.md, "In your
+# own environment"): dist/elmo_plugin-VERSION-py3-none-any.whl.
+wheel: venv
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 
 demo: venv
 	$(PY) scripts/demo.py $(DEMO_DIR)
@@ -31,8 +51,12 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# Everything, the slow tests too (the wheel in a fresh environment, ...): what CI runs.
+test-all: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow"
+
 clean:
-	rm -rf $(DEMO_DIR) build *.egg-info
+	rm -rf $(DEMO_DIR) build dist *.egg-info
 
 # The English biLM that BENCHMARKS.md reports and the downstream configs use (about an hour on
 # 2 CPU cores): vocabulary, training (resumed with -r if interrupted), export, held-out metrics.

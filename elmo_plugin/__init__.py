@@ -14,13 +14,18 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 - token embedder ``elmo_token_embedder`` (replaces AllenNLP's) and scalar mixes ``softmax``,
   ``single_layer``; ELMo at the input and output of a task encoder: text field embedder
   ``elmo_input_output`` with the seq2seq / seq2vec encoder wrapper ``elmo_at_output``
-- learning rate scheduler ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
-  trainer callbacks ``keep_freed_memory``, ``check_training_settings``; metric ``klue_ner_f1``
+- learning rate schedulers ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
+  ``linear_decay_over_corpus``; trainer callbacks ``keep_freed_memory``,
+  ``check_training_settings``, ``count_batches_per_epoch``; the trainer ``gradient_descent``
+  (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
+  metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
 """
+# First: AllenNLP without the tested environment's torchvision warnings (see the module).
+import elmo_plugin.common.quiet_import  # noqa: F401, I001
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.commands import (
     ElmoCommand,

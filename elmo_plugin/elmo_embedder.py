@@ -29,6 +29,7 @@ from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
+from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
@@ -48,6 +49,9 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 # The HDF5 dataset that maps each sentence to its key (AllenNLP 0.9's name).
 SENTENCE_TO_INDEX = "sentence_to_index"
+# AllenNLP 0.8's name for the same JSON mapping, written with ``--include-sentence-indices`` (the
+# flag AllenNLP's ELMo how-to and its translations still show).
+SENTENCE_INDICES = "sentence_indices"
 
 
 def check_cuda_device(cuda_device: int) -> torch.device:
@@ -336,6 +340,7 @@ class ElmoEmbedder:
         use_sentence_keys: bool = False,
         progress: bool = True,
         sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
+        include_sentence_indices: bool = False,
     ) -> None:
         """
         Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
@@ -365,12 +370,17 @@ class ElmoEmbedder:
             Key each dataset by its sentence instead of its 0-based line number. Duplicate
             sentences and sentences containing ``/`` are then errors, and ``sentence_to_index``
             is not written (it would map every sentence to itself; 0.9 left it out too).
+            Not together with ``include_sentence_indices``.
         progress : `bool`, optional (default = `True`)
             Show a progress bar (AllenNLP's ``Tqdm``) counting sentences.
         sort_chunk_batches : `int`, optional (default = `32`)
             Stateless mode only: read this many batches at a time and embed them longest first,
             so that sentences of similar length share a batch. 1 keeps the file order. Stateful
             mode always keeps the file order.
+        include_sentence_indices : `bool`, optional (default = `False`)
+            Also write the sentence-to-key JSON under ``"sentence_indices"``, as AllenNLP 0.8's
+            ``--include-sentence-indices`` did (0.9 renamed it ``sentence_to_index`` and wrote it
+            by default). Independent of ``forget_sentences``, which drops ``sentence_to_index``.
         """
         job = EmbeddingJob.prepare(
             input_file,
@@ -379,6 +389,7 @@ class ElmoEmbedder:
             batch_size=batch_size,
             forget_sentences=forget_sentences,
             use_sentence_keys=use_sentence_keys,
+            include_sentence_indices=include_sentence_indices,
         )
         self.run(job, progress=progress, sort_chunk_batches=sort_chunk_batches)
 
@@ -408,7 +419,7 @@ class ElmoEmbedder:
                 job.num_sentences,
                 job.output_format,
                 job.batch_size,
-                record_sentences=not job.forget_sentences and not job.use_sentence_keys,
+                index_datasets=job.index_datasets(),
                 use_sentence_keys=job.use_sentence_keys,
                 progress=progress,
                 sort_chunk_batches=sort_chunk_batches,
@@ -422,7 +433,7 @@ class ElmoEmbedder:
         num_sentences: int,
         output_format: str,
         batch_size: int,
-        record_sentences: bool,
+        index_datasets: List[str],
         use_sentence_keys: bool,
         progress: bool,
         sort_chunk_batches: int,
@@ -430,11 +441,16 @@ class ElmoEmbedder:
         # sentence -> (first line, last line): the JSON lists sentences in order of first
         # appearance and maps each to its last line, as 0.9's dict did when filled in file order.
         # Tracking both makes sentence_to_index independent of the order in which lines are
-        # embedded (sorted by length in stateless mode).
+        # embedded (sorted by length in stateless mode). ``index_datasets``: the names under which
+        # the mapping is written (none, sentence_to_index, sentence_indices or both).
+        record_sentences = bool(index_datasets)
         sentence_lines: Dict[str, Tuple[int, int]] = {}
-        with h5py.File(hdf5_path, "w") as out, Tqdm.tqdm(
+        # hdf5_for_writing: a full disk or a file-size limit becomes one OSError (which
+        # atomic_output reports), not HDF5 errors and a crash.
+        with hdf5_for_writing(hdf5_path) as output, Tqdm.tqdm(
             total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
         ) as progress_bar:
+            out = output.file
             batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
             for batch in batches:
                 release_freed_memory()  # keeps memory flat however long the input is
@@ -447,13 +463,13 @@ class ElmoEmbedder:
                         first, last = sentence_lines.get(text, (line_index, line_index))
                         sentence_lines[text] = (min(first, line_index), max(last, line_index))
                 progress_bar.update(len(batch))
+                output.check()  # stop at the first failed write, not after the whole input
             if record_sentences:
                 in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
                 sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
-                dataset = out.create_dataset(
-                    SENTENCE_TO_INDEX, (1,), dtype=h5py.special_dtype(vlen=str)
-                )
-                dataset[0] = json.dumps(sentence_to_index)
+                for name in index_datasets:
+                    dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
+                    dataset[0] = json.dumps(sentence_to_index)
 
 
 @dataclass(frozen=True)
@@ -471,7 +487,7 @@ class EmbeddingJob:
         The HDF5 file to write.
     num_sentences : `int`
         The number of sentences (lines) in the input.
-    output_format, batch_size, forget_sentences, use_sentence_keys
+    output_format, batch_size, forget_sentences, use_sentence_keys, include_sentence_indices
         As `ElmoEmbedder.embed_file` takes them.
     """
 
@@ -482,6 +498,12 @@ class EmbeddingJob:
     batch_size: int = DEFAULT_BATCH_SIZE
     forget_sentences: bool = False
     use_sentence_keys: bool = False
+    include_sentence_indices: bool = False
+
+    def index_datasets(self) -> List[str]:
+        """The names under which the sentence-to-key JSON is written (none, one or both)."""
+        names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]
+        return names + ([SENTENCE_INDICES] if self.include_sentence_indices else [])
 
     @classmethod
     def prepare(
@@ -492,6 +514,7 @@ class EmbeddingJob:
         batch_size: int = DEFAULT_BATCH_SIZE,
         forget_sentences: bool = False,
         use_sentence_keys: bool = False,
+        include_sentence_indices: bool = False,
     ) -> "EmbeddingJob":
         """
         Checks everything about a run that needs no model: the output format and batch size,
@@ -504,6 +527,11 @@ class EmbeddingJob:
                 f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
             )
         _check_batch_size(batch_size)
+        if include_sentence_indices and use_sentence_keys:
+            raise ConfigurationError(
+                "include_sentence_indices maps each sentence to its line number; with "
+                "use_sentence_keys the keys are the sentences themselves, so there is no such map"
+            )
         input_path = _input_path(input_file)
         output_path = os.fspath(output_file_path)
         num_sentences = check_sentence_file(input_path, use_sentence_keys=use_sentence_keys)
@@ -522,4 +550,5 @@ class EmbeddingJob:
             batch_size,
             forget_sentences,
             use_sentence_keys,
+            include_sentence_indices,
         )

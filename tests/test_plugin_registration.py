@@ -40,8 +40,16 @@ REGISTERED = {
     "allennlp.modules.TextFieldEmbedder": ["elmo_input_output"],
     "allennlp.modules.Seq2SeqEncoder": ["elmo_at_output"],
     "allennlp.modules.Seq2VecEncoder": ["elmo_at_output"],
-    "allennlp.training.learning_rate_schedulers.LearningRateScheduler": ["reduce_on_plateau"],
-    "allennlp.training.callbacks.TrainerCallback": ["keep_freed_memory", "check_training_settings"],
+    "allennlp.training.learning_rate_schedulers.LearningRateScheduler": [
+        "reduce_on_plateau",
+        "linear_decay_over_corpus",
+    ],
+    "allennlp.training.callbacks.TrainerCallback": [
+        "keep_freed_memory",
+        "check_training_settings",
+        "count_batches_per_epoch",
+    ],
+    "allennlp.training.Trainer": ["gradient_descent"],
     "allennlp.training.metrics.Metric": ["klue_ner_f1"],
     "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
     "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize"],

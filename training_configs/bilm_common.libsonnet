@@ -109,6 +109,8 @@ local boolean(name, value) =
           { type: "tensorboard" },
           { type: "keep_freed_memory" },
           { type: "check_training_settings" },
+          // Counts the batches per epoch for linear_decay_over_corpus (a no-op otherwise).
+          { type: "count_batches_per_epoch" },
         ],
       } + (
         if learning_rate_scheduler == null then {}
@@ -124,16 +126,13 @@ local boolean(name, value) =
 
   // Adam with a linear decay to zero over the run, for the CPU-sized configs: with a few
   // thousand updates per epoch, the last ones at a small step size are worth more than a constant
-  // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The lazy loader cannot count its batches, so
-  // `steps_per_epoch` is given: the corpus's batch count (the number of sentences / 64, rounded up
-  // per chunk of 6,400).
-  linear_decay(steps_per_epoch)::
-    assert integer_at_least("steps_per_epoch", steps_per_epoch, 1);
-    {
-      type: "polynomial_decay",
-      power: 1.0,
-      warmup_steps: 0,
-      end_learning_rate: 0.0,
-      num_steps_per_epoch: steps_per_epoch,
-    },
+  // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The decay spans the corpus actually trained
+  // on: with `steps_per_epoch` null (the default) the `count_batches_per_epoch` callback counts
+  // the training data's batches when training starts (elmo_plugin/training/corpus_schedule.py),
+  // so `-o '{"train_data_path": ...}'` on another corpus needs nothing else; a number is used as
+  // given.
+  linear_decay(steps_per_epoch=null)::
+    assert null_or_integer_at_least("steps_per_epoch", steps_per_epoch, 1);
+    { type: "linear_decay_over_corpus", end_learning_rate: 0.0 }
+    + (if steps_per_epoch == null then {} else { num_steps_per_epoch: steps_per_epoch }),
 }

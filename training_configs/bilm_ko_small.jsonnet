@@ -14,9 +14,10 @@ function(
   validation_data_path=paths.in_repository("build/ko/tokens/heldout/heldout.txt"),
   vocabulary_file=paths.in_repository("build/ko/vocabulary.txt"),
   num_epochs=3,
-  // The 638,160 tokenized reviews that `make tokenize-ko` writes (3,912 without Hangul are
-  // skipped), in chunks of 6,400 then batches of 64.
-  steps_per_epoch=9972,
+  // Updates per epoch over which the learning rate decays: null counts the training corpus's
+  // batches when training starts (the shared corpus: 3,165 for en/lm, 9,972 for the tokenized
+  // Korean reviews), so another corpus gets its own schedule; a number is used as given.
+  steps_per_epoch=null,
   mixed_precision=false,
   cuda_device=-1,
   learning_rate=0.002,

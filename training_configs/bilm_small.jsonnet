@@ -5,8 +5,8 @@
 // `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see README):
 //   allennlp train training_configs/bilm_small.jsonnet --include-package elmo_plugin -s OUT \
 //     -o '{"vocabulary.vocabulary_file": "vocab.txt"}'
-// On another corpus also set train_data_path, validation_data_path and the batch count per epoch
-// over which the learning rate decays, "trainer.learning_rate_scheduler.num_steps_per_epoch".
+// On another corpus set train_data_path and validation_data_path; the learning rate's decay
+// follows the corpus (its batches are counted when training starts: steps_per_epoch below).
 local paths = import "paths.libsonnet";
 local common = import "bilm_common.libsonnet";
 
@@ -15,8 +15,10 @@ function(
   validation_data_path=paths.shared_data + "/en/lm/heldout.txt",
   vocabulary_file=paths.in_repository("build/en_small/vocabulary.txt"),
   num_epochs=2,
-  // 202,527 sentences of ../shared/data/en/lm/train in batches of 64.
-  steps_per_epoch=3165,
+  // Updates per epoch over which the learning rate decays: null counts the training corpus's
+  // batches when training starts (the shared corpus: 3,165 for en/lm, 9,972 for the tokenized
+  // Korean reviews), so another corpus gets its own schedule; a number is used as given.
+  steps_per_epoch=null,
   mixed_precision=false,
   cuda_device=-1,
 )

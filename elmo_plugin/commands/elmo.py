@@ -6,7 +6,7 @@ of tokenized sentences, written to HDF5.
 allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
-    [--stateful] [--file-friendly-logging] [--include-package P]
+    [--include-sentence-indices] [--stateful] [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 ```
 
@@ -38,7 +38,12 @@ from elmo_plugin.model_files.catalogue import (
     describe_published_models,
 )
 from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError, resolve_model
-from elmo_plugin.commands.common import positive_int, run_reporting_errors
+from elmo_plugin.commands.common import (
+    EXIT_USAGE,
+    exit_with_error,
+    positive_int,
+    run_reporting_errors,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +56,9 @@ The output is an HDF5 file with one float32 dataset per line, keyed by the 0-bas
   --top      (num_tokens, dim): the top LSTM layer
   --average  (num_tokens, dim): the mean of all layers
 plus a dataset "sentence_to_index" with a JSON string that maps each sentence (tokens joined by
-single spaces) to its key. The file appears only when the run completed.
+single spaces) to its key (not written with --forget-sentences or --use-sentence-keys);
+--include-sentence-indices writes the same JSON under "sentence_indices" too (AllenNLP 0.8's
+name, which its ELMo how-to shows). The file appears only when the run completed.
 
 The model: with none named, the published English "Original" ELMo (AllenNLP 0.9's default),
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
@@ -164,7 +171,15 @@ class ElmoCommand(Subcommand):
             "--use-sentence-keys",
             action="store_true",
             help="key each embedding by its sentence instead of its line number; duplicate "
-            "sentences and sentences containing '/' are then errors",
+            "sentences and sentences containing '/' are then errors, and no "
+            '"sentence_to_index" is written (it would map every sentence to itself)',
+        )
+        subparser.add_argument(
+            "--include-sentence-indices",
+            action="store_true",
+            help='also write the JSON map of sentences to line numbers under "sentence_indices", '
+            "as AllenNLP 0.8 did (the flag of AllenNLP's ELMo how-to; 0.9 renamed the dataset "
+            '"sentence_to_index" and writes it by default); not with --use-sentence-keys',
         )
         subparser.add_argument(
             "--stateful",
@@ -193,6 +208,15 @@ def elmo_command(args: argparse.Namespace) -> None:
     not wait for a model download: the input file and output path (`EmbeddingJob.prepare`),
     the GPU, then the model, resolved once and handed to the embedder as files.
     """
+    include_sentence_indices = getattr(args, "include_sentence_indices", False)
+    if include_sentence_indices and args.use_sentence_keys:
+        exit_with_error(
+            "elmo",
+            "--include-sentence-indices maps sentences to line numbers; with --use-sentence-keys "
+            "the keys are the sentences themselves: use one of the two",
+            EXIT_USAGE,
+            getattr(args, "elmo_usage", ""),
+        )
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
@@ -205,6 +229,7 @@ def elmo_command(args: argparse.Namespace) -> None:
             batch_size=args.batch_size,
             forget_sentences=args.forget_sentences,
             use_sentence_keys=args.use_sentence_keys,
+            include_sentence_indices=include_sentence_indices,
         )
         device = check_cuda_device(args.cuda_device)
         files = resolve_model(

@@ -21,6 +21,7 @@ from typing import Any, Dict
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.commands.common import positive_int, run_reporting_errors
 from elmo_plugin.data.corpus_tokenization import (
     SUMMARY_FILE,
@@ -67,11 +68,12 @@ class ElmoTokenizeCommand(Subcommand):
             help="Tokenize raw Korean text files into morphemes, one sentence per line.",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        subparser.add_argument(
-            "input_glob", type=str, help='the raw text files, a quoted glob: "raw/*.txt"'
-        )
-        subparser.add_argument(
-            "output_dir", type=str, help="the directory to write to (created if missing)"
+        add_glob_and_output_arguments(
+            subparser,
+            "input_glob",
+            'the raw text files, a quoted glob: "raw/*.txt"',
+            "output_dir",
+            "the directory to write to (created if missing)",
         )
         subparser.add_argument(
             "--tokenizer",
@@ -149,6 +151,7 @@ def elmo_tokenize_command(args: argparse.Namespace) -> None:
     `ConfigurationError` (no matching file, bad UTF-8, bad settings) or a missing package;
     exits with status 130 (Ctrl-C) or 143 (SIGTERM) and a one-line message when interrupted.
     """
+    check_single_glob("elmo-tokenize", args, "input_glob", "output_dir")
     summary = run_reporting_errors(
         "elmo-tokenize",
         lambda: tokenize_corpus(

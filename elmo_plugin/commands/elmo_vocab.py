@@ -12,6 +12,7 @@ import argparse
 from allennlp.commands.subcommand import Subcommand
 
 from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
+from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.commands.common import positive_int, run_reporting_errors
 
 _DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
@@ -46,10 +47,13 @@ class ElmoVocabCommand(Subcommand):
             help="Write the bilm-tf vocabulary file (tokens by frequency) of a tokenized corpus.",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        subparser.add_argument(
-            "corpus_glob", type=str, help='the corpus files, a quoted glob: "data/train/*.txt"'
+        add_glob_and_output_arguments(
+            subparser,
+            "corpus_glob",
+            'the corpus files, a quoted glob: "data/train/*.txt"',
+            "output_file",
+            "the vocabulary file to write",
         )
-        subparser.add_argument("output_file", type=str, help="the vocabulary file to write")
         subparser.add_argument(
             "--min-count",
             type=positive_int,
@@ -99,6 +103,7 @@ def elmo_vocab_command(args: argparse.Namespace) -> None:
     ``allennlp elmo-vocab: error: ...`` on stderr and exits with status 1 for a
     `ConfigurationError` (empty glob, no tokens, bad UTF-8, missing output directory).
     """
+    check_single_glob("elmo-vocab", args, "corpus_glob", "output_file")
     stats = run_reporting_errors(
         "elmo-vocab",
         lambda: build_lm_vocabulary(

@@ -23,6 +23,7 @@ from allennlp.models.archival import CONFIG_NAME, _WEIGHTS_NAME  # "config.json"
 from allennlp.models.model import _DEFAULT_WEIGHTS  # "best.th", in a serialization directory
 
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.common.write_errors import is_write_failure, write_failure
 
 VOCABULARY_DIRECTORY = "vocabulary"
 
@@ -84,6 +85,13 @@ def open_model_archive(path: PathLike) -> Iterator[ModelArchive]:
             with tarfile.open(path, "r:*") as archive:
                 archive.extractall(directory, filter="data")
         except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+            if is_write_failure(error):
+                # Not the archive's fault: its temporary copy did not fit.
+                raise write_failure(
+                    f"{directory} (where {path} is extracted; TMPDIR chooses the place)",
+                    error,
+                    "nothing else was touched",
+                ) from None
             raise ConfigurationError(
                 f"{path}: the model archive is damaged or incomplete ({type(error).__name__}: "
                 f"{error}); was it copied whole?"

@@ -13,6 +13,8 @@ from typing import Iterable, Iterator, Optional
 
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.common.write_errors import is_write_failure, write_failure
+
 
 def input_at(output_path: str, input_paths: Iterable[str]) -> Optional[str]:
     """
@@ -40,6 +42,8 @@ def atomic_output(path: str) -> Iterator[str]:
     Yields a temporary path next to ``path``; on normal exit the temporary file is renamed to
     ``path``, on any exception (KeyboardInterrupt included) it is deleted and ``path`` is left as
     it was. The file gets the usual permissions (``0666 & ~umask``), not ``mkstemp``'s 0600.
+    A write that did not fit (a full disk, a file-size limit: `write_errors.WRITE_ERRNOS`)
+    becomes one `ConfigurationError` naming ``path`` and the OS error.
     """
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -55,9 +59,12 @@ def atomic_output(path: str) -> Iterator[str]:
         os.chmod(temporary, 0o666 & ~umask)
         yield temporary
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.remove(temporary)
+        if is_write_failure(error):
+            kept = f"the earlier {path} is unchanged" if os.path.exists(path) else "no file was left"
+            raise write_failure(path, error, kept) from None
         raise
 
 
@@ -103,6 +110,15 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(temporary, path)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(temporary, ignore_errors=True)
+        if is_write_failure(error):
+            # Name the file of the set that failed, under its final name.
+            failed = getattr(error, "filename", None)
+            if isinstance(failed, str) and failed.startswith(temporary + os.sep):
+                failed = os.path.join(path, os.path.relpath(failed, temporary))
+            else:
+                failed = path
+            kept = f"the earlier {path} is unchanged" if os.path.exists(path) else "no directory was left"
+            raise write_failure(failed, error, kept) from None
         raise

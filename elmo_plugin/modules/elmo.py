@@ -11,6 +11,7 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
+from elmo_plugin.model_files.build_hints import with_build_hint
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +33,17 @@ def load_pretrained_bilm(
     The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
     their dropout on the mixed vectors.
     """
-    bilm = ElmoBiLm.from_model(
-        model,
-        options_file=options_file,
-        weight_file=weight_file,
-        archive_file=archive_file,
-        requires_grad=requires_grad,
-    )
+    try:
+        bilm = ElmoBiLm.from_model(
+            model,
+            options_file=options_file,
+            weight_file=weight_file,
+            archive_file=archive_file,
+            requires_grad=requires_grad,
+        )
+    except ConfigurationError as error:
+        # A biLM that one of the Makefile's targets builds: name the target.
+        raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
     bilm.lstm.dropout = 0.0
     return bilm
 

@@ -1,8 +1,13 @@
 from elmo_plugin.training.callbacks import CheckTrainingSettingsCallback, KeepFreedMemoryCallback
+from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
+from elmo_plugin.training.trainer import DeviceCheckingGradientDescentTrainer
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
 
 __all__ = [
     "CheckTrainingSettingsCallback",
+    "CountBatchesPerEpochCallback",
+    "LinearDecayOverCorpus",
     "KeepFreedMemoryCallback",
+    "DeviceCheckingGradientDescentTrainer",
     "ReduceOnPlateauLearningRateScheduler",
 ]

@@ -16,10 +16,12 @@ from allennlp.training.learning_rate_schedulers.learning_rate_scheduler import (
 )
 from allennlp.training.optimizers import Optimizer
 
+from elmo_plugin.common.registration import replace_registration
+
 logger = logging.getLogger(__name__)
 
 
-@LearningRateScheduler.register("reduce_on_plateau", exist_ok=True)
+@replace_registration(LearningRateScheduler, "reduce_on_plateau")
 class ReduceOnPlateauLearningRateScheduler(_PyTorchLearningRateSchedulerWithMetricsWrapper):
     """
     Lowers the learning rate when the validation metric stops improving

@@ -20,6 +20,7 @@ from allennlp.training import GradientDescentTrainer, Trainer
 
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
 from tests.helpers import CONFIG_DIR, REPO_ROOT, config_calling
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -127,15 +128,20 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
     expected_class = torch.optim.Adam if small else torch.optim.Adagrad
     assert isinstance(trainer.optimizer, expected_class)
     if small:
-        # Linear decay to zero over the configs' steps_per_epoch updates per epoch.
+        # Linear decay to zero over the updates of the corpus trained on, counted when
+        # training starts (tests/training/test_corpus_schedule.py trains through it).
         korean = config.stem == "bilm_ko_small"
-        steps = 9972 if korean else 3165
         epochs = 3 if korean else 2
         assert config_dict["trainer"]["num_epochs"] == epochs
         scheduler = trainer._learning_rate_scheduler
-        assert scheduler is not None and scheduler.total_steps == steps * epochs
-        scheduler.step_batch(steps // 2 * epochs)
-        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.001, rel=1e-3)
+        assert isinstance(scheduler, LinearDecayOverCorpus) and scheduler.num_steps_per_epoch is None
+        assert {"type": "count_batches_per_epoch"} in config_dict["trainer"]["callbacks"]
+        CountBatchesPerEpochCallback(str(tmp_path)).on_start(trainer)
+        assert scheduler.num_steps_per_epoch == 1  # 6 sentences in batches of 64
+        assert scheduler.total_steps == epochs
+        scheduler.step_batch(epochs // 2) if epochs % 2 == 0 else scheduler.step_batch(1)
+        done = epochs // 2 if epochs % 2 == 0 else 1
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.002 * (1 - done / epochs))
         scheduler.step_batch(0)
 
     batch = next(iter(loader))
@@ -463,7 +469,11 @@ def test_bilm_ko_small_warm_restart_continues_from_a_finished_run(tmp_path):
         "model.options.lstm.projection_dim": 8,
         "model.options.char_cnn.filters": [[1, 4], [2, 4]],
         "model.num_samples": 8,
-        "trainer.callbacks": [],
+        # The count for the learning rate's decay stays (linear_decay_over_corpus needs it).
+        "trainer.callbacks": [{"type": "count_batches_per_epoch"}],
+        # Three updates per stage: the decay's last update runs at rate 0, so a single-batch
+        # stage would not change the weights.
+        "data_loader.batch_sampler.batch_size": 2,
     }
     stage1 = tmp_path / "stage1"
     train_model_from_file(

@@ -8,9 +8,12 @@
 //                object with the same fields
 //   num_epochs   the number of training epochs (default: the task's own)
 //   cuda_device  -1 for the CPU
-// Change them in a config of your own, e.g. for another biLM:
-//   (import "training_configs/tasks/ner_wikiann.libsonnet")(
+// Change them in a config of your own, e.g. for another biLM (imports are found relative to the
+// file that imports, so from a config outside the repository give the repository's path):
+//   (import "/path/to/elmo_plugin/training_configs/tasks/ner_wikiann.libsonnet")(
 //     use_elmo=true, elmo={ model: "runs/my_bilm/bilm", output_dim: 512 })
+// `elmo` needs `output_dim` and either `model` or `options_file` + `weight_file`;
+// `max_characters_per_token` (50) and `do_layer_norm` (false) have defaults.
 // or change single values of a config with AllenNLP's -o (`-o '{"trainer.num_epochs": 1}'`).
 local paths = import "../paths.libsonnet";
 {
@@ -47,7 +50,7 @@ local paths = import "../paths.libsonnet";
     token_characters: { type: "characters", min_padding_length: 3 },
   } + (
     if use_elmo then {
-      elmo: { type: "elmo_characters", max_characters_per_token: elmo.max_characters_per_token },
+      elmo: { type: "elmo_characters", max_characters_per_token: $.max_characters_per_token(elmo) },
     } else {}
   ),
 
@@ -68,12 +71,19 @@ local paths = import "../paths.libsonnet";
     },
 
   // How ELMo is loaded and mixed, for `elmo_token_embedder` and `elmo_input_output` alike.
+  // The biLM's fields that have defaults (the published English models' values).
+  max_characters_per_token(elmo):: std.get(elmo, "max_characters_per_token", 50),
+
   elmo_parameters(elmo):: {
-    do_layer_norm: elmo.do_layer_norm,
+    do_layer_norm: std.get(elmo, "do_layer_norm", false),
     dropout: 0.5,
   } + (
     if std.objectHas(elmo, "model") then { model: elmo.model }
-    else { options_file: elmo.options_file, weight_file: elmo.weight_file }
+    else if std.objectHas(elmo, "options_file") && std.objectHas(elmo, "weight_file") then
+      { options_file: elmo.options_file, weight_file: elmo.weight_file }
+    else error "elmo needs `model` (a directory with options.json and weights.hdf5, a training "
+               + "run, or a published model's name) or `options_file` and `weight_file`; got "
+               + std.manifestJson(elmo)
   ),
 
   // ELMo at the input and the output of the task's encoder (the paper's section 3.3; README,
@@ -85,12 +95,18 @@ local paths = import "../paths.libsonnet";
     elmo: $.elmo_parameters(elmo),
   },
   encoder_with_elmo_at_output(encoder, elmo, elmo_at_output)::
-    if elmo_at_output then { type: "elmo_at_output", encoder: encoder, elmo_dim: elmo.output_dim }
+    if elmo_at_output then { type: "elmo_at_output", encoder: encoder, elmo_dim: $.output_dim(elmo) }
     else encoder,
 
   // 3. the encoder's input grown by ELMo's size.
   embedding_dim(use_elmo, elmo)::
-    $.word_dim + $.character_dim + (if use_elmo then elmo.output_dim else 0),
+    $.word_dim + $.character_dim + (if use_elmo then $.output_dim(elmo) else 0),
+
+  output_dim(elmo)::
+    if std.objectHas(elmo, "output_dim") then elmo.output_dim
+    else error "elmo needs `output_dim`, the biLM's output size (2 x projection_dim: 256 for "
+               + "make pretrain-small's biLM, 1024 for the published Original); got "
+               + std.manifestJson(elmo),
 
   // The paper's penalty on the layer weights, lambda * ||s||^2 (lambda = 0.001).
   regularizer(use_elmo)::

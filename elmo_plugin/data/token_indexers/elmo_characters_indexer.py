@@ -11,6 +11,7 @@ from allennlp.data.tokenizers import Token
 from allennlp.data.vocabulary import Vocabulary
 
 from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN, ElmoCharacterIds
+from elmo_plugin.common.registration import replace_registration
 
 logger = logging.getLogger(__name__)
 _replacement_logged = False
@@ -18,7 +19,7 @@ _replacement_logged = False
 
 # exist_ok: this registration deliberately replaces AllenNLP's own "elmo_characters" (which
 # hard-codes 50 characters per token) once the plugin is loaded.
-@TokenIndexer.register("elmo_characters", exist_ok=True)
+@replace_registration(TokenIndexer, "elmo_characters")
 class ElmoCharactersIndexer(TokenIndexer):
     """
     Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and end-of-word ids; see `elmo_plugin.data.character_ids`).

@@ -7,13 +7,13 @@ export or the whole new one, never a mix.
 import os
 from typing import Dict, Optional, Sequence, Tuple
 
-import h5py
 import numpy as np
 import torch
 
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
 from elmo_plugin.common.atomic_output import atomic_directory
+from elmo_plugin.common.write_errors import hdf5_for_writing
 
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
@@ -63,9 +63,9 @@ def write_bilm_tf_directory(
         final["softmax"] = os.path.join(output_directory, SOFTMAX_NAME)
     with atomic_directory(output_directory, EXPORT_NAMES) as directory:
         options.to_file(os.path.join(directory, OPTIONS_NAME), n_characters=n_characters)
-        with h5py.File(os.path.join(directory, WEIGHTS_NAME), "w") as out:
+        with hdf5_for_writing(os.path.join(directory, WEIGHTS_NAME)) as output:
             for name, value in bilm_tf_arrays(bilm_state, options).items():
-                out.create_dataset(name, data=value)
+                output.file.create_dataset(name, data=value)
         if vocabulary is not None:
             with open(
                 os.path.join(directory, VOCABULARY_NAME), "w", encoding="utf-8", newline="\n"
@@ -73,7 +73,7 @@ def write_bilm_tf_directory(
                 out.write("\n".join(vocabulary) + "\n")
         if softmax is not None:
             weight, bias = softmax
-            with h5py.File(os.path.join(directory, SOFTMAX_NAME), "w") as out:
-                out.create_dataset("softmax/W", data=weight.detach().cpu().numpy().astype(np.float32))
-                out.create_dataset("softmax/b", data=bias.detach().cpu().numpy().astype(np.float32))
+            with hdf5_for_writing(os.path.join(directory, SOFTMAX_NAME)) as output:
+                output.file.create_dataset("softmax/W", data=weight.detach().cpu().numpy().astype(np.float32))
+                output.file.create_dataset("softmax/b", data=bias.detach().cpu().numpy().astype(np.float32))
     return final

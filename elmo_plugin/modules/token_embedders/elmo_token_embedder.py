@@ -9,12 +9,13 @@ from allennlp.common import Lazy
 from allennlp.modules.token_embedders import TokenEmbedder
 
 from elmo_plugin.modules.elmo import Elmo
+from elmo_plugin.common.registration import replace_registration
 from elmo_plugin.modules.scalar_mix import ScalarMix
 
 logger = logging.getLogger(__name__)
 
 
-@TokenEmbedder.register("elmo_token_embedder", exist_ok=True)
+@replace_registration(TokenEmbedder, "elmo_token_embedder")
 class ElmoTokenEmbedder(TokenEmbedder):
     """
     One ELMo representation per token, for the ``elmo_characters`` indexer's output.
@@ -24,7 +25,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
     ``model`` (a published model's name or a model directory, named as for ``allennlp elmo``).
     Add it to a model by three edits of its config: an ``elmo_characters`` token indexer in the
     dataset reader, this embedder under the same key in ``text_field_embedder``, and the
-    encoder's ``input_dim`` grown by ``get_output_dim()`` (README, "Adding ELMo to a model").
+    encoder's ``input_dim`` grown by ``get_output_dim()`` (README, "Add ELMo to a model").
 
     # Parameters
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import TokenIndexer
@@ -24,6 +23,7 @@ from allennlp.data.tokenizers import Token, Tokenizer
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
 from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
+from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class KlueNerReader(ShardedTaskReader):
             file_path = part.group("path")
             start = float(part.group("start")) if part.group("start") else None
             end = float(part.group("end")) if part.group("end") else None
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         sentences = list(read_klue_ner(path))
         if not sentences:
             raise no_instance_error(path, "sentences", " (expected character<TAB>tag lines)")

@@ -7,7 +7,6 @@ import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import TokenIndexer
@@ -16,6 +15,7 @@ from allennlp.data.tokenizers import Token, Tokenizer
 from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer, is_blank
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class SentimentTsvReader(ShardedTaskReader):
         self.max_tokens = max_tokens
 
     def _read(self, file_path) -> Iterator[Instance]:
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         instances = 0
         skipped = 0  # rows whose text gives no token
         first_skipped: Optional[int] = None  # the line number of the first

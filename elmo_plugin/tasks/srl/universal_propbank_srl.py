@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.fields import Field, MetadataField, SequenceLabelField
 from allennlp.data.instance import Instance
@@ -21,6 +20,7 @@ from allennlp.data.tokenizers import Token
 
 from elmo_plugin.tasks.universal_dependencies.conllu import CONLLU_COLUMNS, HEAD, ConlluSentence, read_conllu_sentences
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error, tokens_and_metadata
+from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
         self.last_read_stats = PropBankReadStats()
 
     def _read(self, file_path) -> Iterator[Instance]:
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         for words, verb_label, tags in self.shard_iterable(self._frames(path)):
             yield self.text_to_instance([Token(word) for word in words], verb_label, tags)
 

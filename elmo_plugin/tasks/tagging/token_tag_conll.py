@@ -7,13 +7,13 @@ import logging
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class TokenTagConllReader(ShardedTaskReader):
     """
 
     def _read(self, file_path) -> Iterator[Instance]:
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         logger.info("Reading token<TAB>tag sentences from %s", path)
         for tokens, tags in self.shard_iterable(self._sentences(path)):
             yield self.text_to_instance(tokens, tags)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import TokenIndexer
@@ -24,6 +23,7 @@ from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ConlluTaggingReader(ShardedTaskReader):
         self.tag_column = tag_column
 
     def _read(self, file_path) -> Iterator[Instance]:
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         column = TAG_COLUMNS[self.tag_column]
         for words, tags in self.shard_iterable(self._sentences(path, column)):
             yield self.text_to_instance(words, tags)
@@ -229,7 +229,7 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
     """
 
     def _read(self, file_path) -> Iterator[Instance]:
-        path = cached_path(file_path)
+        path = task_data_path(file_path)
         for words, genre, sent_id in self.shard_iterable(self._sentences(path)):
             yield self.text_to_instance(words, genre, sent_id)
 

@@ -1,0 +1,63 @@
+"""
+The ``"GLOB" OUTPUT`` arguments of ``allennlp elmo-vocab`` and ``elmo-tokenize``, with a hint
+when the shell expanded an unquoted glob.
+
+Typed without quotes, ``allennlp elmo-tokenize raw/*.txt out`` reaches the command as
+``raw/a.txt raw/b.txt ... out``, and argparse alone would stop with "unrecognized arguments",
+which does not say what went wrong. The extra words are collected by a hidden positional
+argument instead, and `glob_argument` turns them into one usage error that says to quote the
+glob (and suggests one).
+"""
+import argparse
+import os
+from typing import List
+
+from elmo_plugin.commands.common import EXIT_USAGE, exit_with_error
+
+_EXTRA = "unquoted_glob_extra"
+
+
+def add_glob_and_output_arguments(
+    subparser: argparse.ArgumentParser,
+    glob_name: str,
+    glob_help: str,
+    output_name: str,
+    output_help: str,
+) -> None:
+    """Adds the positional ``glob_name`` and ``output_name`` and the hidden catch-all."""
+    subparser.add_argument(glob_name, type=str, help=glob_help)
+    subparser.add_argument(output_name, type=str, help=output_help)
+    subparser.add_argument(_EXTRA, nargs="*", help=argparse.SUPPRESS)
+    # The parser itself, so that the usage line shows every argument added after these.
+    subparser.set_defaults(glob_parser=subparser)
+
+
+def _suggested_glob(paths: List[str]) -> str:
+    """``DIR/*.EXT`` when all paths share a directory and an extension, else ``DIR/*``."""
+    directories = {os.path.dirname(path) for path in paths}
+    extensions = {os.path.splitext(path)[1] for path in paths}
+    directory = directories.pop() if len(directories) == 1 else "DIRECTORY"
+    extension = extensions.pop() if len(extensions) == 1 else ""
+    return os.path.join(directory, "*" + extension) if directory else "*" + extension
+
+
+def check_single_glob(command: str, args: argparse.Namespace, glob_name: str, output_name: str) -> None:
+    """
+    Exits with a usage error (status 2) if more than two positional words were given: the shell
+    expanded an unquoted glob into several paths. Otherwise does nothing.
+    """
+    extra = getattr(args, _EXTRA, None) or []
+    if not extra:
+        return
+    words = [getattr(args, glob_name), getattr(args, output_name), *extra]
+    inputs, output = words[:-1], words[-1]
+    suggestion = _suggested_glob(inputs)
+    exit_with_error(
+        command,
+        f"{len(inputs)} input paths before {output} ({', '.join(inputs[:3])}"
+        f"{', ...' if len(inputs) > 3 else ''}): the shell expanded an unquoted glob. Quote it, "
+        f'so that the command reads every matching file itself: allennlp {command} "{suggestion}" '
+        f"{output} ...",
+        EXIT_USAGE,
+        args.glob_parser.format_usage() if getattr(args, "glob_parser", None) else "",
+    )

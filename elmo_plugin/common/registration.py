@@ -1,0 +1,67 @@
+"""
+Replacing an AllenNLP registration without AllenNLP's INFO line about it.
+
+The plugin replaces three of AllenNLP's registrations on purpose (``elmo_characters``,
+``elmo_token_embedder``, ``reduce_on_plateau``). ``Registrable.register(name, exist_ok=True)``
+logs each replacement at INFO level ("... has already been registered as ..., but
+exist_ok=True, so overwriting with ..."), which would print three lines before the output of
+every ``allennlp`` command. `replace_registration` registers the same way but lets only that one
+record through at DEBUG level (``ALLENNLP_LOG_LEVEL=DEBUG`` shows it), by a filter on
+AllenNLP's registrable logger that exists only during the call.
+"""
+import logging
+from typing import Callable, Optional, Type, TypeVar
+
+from allennlp.common.registrable import Registrable
+
+logger = logging.getLogger(__name__)
+
+_REGISTRABLE_LOGGER = logging.getLogger("allennlp.common.registrable")
+
+T = TypeVar("T", bound=Type)
+
+
+class _DropReplacementNotice(logging.Filter):
+    """Drops AllenNLP's "already been registered" record for one name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.registered_name = name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith(f"{self.registered_name} has already been registered")
+            and "exist_ok=True, so overwriting" in message
+        )
+
+
+def replace_registration(
+    base: Type[Registrable], name: str, constructor: Optional[str] = None
+) -> Callable[[T], T]:
+    """
+    A class decorator like ``base.register(name, constructor, exist_ok=True)`` that logs the
+    replacement of an existing registration at DEBUG level instead of AllenNLP's INFO.
+    """
+
+    def decorate(subclass: T) -> T:
+        previous = Registrable._registry[base].get(name)  # (class, constructor) or None
+        notice_filter = _DropReplacementNotice(name)
+        _REGISTRABLE_LOGGER.addFilter(notice_filter)
+        try:
+            registered = base.register(name, constructor=constructor, exist_ok=True)(subclass)
+        finally:
+            _REGISTRABLE_LOGGER.removeFilter(notice_filter)
+        if previous is not None and previous[0] is not subclass:
+            logger.debug(
+                "%s %r: %s.%s replaces %s.%s",
+                base.__name__,
+                name,
+                subclass.__module__,
+                subclass.__name__,
+                previous[0].__module__,
+                previous[0].__name__,
+            )
+        return registered
+
+    return decorate

@@ -1,0 +1,85 @@
+"""
+Opening a task config's data file, with one error that says where the data comes from when it
+is missing.
+
+The task configs (training_configs/tasks/) read their data under their ``data_root`` argument,
+by default ``../shared/data`` beside the repository: a folder of the project's machines that a
+user does not have. Without it ``cached_path`` ended training in a FileNotFoundError traceback.
+`task_data_path` instead raises one `ConfigurationError` naming the file, the ``data_root``
+argument, the public source of that data set, and how to rerun (``allennlp train`` has created
+its serialization directory before any reader runs, so a rerun needs ``-f`` or another ``-s``).
+"""
+import re
+from typing import Optional, Tuple
+
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.file_utils import cached_path
+
+# The layout under data_root that the task configs expect: folder -> (task configs, source).
+# ../shared/data/README.md has the recipes that built the files from these sources.
+TASK_DATA_SOURCES = {
+    "en/ner/wikiann": (
+        "ner_wikiann",
+        "WikiANN English, files WikiANN/en/{train,dev,test} of github.com/davidsbatista/NER-datasets "
+        "(token<TAB>tag lines) as en/ner/wikiann/{train,dev,test}.txt",
+    ),
+    "en/pos": (
+        "pos_ewt, genre_ewt",
+        "Universal Dependencies English-EWT v2.16, github.com/UniversalDependencies/UD_English-EWT, "
+        "as en/pos/en_ewt-ud-{train,dev,test}.conllu",
+    ),
+    "en/srl/up_ewt": (
+        "srl_up_ewt",
+        "Universal PropBank English-EWT, github.com/UniversalPropositions/UP-1.0 "
+        "(UP_English-EWT/en_ewt-up-{dev,test}.conllu) as en/srl/up_ewt/",
+    ),
+    "ko/sentiment": (
+        "nsmc_sentiment",
+        "the Naver movie reviews of github.com/e9t/nsmc as id<TAB>text<TAB>label TSV files "
+        "ko/sentiment/{train,test}.tsv (NSMC's own ratings_train.txt/ratings_test.txt work too: "
+        "the same columns)",
+    ),
+    "ko/ner/klue": (
+        "klue_ner",
+        "KLUE-NER v1.1, github.com/KLUE-benchmark/KLUE (klue_benchmark/klue-ner-v1.1/), as "
+        "ko/ner/klue/original/{train,test}.tsv",
+    ),
+}
+
+
+def _known_layout(path: str) -> Optional[Tuple[str, str, str, str]]:
+    """(data_root, folder, configs, source) when ``path`` lies in the task configs' layout."""
+    for folder, (configs, source) in TASK_DATA_SOURCES.items():
+        match = re.match(rf"^(.*?)/{re.escape(folder)}(/|$)", path)
+        if match:
+            return match.group(1) or "/", folder, configs, source
+    return None
+
+
+def missing_task_data(path: str) -> ConfigurationError:
+    """The error for a data file that does not exist (see the module documentation)."""
+    layout = _known_layout(path)
+    rerun = (
+        "allennlp train has already created its serialization directory: rerun with -f to "
+        "replace it (or remove it)"
+    )
+    if layout is None:
+        return ConfigurationError(f"the data file {path} does not exist; {rerun}")
+    data_root, folder, configs, source = layout
+    return ConfigurationError(
+        f"the data file {path} does not exist. The task configs ({configs}) read it under their "
+        f"data_root argument (here {data_root}; by default ../shared/data beside the repository, "
+        f"which only the project's machines have). The data is public: {source}. Put it under a "
+        f"folder of yours and pass data_root in a config of your own, e.g. "
+        f'(import "/path/to/elmo_plugin/training_configs/tasks/{configs.split(",")[0]}.libsonnet")'
+        f'(use_elmo=false, data_root="/path/to/data"), or give the paths with -o '
+        f"'{{\"train_data_path\": ..., \"validation_data_path\": ...}}'. {rerun}"
+    )
+
+
+def task_data_path(file_path: str) -> str:
+    """``cached_path(file_path)``, with `missing_task_data` for a local file that is missing."""
+    try:
+        return cached_path(file_path)
+    except FileNotFoundError:
+        raise missing_task_data(str(file_path)) from None
