@@ -2,7 +2,7 @@
 The ``elmo_characters`` token indexer, with a configurable ``max_characters_per_token``.
 """
 import logging
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 from allennlp.common.util import pad_sequence_to_length
@@ -17,10 +17,55 @@ logger = logging.getLogger(__name__)
 _replacement_logged = False
 
 
+class CharacterRowsIndexer(TokenIndexer):
+    """
+    What the ELMo indexers share (not registered itself): each token becomes one fixed-width row
+    of ids from an id scheme (``self._character_ids.token_to_ids``), under the key
+    ``"elmo_tokens"``; padding tokens are all-zero rows, the mask id. Nothing goes into
+    AllenNLP's vocabulary: the ids are the scheme's.
+    """
+
+    _character_ids: Any  # has token_to_ids(str) -> List[int]
+    row_width: int
+
+    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]) -> None:
+        pass
+
+    def get_empty_token_list(self) -> IndexedTokenList:
+        return {"elmo_tokens": []}
+
+    def tokens_to_indices(
+        self, tokens: List[Token], vocabulary: Vocabulary
+    ) -> Dict[str, List[List[int]]]:
+        return {
+            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
+        }
+
+    def as_padded_tensor_dict(
+        self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
+    ) -> Dict[str, torch.Tensor]:
+        # Padding tokens are all-zero rows (the mask id), not the default scalar 0.
+        width = self.row_width
+        return {
+            "elmo_tokens": torch.LongTensor(
+                pad_sequence_to_length(
+                    tokens["elmo_tokens"],
+                    padding_lengths["elmo_tokens"],
+                    default_value=lambda: [0] * width,
+                )
+            )
+        }
+
+    def __eq__(self, other) -> bool:
+        if isinstance(self, other.__class__):
+            return self.__dict__ == other.__dict__
+        return NotImplemented
+
+
 # exist_ok: this registration deliberately replaces AllenNLP's own "elmo_characters" (which
 # hard-codes 50 characters per token) once the plugin is loaded.
 @replace_registration(TokenIndexer, "elmo_characters")
-class ElmoCharactersIndexer(TokenIndexer):
+class ElmoCharactersIndexer(CharacterRowsIndexer):
     """
     Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and end-of-word ids; see `elmo_plugin.data.character_ids`).
 
@@ -61,36 +106,4 @@ class ElmoCharactersIndexer(TokenIndexer):
         self._namespace = namespace
         self._character_ids = ElmoCharacterIds(max_characters_per_token, tokens_to_add)
         self.max_characters_per_token = max_characters_per_token
-
-    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]) -> None:
-        pass
-
-    def get_empty_token_list(self) -> IndexedTokenList:
-        return {"elmo_tokens": []}
-
-    def tokens_to_indices(
-        self, tokens: List[Token], vocabulary: Vocabulary
-    ) -> Dict[str, List[List[int]]]:
-        return {
-            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
-        }
-
-    def as_padded_tensor_dict(
-        self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
-    ) -> Dict[str, torch.Tensor]:
-        # Padding tokens are all-zero rows (the mask id), not the default scalar 0.
-        width = self.max_characters_per_token
-        return {
-            "elmo_tokens": torch.LongTensor(
-                pad_sequence_to_length(
-                    tokens["elmo_tokens"],
-                    padding_lengths["elmo_tokens"],
-                    default_value=lambda: [0] * width,
-                )
-            )
-        }
-
-    def __eq__(self, other) -> bool:
-        if isinstance(self, other.__class__):
-            return self.__dict__ == other.__dict__
-        return NotImplemented
+        self.row_width = max_characters_per_token

@@ -1,20 +1,15 @@
 """
 The ``elmoformanylangs_characters`` token indexer: the ids an ELMoForManyLangs model reads.
 """
-from typing import Dict, List
+from allennlp.data.token_indexers.token_indexer import TokenIndexer
 
-import torch
-from allennlp.common.util import pad_sequence_to_length
-from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIndexer
-from allennlp.data.tokenizers import Token
-from allennlp.data.vocabulary import Vocabulary
-
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import CharacterRowsIndexer
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
 from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 
 
 @TokenIndexer.register("elmoformanylangs_characters")
-class ElmoForManyLangsCharactersIndexer(TokenIndexer):
+class ElmoForManyLangsCharactersIndexer(CharacterRowsIndexer):
     """
     Converts each token to the row of ids of one ELMoForManyLangs model (HIT-SCIR's ELMo for 44
     languages): its characters as ids of the model's ``char.dic`` (cut to
@@ -48,37 +43,4 @@ class ElmoForManyLangsCharactersIndexer(TokenIndexer):
         self._character_ids = ElmoForManyLangsCharacterIds.from_model(
             ElmoForManyLangsModel(model, weights=False)
         )
-        self.ids_per_token = self._character_ids.ids_per_token
-
-    def count_vocab_items(self, token: Token, counter: Dict[str, Dict[str, int]]) -> None:
-        # The model brings its own dictionaries; nothing goes into AllenNLP's vocabulary.
-        pass
-
-    def get_empty_token_list(self) -> IndexedTokenList:
-        return {"elmo_tokens": []}
-
-    def tokens_to_indices(
-        self, tokens: List[Token], vocabulary: Vocabulary
-    ) -> Dict[str, List[List[int]]]:
-        return {
-            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
-        }
-
-    def as_padded_tensor_dict(
-        self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
-    ) -> Dict[str, torch.Tensor]:
-        width = self.ids_per_token
-        return {
-            "elmo_tokens": torch.LongTensor(
-                pad_sequence_to_length(
-                    tokens["elmo_tokens"],
-                    padding_lengths["elmo_tokens"],
-                    default_value=lambda: [0] * width,
-                )
-            )
-        }
-
-    def __eq__(self, other) -> bool:
-        if isinstance(self, other.__class__):
-            return self.__dict__ == other.__dict__
-        return NotImplemented
+        self.ids_per_token = self.row_width = self._character_ids.ids_per_token
