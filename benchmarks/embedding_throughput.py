@@ -45,7 +45,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads (torch.set_num_threads); 0: torch's default")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     print(f"# {describe_run(device)}")

@@ -53,16 +53,23 @@ class InferencePrecision:
 
     precision : `str`, optional (default = `"float32"`)
         ``"float32"`` or ``"bfloat16"``.
+    native_only : `bool`, optional (default = `True`)
+        Use bfloat16 only where the device has it natively. ``False`` uses it everywhere,
+        emulated where it must be (slowly): for measuring its accuracy on any machine
+        (``benchmarks/bfloat16_accuracy.py``), not for speed.
     """
 
-    def __init__(self, precision: str = "float32") -> None:
+    def __init__(self, precision: str = "float32", native_only: bool = True) -> None:
         self.precision = check_precision(precision)
+        self.native_only = native_only
         self._bfloat16_by_device: Dict[torch.device, bool] = {}
 
     def uses_bfloat16(self, device: Union[torch.device, str]) -> bool:
         """Whether the biLM runs in bfloat16 on ``device`` (asked and logged once per device)."""
         if self.precision != "bfloat16":
             return False
+        if not self.native_only:
+            return True
         device = torch.device(device)
         if device not in self._bfloat16_by_device:
             support = hardware.bfloat16_support(device)
