@@ -5,7 +5,7 @@ and the same batches, with a check that both give the same vectors.
 
     .venv/bin/python benchmarks/embedding_throughput.py [--sizes tiny small original]
         [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20] [--device cpu|cuda]
-        [--threads N] [--precision float32|bfloat16]
+        [--threads N] [--clock wall|cpu] [--precision float32|bfloat16]
 
 ``--precision bfloat16`` times a third side in the same run: ours with ``precision="bfloat16"``
 (`elmo_plugin.modules.precision`), against our float32 and AllenNLP's (float32), and reports
@@ -36,15 +36,22 @@ from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
 
+# How calls are timed (``--clock``): wall-clock time, or the CPU time of this process (user and
+# system, all its threads), which leaves out the time the process waits while other processes
+# run on a shared machine's cores.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
+
 def time_call(function, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    start = time.perf_counter()
+    start = clock()
     with torch.no_grad():
         function()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def main() -> None:
@@ -58,13 +65,19 @@ def main() -> None:
                         help="intra-op threads (torch.set_num_threads); 0: torch's default")
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
                         help="bfloat16: also time ours in bfloat16 (see the module's doc)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="cpu: the process's CPU time instead of wall-clock time, for a "
+                        "machine whose cores other jobs share (use it with --threads 1: spinning "
+                        "OpenMP threads count as CPU time)")
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     bfloat16 = args.precision == "bfloat16"
-    print(f"# {describe_run(device)}")
+    print(f"# {describe_run(device)}; {args.clock} clock")
     if bfloat16:
         support = bfloat16_support(device)
         print(f"# bfloat16 {'native' if support.native else 'EMULATED (times are no measure)'}: "

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
+from elmo_plugin.modules import small_batch_linear
 
 # The +1-shifted id of bilm-tf's padding character, which fills every token's ids after its
 # end-of-word marker.
@@ -72,7 +73,7 @@ class Highway(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         x = inputs
         for layer in self.layers:
-            transform, gate = layer(x).chunk(2, dim=-1)
+            transform, gate = small_batch_linear.linear(x, layer).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(transform) + (1.0 - gate) * x
         return x

@@ -44,6 +44,29 @@ def run_recurrence(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
             proj_clip,
         )
+    return _run_stepwise(
+        input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
+        proj_clip, keep_for_backward=True,
+    )
+
+
+def _run_stepwise(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+    keep_for_backward: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+    """
+    `run_recurrence`'s loop for training (``keep_for_backward``): every step slices its rows out
+    of buffers for all positions. Without ``keep_for_backward`` it computes what
+    `_run_inference` does, in work buffers of one step's rows (inference used it so before
+    issue 28; ``benchmarks/embedding_batch1.py`` times it against `_run_inference`).
+    """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
     mixed = matmul_dtype != c0.dtype
