@@ -6,7 +6,9 @@ compare calls made under the same load (on a machine whose cores other jobs shar
 moves the absolute times by 2-3x within minutes).
 
     .venv/bin/python benchmarks/embedding_batch1.py [--sizes small original] [--rounds 30]
-        [--tokens-per-sentence 20] [--threads 1] [--clock cpu|wall]
+        [--tokens-per-sentence 20] [--threads 1] [--clock cpu|wall] [--batch-size 1]
+
+(``--batch-size 64`` checks that the changes cost nothing at large batches.)
 
 "before" is ours with the three changes of issue 28 switched off in the same process: the
 LSTM's inference steps run by the training loop (`_run_stepwise`, as before the inference loop
@@ -61,18 +63,20 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["small", "original"])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     clock = CLOCKS[args.clock]
     torch.manual_seed(0)
-    print(f"# {describe_run()}; {args.clock} clock; batch 1 x {args.tokens_per_sentence} tokens, "
+    print(f"# {describe_run()}; {args.clock} clock; batch {args.batch_size} x "
+          f"{args.tokens_per_sentence or 'natural'} tokens, "
           f"{args.rounds} rounds")
     print("| size | ours ms | before ms | AllenNLP ms | AllenNLP / ours (quartiles) | "
           "AllenNLP / before (quartiles) | before / ours |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    ids = batch_to_ids(load_sentences(1, args.tokens_per_sentence))
+    ids = batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence))
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
