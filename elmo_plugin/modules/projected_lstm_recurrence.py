@@ -151,9 +151,11 @@ def _run_inference(
     input gates, outputs and work buffers, and ``chunk`` into four gates) made 10 of a step's 21
     operator calls. Here every step's input gates and outputs are views made by one ``split``
     each, and the work buffers and their gate views are made again only when the number of
-    running rows changes (never at batch 1), leaving 11 calls per step: the two products, the
-    gate activations (f and o, adjacent, in one call), the cell update, the clips and
-    ``tanh(c) * o``.
+    running rows changes (never at batch 1), leaving 12 calls per step: the two products, the
+    four gate activations, the cell update, the clips and ``tanh(c) * o``. (f and o are
+    adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
+    the last place: PyTorch's vectorized and scalar sigmoids differ. Kept apart, the outputs equal
+    `_run_stepwise`'s to the bit, so validation in training computes what inference computes.)
     """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
@@ -181,7 +183,6 @@ def _run_inference(
             j = gates[:, cell_size : 2 * cell_size]
             f = gates[:, 2 * cell_size : 3 * cell_size]
             o = gates[:, 3 * cell_size :]
-            f_and_o = gates[:, 2 * cell_size :]
             cell, tanh_cell, hidden_rows = cells[:rows], tanh_cells[:rows], hidden[:rows]
             view_rows = rows
         if mixed:
@@ -190,7 +191,8 @@ def _run_inference(
             torch.addmm(step_input, h, recurrent_weight, out=gates)
         i.sigmoid_()
         j.tanh_()
-        f_and_o.sigmoid_()
+        f.sigmoid_()
+        o.sigmoid_()
         # The first step reads the caller's c0 and writes the buffer; later ones update it in
         # place (elementwise, so reading and writing the same memory is safe).
         c = torch.mul(f, c, out=cell).addcmul_(i, j)
