@@ -51,7 +51,11 @@ def test_precision_bfloat16(tmp_path, monkeypatch, caplog, native):
             "--precision", "bfloat16",
         )
     assert status == 0
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "elmo_plugin.modules.precision" and r.levelno >= logging.WARNING
+    ]
     expected, expected_mapping = read_output(tmp_path / "float32.hdf5")
     got, mapping = read_output(tmp_path / "bfloat16.hdf5")
     assert mapping == expected_mapping and sorted(got) == sorted(expected)
