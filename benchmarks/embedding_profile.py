@@ -121,8 +121,12 @@ def main() -> None:
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--training", action="store_true")
     parser.add_argument("--amp", action="store_true", help="training in bfloat16 autocast")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads (torch.set_num_threads); 0: torch's default")
     add_allocator_option(parser)
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     if args.amp and not args.training:
         parser.error("--amp profiles a training step: use it with --training")
     apply_allocator_option(args)

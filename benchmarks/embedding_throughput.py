@@ -5,6 +5,14 @@ and the same batches, with a check that both give the same vectors.
 
     .venv/bin/python benchmarks/embedding_throughput.py [--sizes tiny small original]
         [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20] [--device cpu|cuda]
+        [--threads N] [--clock wall|cpu] [--precision float32|bfloat16]
+
+``--precision bfloat16`` times a third side in the same run: ours with ``precision="bfloat16"``
+(`elmo_plugin.modules.precision`), against our float32 and AllenNLP's (float32), and reports
+how far its vectors are from our float32 ones (largest absolute difference over all layers, and
+the top layer's mean cosine over tokens). It runs in bfloat16 whether or not the device has it
+natively; the header says which, because emulated bfloat16 (a CPU without AVX512-BF16 or AMX)
+is many times slower and its times are no measure of the option.
 
 Random weights are fine for speed. Sentences are real English text from
 ``../shared/data/en/lm/heldout.txt``, cut to a fixed length so both sides do the same work
@@ -23,19 +31,27 @@ import torch
 from allennlp.modules.elmo import _ElmoBiLm
 
 from bilm_sizes import load_sentences, write_random_bilm
-from elmo_plugin.common.hardware import describe_run
+from elmo_plugin.common.hardware import bfloat16_support, describe_run
+from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
+
+# How calls are timed (``--clock``): wall-clock time, or the CPU time of this process (user and
+# system, all its threads), which leaves out the time the process waits while other processes
+# run on a shared machine's cores.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
 
 def time_call(function, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    start = time.perf_counter()
+    start = clock()
     with torch.no_grad():
         function()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def main() -> None:
@@ -45,12 +61,35 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads (torch.set_num_threads); 0: torch's default")
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                        help="bfloat16: also time ours in bfloat16 (see the module's doc)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="cpu: the process's CPU time instead of wall-clock time, for a "
+                        "machine whose cores other jobs share (use it with --threads 1: spinning "
+                        "OpenMP threads count as CPU time)")
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    print(f"# {describe_run(device)}")
-    print("| size | batch | ours tokens/s | AllenNLP tokens/s | ratio | max abs diff |")
-    print("|---|---:|---:|---:|---:|---:|")
+    bfloat16 = args.precision == "bfloat16"
+    print(f"# {describe_run(device)}; {args.clock} clock")
+    if bfloat16:
+        support = bfloat16_support(device)
+        print(f"# bfloat16 {'native' if support.native else 'EMULATED (times are no measure)'}: "
+              f"{support.reason}")
+        print("| size | batch | ours bfloat16 tokens/s | ours float32 tokens/s | AllenNLP tokens/s "
+              "| bfloat16 / our float32 | bfloat16 / AllenNLP | float32 / AllenNLP "
+              "| bfloat16 max abs diff | top layer mean cosine |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    else:
+        print("| size | batch | ours tokens/s | AllenNLP tokens/s | ratio | max abs diff |")
+        print("|---|---:|---:|---:|---:|---:|")
+    in_bfloat16 = InferencePrecision("bfloat16", native_only=False)
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
@@ -68,12 +107,32 @@ def main() -> None:
                 a = ours(ids)["activations"]
                 b = run_theirs()["activations"]
                 diff = max(float((x - y).abs().max()) for x, y in zip(a, b))
-            ours_times, theirs_times = [], []
+            def run_bfloat16():
+                return in_bfloat16.run_bilm(ours, ids)
+
+            if bfloat16:
+                with torch.no_grad():
+                    c = run_bfloat16()
+                    bfloat16_diff = max(float((x - y).abs().max()) for x, y in zip(a, c["activations"]))
+                    mask = c["mask"]
+                    cosine = torch.nn.functional.cosine_similarity(
+                        a[-1][mask], c["activations"][-1][mask], dim=-1
+                    ).mean()
+            ours_times, theirs_times, bfloat16_times = [], [], []
             for _ in range(args.repeats):
                 ours_times.append(time_call(lambda: ours(ids), device))
                 theirs_times.append(time_call(run_theirs, device))
+                if bfloat16:
+                    bfloat16_times.append(time_call(run_bfloat16, device))
             ours_rate = tokens / statistics.median(ours_times)
             theirs_rate = tokens / statistics.median(theirs_times)
+            if bfloat16:
+                rate = tokens / statistics.median(bfloat16_times)
+                print(f"| {size} | {batch_size} | {rate:,.0f} | {ours_rate:,.0f} | "
+                      f"{theirs_rate:,.0f} | {rate / ours_rate:.2f}x | {rate / theirs_rate:.2f}x | "
+                      f"{ours_rate / theirs_rate:.2f}x | {bfloat16_diff:.1e} | {float(cosine):.6f} |",
+                      flush=True)
+                continue
             print(f"| {size} | {batch_size} | {ours_rate:,.0f} | {theirs_rate:,.0f} | "
                   f"{ours_rate / theirs_rate:.2f}x | {diff:.1e} |", flush=True)
 

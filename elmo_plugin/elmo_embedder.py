@@ -35,6 +35,7 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
@@ -178,6 +179,12 @@ class ElmoEmbedder:
         directory; or an ELMoForManyLangs model directory. With no files and no ``model``: the
         published ``original``, as in 0.9. See `elmo_plugin.model_files.resolve.resolve_model`.
         A `ModelFiles` (already resolved) is loaded as it is.
+    precision : `str`, optional (default = `"float32"`)
+        ``"bfloat16"`` runs the biLM's matrix products in bfloat16 where the device multiplies
+        bfloat16 natively (a CPU with AVX512-BF16 or AMX, an Ampere or newer GPU), keeping the
+        LSTM's cell state and the outputs float32; elsewhere it logs one warning (here, when the
+        embedder is built) and computes exactly what float32 does. See
+        `elmo_plugin.modules.precision`.
     """
 
     def __init__(
@@ -187,7 +194,9 @@ class ElmoEmbedder:
         cuda_device: Union[int, torch.device] = -1,
         stateful: bool = False,
         model: Optional[Union[PathLike, ModelFiles]] = None,
+        precision: str = "float32",
     ) -> None:
+        self._precision = InferencePrecision(precision)
         # The device first: a missing GPU should not wait for a model download.
         if isinstance(cuda_device, torch.device):
             self._device = cuda_device
@@ -199,6 +208,13 @@ class ElmoEmbedder:
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)
+        self._precision.uses_bfloat16(self._device)  # decided (and any warning given) now
+
+    @property
+    def precision(self) -> str:
+        """The precision the biLM computes in: ``"bfloat16"`` only where it was asked for and
+        the device has it natively."""
+        return "bfloat16" if self._precision.uses_bfloat16(self._device) else "float32"
 
     @property
     def stateful(self) -> bool:
@@ -246,7 +262,7 @@ class ElmoEmbedder:
             )
             return activations, torch.zeros(batch_size, 0, dtype=torch.bool, device=self._device)
         character_ids = self.elmo_bilm.character_ids.batch_to_ids(batch).to(self._device)
-        output = self.elmo_bilm(character_ids)
+        output = self._precision.run_bilm(self.elmo_bilm, character_ids)
         layers = torch.stack(output["activations"], dim=2)  # (batch, time + 2, layers, dim)
         activations, mask = remove_sentence_boundaries(layers, output["mask"])
         activations = activations.transpose(1, 2)  # (batch, layers, time, dim)

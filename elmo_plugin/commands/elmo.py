@@ -6,7 +6,8 @@ of tokenized sentences, written to HDF5.
 allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
-    [--include-sentence-indices] [--stateful] [--file-friendly-logging] [--include-package P]
+    [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
+    [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 ```
 
@@ -37,6 +38,7 @@ from elmo_plugin.model_files.catalogue import (
     PUBLISHED_MODELS,
     describe_published_models,
 )
+from elmo_plugin.modules.precision import PRECISIONS
 from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError, resolve_model
 from elmo_plugin.commands.common import (
     EXIT_USAGE,
@@ -188,6 +190,14 @@ class ElmoCommand(Subcommand):
             "exact results; they then depend on --batch-size and the line order)",
         )
         subparser.add_argument(
+            "--precision",
+            choices=PRECISIONS,
+            default="float32",
+            help="bfloat16: the biLM's matrix products in bfloat16 where the CPU or GPU has it "
+            "natively (AVX512-BF16 or AMX; Ampere or newer), the cell state and the output "
+            "float32; elsewhere one warning and float32 (README: Precision)",
+        )
+        subparser.add_argument(
             "--file-friendly-logging",
             action="store_true",
             help="print the progress bar on separate lines, less often (for log files)",
@@ -239,7 +249,12 @@ def elmo_command(args: argparse.Namespace) -> None:
             weight_file=args.weight_file or None,
             argument_names=COMMAND_ARGUMENTS,
         )
-        embedder = ElmoEmbedder(model=files, cuda_device=device, stateful=args.stateful)
+        embedder = ElmoEmbedder(
+            model=files,
+            cuda_device=device,
+            stateful=args.stateful,
+            precision=getattr(args, "precision", "float32"),
+        )
         try:
             embedder.run(job)
         except torch.cuda.OutOfMemoryError:

@@ -2,6 +2,7 @@
 The character-level token encoder of ELMo: byte embedding, convolutions, highway, projection;
 optionally with a word embedding beside the characters (ELMoForManyLangs models).
 """
+import bisect
 import math
 from typing import List, Optional, Sequence, Tuple
 
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
+from elmo_plugin.modules import small_batch_linear
 
 # The +1-shifted id of bilm-tf's padding character, which fills every token's ids after its
 # end-of-word marker.
@@ -16,6 +18,12 @@ PADDING_ID = PADDING_CHARACTER + 1
 # Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
 # (rows, total filters) intermediate to 64 MB at 2048 filters.
 CONVOLUTION_ROWS_PER_CHUNK = 8192
+# A chunk of tokens (sorted by length) ends before a token more than this many times as long as
+# its first (shortest) one, so that no token computes more than about twice the windows it
+# needs: every token of a chunk computes its longest token's windows. Lengths below
+# `CHUNK_MIN_LENGTH` count as that, so that short tokens do not each get a chunk of their own.
+CHUNK_LENGTH_RATIO = 2
+CHUNK_MIN_LENGTH = 4
 
 
 class _MaxOverWindows(torch.autograd.Function):
@@ -65,7 +73,7 @@ class Highway(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         x = inputs
         for layer in self.layers:
-            transform, gate = layer(x).chunk(2, dim=-1)
+            transform, gate = small_batch_linear.linear(x, layer).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(transform) + (1.0 - gate) * x
         return x
@@ -227,8 +235,14 @@ class CharacterEncoder(nn.Module):
         pooled_chunks: List[torch.Tensor] = []
         start = 0
         while start < num_tokens:
+            # Tokens of similar lengths only: in a 20-token English sentence (the batch-1
+            # benchmark's) the longest of the 18 distinct tokens has 16 non-padding ids and 14
+            # have 3 to 8, so one chunk computed 18 x 16 = 288 windows where 113 are needed;
+            # two chunks compute 14 x 8 + 4 x 16 = 176.
+            longest = CHUNK_LENGTH_RATIO * max(sorted_lengths[start], CHUNK_MIN_LENGTH)
+            similar = max(start + 1, bisect.bisect_right(sorted_lengths, longest, lo=start))
             # Grow the chunk while its rows (tokens x its longest token's windows) fit the budget.
-            end = min(num_tokens, start + CONVOLUTION_ROWS_PER_CHUNK)
+            end = min(num_tokens, start + CONVOLUTION_ROWS_PER_CHUNK, similar)
             while end - start > 1 and (end - start) * max(sorted_lengths[end - 1], 1) > (
                 CONVOLUTION_ROWS_PER_CHUNK
             ):

@@ -9,6 +9,7 @@ from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.precision import InferencePrecision, check_frozen
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 from elmo_plugin.model_files.build_hints import with_build_hint
@@ -97,6 +98,10 @@ class Elmo(torch.nn.Module, FromParams):
         directory (its inputs then come from the ``elmoformanylangs_characters`` indexer or
         ``bilm.character_ids.batch_to_ids``). With no files and no ``model``, the published
         ``original`` (see `elmo_plugin.model_files.resolve`).
+    precision : `str`, optional (default = `"float32"`)
+        ``"bfloat16"``: the frozen biLM's matrix products in bfloat16 where the device has native
+        bfloat16 (else one warning and float32, exactly); its layers and the mixes stay float32
+        (`elmo_plugin.modules.precision`). With ``requires_grad`` it is a `ConfigurationError`.
     """
 
     def __init__(
@@ -115,8 +120,13 @@ class Elmo(torch.nn.Module, FromParams):
         bilm: Optional[ElmoBiLm] = None,
         model: Optional[str] = None,
         module: Optional[torch.nn.Module] = None,
+        precision: str = "float32",
     ) -> None:
         super().__init__()
+        # Checked before a model is loaded (or downloaded), and again on the biLM itself below
+        # (one passed in ready-made may have trainable parameters).
+        self._precision = InferencePrecision(precision)
+        check_frozen(precision, requires_grad)
         if module is not None:
             if bilm is not None:
                 raise ConfigurationError("give the biLM once: as bilm or as module, not both")
@@ -128,6 +138,7 @@ class Elmo(torch.nn.Module, FromParams):
             bilm = load_pretrained_bilm(
                 options_file, weight_file, archive_file, requires_grad, model=model
             )
+        check_frozen(precision, any(p.requires_grad for p in bilm.parameters()))
         self._elmo_lstm = bilm
         if vocab_to_cache is not None:
             if requires_grad:
@@ -188,7 +199,7 @@ class Elmo(torch.nn.Module, FromParams):
         original_shape = inputs.shape
         if inputs.dim() > 3:
             inputs = inputs.reshape(-1, *original_shape[-2:])
-        output = self._elmo_lstm(inputs)
+        output = self._precision.run_bilm(self._elmo_lstm, inputs)
         layers, mask_with_boundaries = output["activations"], output["mask"]
         representations = []
         for mix in self._scalar_mixes:

@@ -39,6 +39,34 @@ def run_recurrence(
     the page faults doubled the LSTM's non-multiply time (profiled with
     ``benchmarks/embedding_profile.py``).
     """
+    if not keep_for_backward:
+        return _run_inference(
+            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
+            proj_clip,
+        )
+    return _run_stepwise(
+        input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
+        proj_clip, keep_for_backward=True,
+    )
+
+
+def _run_stepwise(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+    keep_for_backward: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+    """
+    `run_recurrence`'s loop for training (``keep_for_backward``): every step slices its rows out
+    of buffers for all positions. Without ``keep_for_backward`` it computes what
+    `_run_inference` does, in work buffers of one step's rows (inference used it so before
+    issue 28; ``benchmarks/embedding_batch1.py`` times it against `_run_inference`).
+    """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
     mixed = matmul_dtype != c0.dtype
@@ -101,6 +129,86 @@ def run_recurrence(
     if not keep_for_backward:
         return outputs, final_h, final_c, ()
     return outputs, final_h, final_c, (activations, cells, tanh_cells, cell_passes, output_passes)
+
+
+def _run_inference(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+    """
+    `run_recurrence` without ``keep_for_backward``: the same arithmetic, in the same order, with
+    as few operator calls per step as it allows.
+
+    Why a loop of its own: at batch 1 a step's work is tiny (Small: a 1 x 128 by 128 x 4,096
+    product and a few 1,024-wide elementwise operations), so the cost of each call (Python, the
+    dispatcher, making a view) is a large part of it: the training loop's slicing (the step's
+    input gates, outputs and work buffers, and ``chunk`` into four gates) made 10 of a step's 21
+    operator calls. Here every step's input gates and outputs are views made by one ``split``
+    each, and the work buffers and their gate views are made again only when the number of
+    running rows changes (never at batch 1), leaving 12 calls per step: the two products, the
+    four gate activations, the cell update, the clips and ``tanh(c) * o``. (f and o are
+    adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
+    the last place: PyTorch's vectorized and scalar sigmoids differ. Kept apart, the outputs equal
+    `_run_stepwise`'s to the bit, so validation in training computes what inference computes.)
+    """
+    batch_size, cell_size = c0.shape
+    matmul_dtype = recurrent_weight.dtype
+    mixed = matmul_dtype != c0.dtype
+    activations = input_gates.new_empty(batch_size, 4 * cell_size)
+    cells = c0.new_empty(batch_size, cell_size)
+    tanh_cells = c0.new_empty(batch_size, cell_size)
+    hidden = c0.new_empty(batch_size, cell_size)
+    outputs = h0.new_empty(input_gates.size(0), h0.size(1))
+    input_steps = input_gates.split(step_sizes)
+    output_steps = outputs.split(step_sizes)
+    h, c = h0, c0
+    # As in run_recurrence: the final states of rows that have ended, in the order they ended.
+    ended_h: List[torch.Tensor] = []
+    ended_c: List[torch.Tensor] = []
+    running, view_rows = batch_size, -1
+    for rows, step_input, step_output in zip(step_sizes, input_steps, output_steps):
+        if rows != view_rows:
+            if rows < running:
+                ended_h.append(h[rows:running])
+                ended_c.append(c[rows:running])
+                h, c, running = h[:rows], c[:rows], rows
+            gates = activations[:rows]
+            i = gates[:, :cell_size]
+            j = gates[:, cell_size : 2 * cell_size]
+            f = gates[:, 2 * cell_size : 3 * cell_size]
+            o = gates[:, 3 * cell_size :]
+            cell, tanh_cell, hidden_rows = cells[:rows], tanh_cells[:rows], hidden[:rows]
+            view_rows = rows
+        if mixed:
+            torch.add(step_input, torch.mm(h.to(matmul_dtype), recurrent_weight), out=gates)
+        else:
+            torch.addmm(step_input, h, recurrent_weight, out=gates)
+        i.sigmoid_()
+        j.tanh_()
+        f.sigmoid_()
+        o.sigmoid_()
+        # The first step reads the caller's c0 and writes the buffer; later ones update it in
+        # place (elementwise, so reading and writing the same memory is safe).
+        c = torch.mul(f, c, out=cell).addcmul_(i, j)
+        if cell_clip is not None:
+            c.clamp_(-cell_clip, cell_clip)
+        torch.tanh(c, out=tanh_cell)
+        torch.mul(tanh_cell, o, out=hidden_rows)
+        if mixed:
+            h = step_output.copy_(torch.mm(hidden_rows.to(matmul_dtype), projection_weight))
+        else:
+            h = torch.mm(hidden_rows, projection_weight, out=step_output)
+        if proj_clip is not None:
+            h.clamp_(-proj_clip, proj_clip)
+    final_h = torch.cat([h] + ended_h[::-1])
+    final_c = torch.cat([c] + ended_c[::-1])
+    return outputs, final_h, final_c, ()
 
 
 class ProjectedLstmRecurrence(torch.autograd.Function):

@@ -60,6 +60,11 @@ class ElmoTokenEmbedder(TokenEmbedder):
         ELMoForManyLangs model directory (index with ``elmoformanylangs_characters`` on the
         same directory instead of ``elmo_characters``). With no files and no ``model``: the
         published ``original``.
+    precision : `str`, optional (default = `"float32"`)
+        ``"bfloat16"``: the frozen biLM computes its matrix products in bfloat16 where the device
+        has native bfloat16 (else one warning and float32, exactly); the representation stays
+        float32. Only with a frozen biLM: with ``requires_grad`` true it is a configuration
+        error (see `Elmo`).
     """
 
     def __init__(
@@ -75,6 +80,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
         archive_file: Optional[str] = None,
         scalar_mix: Optional[Lazy[ScalarMix]] = None,
         model: Optional[str] = None,
+        precision: str = "float32",
     ) -> None:
         super().__init__()
         self._elmo = Elmo(
@@ -89,6 +95,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
             archive_file=archive_file,
             scalar_mix=scalar_mix,
             model=model,
+            precision=precision,
         )
         if projection_dim is not None:
             self._projection: Optional[torch.nn.Module] = torch.nn.Linear(
