@@ -9,7 +9,7 @@ begin/end of word, padding). Every id is shifted by +1 so that 0 can mean "no to
 These are exactly the ids of bilm-tf and of AllenNLP's ``ELMoCharacterMapper``, except that
 ``max_characters_per_token`` is a parameter here (the Korean model uses 30; AllenNLP hard-codes 50).
 """
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -91,14 +91,7 @@ class ElmoCharacterIds:
         of tokenized sentences, padded with 0 (the mask id). Sentence boundary tokens are *not*
         added here: the biLM adds them, as AllenNLP's ``_ElmoBiLm`` does.
         """
-        max_length = max((len(sentence) for sentence in batch), default=0)
-        ids = torch.zeros(len(batch), max_length, self.max_characters_per_token, dtype=torch.long)
-        for row, sentence in enumerate(batch):
-            if sentence:
-                ids[row, : len(sentence)] = torch.tensor(
-                    [self.token_to_ids(token) for token in sentence], dtype=torch.long
-                )
-        return ids
+        return rows_to_batch(batch, self.token_to_ids, self.max_characters_per_token)
 
 
 def batch_to_ids(
@@ -106,3 +99,20 @@ def batch_to_ids(
 ) -> torch.Tensor:
     """Shortcut for ``ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)``."""
     return ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)
+
+
+def rows_to_batch(
+    batch: Sequence[Sequence[str]], token_to_ids: Callable[[str], List[int]], row_width: int
+) -> torch.Tensor:
+    """
+    ``(batch_size, max_sentence_length, row_width)``: each token's row of ids
+    (``token_to_ids``, one id scheme or another), padded with all-zero rows (the mask id).
+    """
+    max_length = max((len(sentence) for sentence in batch), default=0)
+    ids = torch.zeros(len(batch), max_length, row_width, dtype=torch.long)
+    for row, sentence in enumerate(batch):
+        if sentence:
+            ids[row, : len(sentence)] = torch.tensor(
+                [token_to_ids(token) for token in sentence], dtype=torch.long
+            )
+    return ids

@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from elmo_plugin.data.character_ids import rows_to_batch
 from elmo_plugin.model_files.elmoformanylangs import (
     BOS_TOKEN,
     BOW_CHARACTER,
@@ -116,14 +117,7 @@ class ElmoForManyLangsCharacterIds:
         ``(batch_size, max_sentence_length, ids_per_token)``, padded with 0 (masked). The
         sentence markers are not added here: the biLM adds them.
         """
-        max_length = max((len(sentence) for sentence in batch), default=0)
-        ids = torch.zeros(len(batch), max_length, self.ids_per_token, dtype=torch.long)
-        for row, sentence in enumerate(batch):
-            if sentence:
-                ids[row, : len(sentence)] = torch.tensor(
-                    [self.token_to_ids(token) for token in sentence], dtype=torch.long
-                )
-        return ids
+        return rows_to_batch(batch, self.token_to_ids, self.ids_per_token)
 
     @classmethod
     def from_model(cls, model: ElmoForManyLangsModel) -> "ElmoForManyLangsCharacterIds":
