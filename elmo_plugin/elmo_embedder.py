@@ -75,7 +75,8 @@ def check_cuda_device(cuda_device: int) -> torch.device:
     if cuda_device >= torch.cuda.device_count():
         raise ConfigurationError(
             f"cuda_device={cuda_device} was requested, but only {torch.cuda.device_count()} "
-            f"CUDA device(s) are visible (0 to {torch.cuda.device_count() - 1})."
+            f"CUDA device(s) are visible (0 to {torch.cuda.device_count() - 1}). Use one of "
+            "those, or cuda_device=-1 (--cuda-device -1) to run on the CPU."
         )
     return torch.device("cuda", cuda_device)
 
