@@ -61,6 +61,9 @@ class ProjectedLstmLayer(nn.Module):
         self.recurrent_weight = nn.Parameter(torch.empty(projection_size, 4 * cell_size))
         self.bias = nn.Parameter(torch.empty(4 * cell_size))
         self.projection_weight = nn.Parameter(torch.empty(cell_size, projection_size))
+        # (key, weights): the three weights in a narrower dtype for frozen inference under
+        # autocast (`_matmul_weights`); not a buffer, so not in the state dict.
+        self._matmul_weight_cache: Optional[tuple] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -73,6 +76,25 @@ class ProjectedLstmLayer(nn.Module):
             self.bias.zero_()
             bound = (6.0 / (self.cell_size + self.projection_size)) ** 0.5
             nn.init.uniform_(self.projection_weight, -bound, bound)
+
+    def _matmul_weights(self, matmul_dtype: torch.dtype, frozen: bool) -> Tuple[torch.Tensor, ...]:
+        """
+        The input, recurrent and projection weights in ``matmul_dtype`` (the products' dtype
+        under autocast). For inference with frozen weights the copies are kept and made again
+        only when a weight changes (its storage or its version, which every in-place write such
+        as ``load_state_dict`` moves): converting all of an Original biLM's weights took 4% of a
+        bfloat16 batch of 64 on a 2-core AMX Xeon, on every call. The copies take half the
+        float32 weights' memory, for as long as the layer lives.
+        """
+        weights = (self.input_weight, self.recurrent_weight, self.projection_weight)
+        if not frozen:
+            return tuple(weight.to(matmul_dtype) for weight in weights)
+        key = (matmul_dtype,) + tuple((weight.data_ptr(), weight._version) for weight in weights)
+        if self._matmul_weight_cache is None or self._matmul_weight_cache[0] != key:
+            with torch.no_grad():
+                copies = tuple(weight.to(matmul_dtype) for weight in weights)
+            self._matmul_weight_cache = (key, copies)
+        return self._matmul_weight_cache[1]
 
     def _effective_bias(self) -> torch.Tensor:
         offset = torch.zeros_like(self.bias)
@@ -132,25 +154,30 @@ class ProjectedLstmLayer(nn.Module):
         # The input half of every gate for all steps at once: one large matrix multiply instead
         # of one per step, and in training one for its gradient too (the recurrence's backward
         # returns the gradient of all steps' gates as one tensor).
-        input_gates = torch.addmm(self._effective_bias(), packed, self.input_weight)
-        # Under autocast (mixed-precision training) that multiply runs in the autocast dtype, and
-        # so do the recurrence's per-step multiplies: it gets the two weights in that dtype. Its
-        # states, gates and cell sums stay in the parameters' dtype, because the cell state
-        # accumulates over the steps (bfloat16 keeps 8 bits of mantissa).
-        dtype = self.recurrent_weight.dtype
-        input_gates, h, c = input_gates.to(dtype), h.to(dtype), c.to(dtype)
-        recurrent_weight, projection_weight = self.recurrent_weight, self.projection_weight
-        device_type = inputs.device.type
-        if torch.is_autocast_enabled(device_type):
-            matmul_dtype = torch.get_autocast_dtype(device_type)
-            recurrent_weight = recurrent_weight.to(matmul_dtype)
-            projection_weight = projection_weight.to(matmul_dtype)
-
         needs_gradient = torch.is_grad_enabled() and any(
             tensor.requires_grad
             for tensor in (inputs, h, c, self.input_weight, self.recurrent_weight,
                            self.bias, self.projection_weight)
         )
+        # Under autocast (mixed-precision training, bfloat16 inference) the products run in the
+        # autocast dtype: the input product below, and the recurrence's per-step products, for
+        # which it gets the two weights in that dtype. Its states, gates and cell sums stay in
+        # the parameters' dtype, because the cell state accumulates over the steps (bfloat16
+        # keeps 8 bits of mantissa).
+        dtype = self.recurrent_weight.dtype
+        input_weight, recurrent_weight, projection_weight = (
+            self.input_weight, self.recurrent_weight, self.projection_weight)
+        device_type = inputs.device.type
+        if torch.is_autocast_enabled(device_type):
+            input_weight, recurrent_weight, projection_weight = self._matmul_weights(
+                torch.get_autocast_dtype(device_type), frozen=not needs_gradient)
+        input_gates = torch.addmm(self._effective_bias(), packed, input_weight)
+        h, c = h.to(dtype), c.to(dtype)
+        # Inference on a CPU widens the input gates step by step instead (`_run_inference`
+        # says why); on a GPU, where a step's time is mostly its kernel launches, one more
+        # kernel per step would cost more than widening them all at once.
+        if needs_gradient or device_type != "cpu":
+            input_gates = input_gates.to(dtype)
         if needs_gradient:
             packed_output, h, c = ProjectedLstmRecurrence.apply(
                 input_gates, h, c, recurrent_weight, projection_weight, step_sizes,

@@ -44,6 +44,9 @@ def run_recurrence(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
             proj_clip,
         )
+    # The training loop adds each step's input gates in the state's dtype (see _run_inference
+    # for input gates given in the narrower products' dtype).
+    input_gates = input_gates.to(c0.dtype)
     return _run_stepwise(
         input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
         proj_clip, keep_for_backward=True,
@@ -156,11 +159,19 @@ def _run_inference(
     adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
     the last place: PyTorch's vectorized and scalar sigmoids differ. Kept apart, the outputs equal
     `_run_stepwise`'s to the bit, so validation in training computes what inference computes.)
+
+    ``input_gates`` may come in the products' narrower dtype (bfloat16, as the input product made
+    them under autocast) rather than the state's: each step then widens its rows into the work
+    buffer and adds the recurrent product there, in the state's dtype, which is the same
+    arithmetic as widening all of them first, to the bit. Why: on a CPU the widening of all steps
+    at once wrote a new float32 tensor of (positions, 4 x cell), and its page faults made it 167
+    of the 939 ms of an Original batch of 64 in bfloat16 (AMX Xeon, 2 threads,
+    ``benchmarks/embedding_profile.py --precision bfloat16``); a step's rows fit in the cache.
     """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
     mixed = matmul_dtype != c0.dtype
-    activations = input_gates.new_empty(batch_size, 4 * cell_size)
+    activations = c0.new_empty(batch_size, 4 * cell_size)
     cells = c0.new_empty(batch_size, cell_size)
     tanh_cells = c0.new_empty(batch_size, cell_size)
     hidden = c0.new_empty(batch_size, cell_size)
@@ -185,7 +196,11 @@ def _run_inference(
             o = gates[:, 3 * cell_size :]
             cell, tanh_cell, hidden_rows = cells[:rows], tanh_cells[:rows], hidden[:rows]
             view_rows = rows
-        if mixed:
+        if step_input.dtype != gates.dtype:
+            # gates = float(step_input) + float(h W): an addition in the state's dtype, as
+            # below (adding the two bfloat16 tensors would round the sum to bfloat16).
+            gates.copy_(step_input).add_(torch.mm(h.to(matmul_dtype), recurrent_weight))
+        elif mixed:
             torch.add(step_input, torch.mm(h.to(matmul_dtype), recurrent_weight), out=gates)
         else:
             torch.addmm(step_input, h, recurrent_weight, out=gates)

@@ -35,3 +35,72 @@ def test_the_inference_loop_equals_the_stepwise_loop(matmul_dtype, step_sizes, c
     if clips[0] is not None:
         assert float(got[0].abs().max()) == clips[1]
         assert float(got[2][: step_sizes[0]].abs().max()) <= clips[0]
+
+
+@pytest.mark.parametrize("step_sizes", [[4, 4, 4], [5, 5, 4, 2, 2, 1], [2]])
+def test_bfloat16_input_gates_are_widened_step_by_step_to_the_same_bits(step_sizes):
+    # On a CPU, inference under bfloat16 hands the loop the input gates as the bfloat16 input
+    # product made them; widening each step's rows must give what widening all of them first
+    # gave (an addition in float32, not a bfloat16 sum).
+    generator = torch.Generator().manual_seed(7)
+    batch, cell, projection = 6, 8, 5
+    input_gates = (2 * torch.randn(sum(step_sizes), 4 * cell, generator=generator)).bfloat16()
+    h0 = torch.randn(batch, projection, generator=generator)
+    c0 = torch.randn(batch, cell, generator=generator)
+    recurrent = torch.randn(projection, 4 * cell, generator=generator).bfloat16()
+    project = torch.randn(cell, projection, generator=generator).bfloat16()
+    rest = (h0, c0, recurrent, project, step_sizes, 1.0, 0.5)
+    expected = _run_inference(input_gates.float(), *rest)
+    got = _run_inference(input_gates, *rest)
+    for want, have in zip(expected[:3], got[:3]):
+        assert have.dtype == torch.float32 and torch.equal(have, want)
+    # What a bfloat16 sum would give differs, so the check above can fail.
+    bfloat16_sum = input_gates[: step_sizes[0]] + (h0[: step_sizes[0]].bfloat16() @ recurrent)
+    float32_sum = input_gates[: step_sizes[0]].float() + (h0[: step_sizes[0]].bfloat16() @ recurrent).float()
+    assert not torch.equal(bfloat16_sum.float(), float32_sum)
+
+
+def test_the_layer_hands_cpu_inference_bfloat16_input_gates_and_training_float32(monkeypatch):
+    from elmo_plugin.modules import projected_lstm
+    from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
+
+    seen = []
+    original = projected_lstm.run_recurrence
+    monkeypatch.setattr(projected_lstm, "run_recurrence",
+                        lambda gates, *rest, **kw: seen.append(gates.dtype) or original(gates, *rest, **kw))
+    layer = ProjectedLstmLayer(4, 8, 3)
+    inputs, mask = torch.randn(2, 5, 4), torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(inputs, mask)
+    with torch.no_grad():
+        layer(inputs, mask)
+    assert seen == [torch.bfloat16, torch.float32]
+
+
+def test_frozen_bfloat16_weights_are_converted_once_and_again_after_a_change():
+    from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
+
+    torch.manual_seed(3)
+    layer = ProjectedLstmLayer(4, 8, 3, cell_clip=1.0, proj_clip=0.5).requires_grad_(False)
+    inputs, mask = torch.randn(2, 5, 4), torch.ones(2, 5, dtype=torch.bool)
+
+    def run():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return layer(inputs, mask)[0]
+
+    first = run()
+    copies = layer._matmul_weight_cache[1]
+    assert [w.dtype for w in copies] == [torch.bfloat16] * 3
+    assert torch.equal(run(), first) and layer._matmul_weight_cache[1] is copies  # kept
+    # New weights (load_state_dict writes in place): converted again, and the output follows.
+    state = {name: value * 2 for name, value in layer.state_dict().items()}
+    fresh = ProjectedLstmLayer(4, 8, 3, cell_clip=1.0, proj_clip=0.5).requires_grad_(False)
+    fresh.load_state_dict(state)
+    layer.load_state_dict(state)
+    assert layer._matmul_weight_cache[1] is copies  # nothing converted yet
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = fresh(inputs, mask)[0]
+    assert torch.equal(run(), expected) and not torch.equal(expected, first)
+    assert layer._matmul_weight_cache[1] is not copies
+    assert torch.equal(layer._matmul_weight_cache[1][1], (2 * copies[1].float()).bfloat16())
+    assert "_matmul_weight_cache" not in str(list(layer.state_dict()))
