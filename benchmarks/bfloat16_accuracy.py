@@ -3,12 +3,13 @@ How far ``precision="bfloat16"`` moves the biLM's layers from float32, per layer
 absolute difference, and the cosine between each token's float32 and bfloat16 vectors (mean
 over tokens, and the worst token), on real English held-out sentences at their own lengths.
 
-    .venv/bin/python benchmarks/bfloat16_accuracy.py [--sizes golden small original]
-        [--sentences 256] [--batch-size 64] [--threads 0]
+    .venv/bin/python benchmarks/bfloat16_accuracy.py [--sizes golden small original DIR ...]
+        [--sentences 256] [--batch-size 64] [--threads 0] [--device cpu|cuda]
 
 ``golden`` is the trained biLM of AllenNLP's golden fixture (tests/fixtures/elmo_allennlp: tiny,
-trained with bilm-tf); ``small`` and ``original`` have random weights (bilm_sizes.py), as no
-trained model of those sizes is at hand. bfloat16 runs whether or not this CPU has it natively
+trained with bilm-tf); ``small`` and ``original`` have random weights (bilm_sizes.py); a
+directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export`` writes) is
+that trained biLM. bfloat16 runs whether or not the device has it natively
 (``InferencePrecision(native_only=False)``): on a CPU without it, emulated, which is slow but
 computes the same numbers. Only accuracy is measured here; speed is embedding_throughput.py's
 ``--precision bfloat16``.
@@ -30,6 +31,8 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "elmo_all
 
 
 def load_bilm(size: str, directory: str) -> ElmoBiLm:
+    if Path(size).is_dir():
+        return ElmoBiLm.from_files(Path(size) / "options.json", Path(size) / "weights.hdf5")
     if size == "golden":
         return ElmoBiLm.from_files(FIXTURE / "options.json", FIXTURE / "lm_weights.hdf5")
     return ElmoBiLm.from_files(*write_random_bilm(size, directory))
@@ -42,12 +45,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads (torch.set_num_threads); 0: torch's default")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    support = bfloat16_support("cpu")
-    print(f"# {describe_run()}; bfloat16 {'native' if support.native else 'emulated'} "
+    support = bfloat16_support(device)
+    print(f"# {describe_run(device)}; bfloat16 {'native' if support.native else 'emulated'} "
           f"({support.reason}); {args.sentences} held-out sentences at their own lengths, "
           f"batches of {args.batch_size}")
     print("| size | layer | max abs diff | largest abs value | mean cosine | worst-token cosine |")
@@ -57,10 +62,10 @@ def main() -> None:
     bfloat16 = InferencePrecision("bfloat16", native_only=False)
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
-            bilm = load_bilm(size, directory).eval()
+            bilm = load_bilm(size, directory).eval().to(device)
         differences, largest, cosines = None, None, None
         for start in range(0, len(sentences), args.batch_size):
-            ids = batch_to_ids(sentences[start : start + args.batch_size])
+            ids = batch_to_ids(sentences[start : start + args.batch_size]).to(device)
             with torch.no_grad():
                 expected = float32.run_bilm(bilm, ids)
                 got = bfloat16.run_bilm(bilm, ids)

@@ -2,7 +2,8 @@
 Where the time goes, ours against AllenNLP core's ``_ElmoBiLm``, under ``torch.profiler``.
 
     .venv/bin/python benchmarks/embedding_profile.py [--size original] [--batch-size 64]
-        [--tokens-per-sentence 20] [--training [--amp]] [--allocator default|keep]
+        [--tokens-per-sentence 20] [--training [--amp]] [--precision bfloat16]
+        [--allocator default|keep]
 
 Embedding (the default): one batch of each, each operator's own CPU time attributed to the part
 of the biLM it ran in (character encoder or LSTM) and split into matrix multiplies and everything
@@ -11,6 +12,8 @@ warm-up step), each operator's own CPU time by operator and input shapes, the la
 (backward runs outside the modules, so it is not attributed to parts); ``--amp`` runs both
 training steps in bfloat16 autocast. ``--allocator keep`` first applies the malloc settings of the
 training configs' ``keep_freed_memory`` callback (to both sides, as in ``training_throughput.py``).
+``--precision bfloat16``: embedding, ours in float32 against ours with ``precision="bfloat16"``
+(issue 28), by part and kind and then the operators that take the most time in bfloat16.
 Same weights and sentences as the throughput benchmarks. Profiler times include its own
 overhead; they explain a ratio, they do not replace the throughput runs.
 """
@@ -18,7 +21,7 @@ import argparse
 import sys
 import tempfile
 from collections import defaultdict
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -30,6 +33,7 @@ from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sente
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
+from elmo_plugin.modules.precision import InferencePrecision
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -51,12 +55,21 @@ def label(module: torch.nn.Module, name: str) -> None:
     module.register_forward_hook(leave)
 
 
-def profile_one(bilm: torch.nn.Module, ids: torch.Tensor) -> Dict[Tuple[str, str], float]:
-    """Self CPU milliseconds by (part, kind)."""
+def profile_one(bilm: torch.nn.Module, ids: torch.Tensor, precision: str = "float32"
+                ) -> Tuple[Dict[Tuple[str, str], float], List[Tuple[float, str, int, list]]]:
+    """
+    Self CPU milliseconds by (part, kind), and by operator and input shapes (ms, operator,
+    calls, shapes; the largest first), of ``bilm`` run in ``precision`` as `InferencePrecision`
+    runs it.
+    """
+    run = InferencePrecision(precision, native_only=False).run_bilm
     with torch.no_grad():
-        bilm(ids)  # warm-up
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            bilm(ids)
+        run(bilm, ids)  # warm-up
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            run(bilm, ids)
+    operators = sorted(
+        ((e.self_cpu_time_total / 1000.0, e.key, e.count, e.input_shapes)
+         for e in prof.key_averages(group_by_input_shape=True)), key=lambda row: -row[0])
     totals: Dict[Tuple[str, str], float] = defaultdict(float)
     for event in prof.events():
         if event.name in ("encoder", "lstm"):
@@ -69,7 +82,7 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor) -> Dict[Tuple[str, str
             parent = parent.cpu_parent
         kind = "matrix multiplies" if event.name in MATRIX_MULTIPLIES else "other operators"
         totals[(part, kind)] += event.self_cpu_time_total / 1000.0
-    return totals
+    return totals, operators
 
 
 def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int,
@@ -121,6 +134,8 @@ def main() -> None:
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
     parser.add_argument("--training", action="store_true")
     parser.add_argument("--amp", action="store_true", help="training in bfloat16 autocast")
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                        help="bfloat16: embedding in float32 against bfloat16 (ours only)")
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads (torch.set_num_threads); 0: torch's default")
     add_allocator_option(parser)
@@ -147,12 +162,19 @@ def main() -> None:
     label(theirs._token_embedder, "encoder")
     label(theirs._elmo_lstm, "lstm")
     ids = batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence))
-    ours_ms = profile_one(ours, ids)
-    theirs._elmo_lstm.reset_states()
-    theirs_ms = profile_one(theirs, ids)
+    ours_ms, _ = profile_one(ours, ids)
+    if args.precision == "bfloat16":
+        # The second column is ours in bfloat16 instead of AllenNLP's.
+        theirs_ms, operators = profile_one(ours, ids, "bfloat16")
+    else:
+        theirs._elmo_lstm.reset_states()
+        theirs_ms, _ = profile_one(theirs, ids)
     print(f"# {describe_run()}; {args.size}, batch {args.batch_size} x "
           f"{args.tokens_per_sentence or 'natural'} tokens")
-    print("| part | kind | ours ms | AllenNLP ms | AllenNLP / ours |")
+    if args.precision == "bfloat16":
+        print("| part | kind | float32 ms | bfloat16 ms | bfloat16 / float32 |")
+    else:
+        print("| part | kind | ours ms | AllenNLP ms | AllenNLP / ours |")
     print("|---|---|---:|---:|---:|")
     keys = sorted(set(ours_ms) | set(theirs_ms))
     for key in keys + [("total", "")]:
@@ -160,6 +182,13 @@ def main() -> None:
         b = sum(theirs_ms.values()) if key[0] == "total" else theirs_ms.get(key, 0.0)
         ratio = f"{b / a:.2f}" if a > 0 else "-"
         print(f"| {key[0]} | {key[1]} | {a:,.0f} | {b:,.0f} | {ratio} |", flush=True)
+    if args.precision == "bfloat16":
+        print("\nThe operators that take the most time in bfloat16:")
+        print("| operator | input shapes | calls | ms |")
+        print("|---|---|---:|---:|")
+        for ms, key, count, shapes in operators[:15]:
+            shown = ", ".join(str(list(shape)) for shape in shapes if shape)
+            print(f"| {key} | {shown} | {count} | {ms:,.1f} |")
 
 
 if __name__ == "__main__":

@@ -105,16 +105,24 @@ def train(
     threads: int,
     num_epochs: Optional[int] = None,
     seed: Optional[int] = None,
+    overrides: Optional[Dict] = None,
 ) -> None:
+    """
+    ``allennlp train`` of ``config_path`` into ``runs/config`` (its log ``runs/config.log``),
+    with ``threads`` torch threads, and ``num_epochs``, ``seed`` and any other ``overrides``
+    (AllenNLP's ``-o``, dotted keys) applied to the config.
+    """
     serialization_dir = runs / config
     if serialization_dir.exists():
         subprocess.run(["rm", "-rf", str(serialization_dir)], check=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     command = [
-        str(REPO / ".venv" / "bin" / "allennlp"), "train", str(config_path),
+        # This interpreter's allennlp, so that the script runs in any environment (a worktree,
+        # the GPU machine's carried packages), not only in the repository's .venv.
+        sys.executable, "-m", "allennlp", "train", str(config_path),
         "--include-package", "elmo_plugin", "-s", str(serialization_dir), "--file-friendly-logging",
     ]
-    overrides: Dict[str, int] = {}
+    overrides = dict(overrides or {})
     if num_epochs is not None:
         overrides["trainer.num_epochs"] = num_epochs
     if seed is not None:

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The project's runs on a GPU machine (../shared/gpu/README.md), one stage per device call, each
+# within the call's 10 minutes. First, here: `bash benchmarks/gpu/pack.sh` (makes .gpu/). Then,
+# through the device tool, carrying .gpu (and build/en_small/bilm for `accuracy`):
+#
+#   bash benchmarks/gpu/session.sh speed        # versions, the device tests, embedding and
+#                                               # training speed against AllenNLP core, the host
+#                                               # CPU's bfloat16, then the whole test suite
+#   bash benchmarks/gpu/session.sh downstream   # with the small biLM of make pretrain-small
+#                                               # (carried): the host CPU's bfloat16 speed,
+#                                               # issue 28's downstream check, bfloat16 accuracy
+#                                               # and clip use with the trained biLM
+#   bash benchmarks/gpu/session.sh profile      # where a training step's time goes on the GPU,
+#                                               # and bfloat16 embedding's on the host CPU; then
+#                                               # the tests named in $TESTS (default: all)
+#
+# Logs go to $OUT/logs.tar.gz (the device tool's output folder; build/gpu elsewhere), each step's
+# tail to stdout.
+set -u
+STAGE=${1:?usage: session.sh speed|downstream|profile}
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+OUTDIR=${OUT:-build/gpu}
+LOGS=$OUTDIR/logs
+mkdir -p "$LOGS"
+START=$(date +%s)
+python3 - <<'PY' || exit 1
+import pathlib, tarfile
+if not pathlib.Path("/tmp/site/allennlp").is_dir():
+    tarfile.open(".gpu/site312.tar.xz").extractall("/tmp/site")
+if not pathlib.Path("../shared/data/en/lm/heldout.txt").is_file():
+    tarfile.open(".gpu/data.tar.xz").extractall("../shared")
+PY
+export PYTHONPATH=/tmp/site:$PWD
+# The same paths for the interpreters that tests start with an environment of their own (as a
+# virtual environment with the plugin installed would have them): first on sys.path, before the
+# image's newer transformers, tokenizers and huggingface-hub.
+echo "import sys; sys.path[:0] = ['/tmp/site', '$PWD']" \
+  > "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/000-elmo-plugin-gpu.pth"
+
+step() {  # step NAME SECONDS COMMAND...: runs it with a time limit, its log in $LOGS
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name (at $(( $(date +%s) - START )) s, limit $limit s): $*"
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  grep -v -E '^\s*$|Warning|warn\(' "$LOGS/$name.log" | tail -n "${TAIL:-14}"
+  echo "=== $name rc=$rc after $(( $(date +%s) - START )) s"
+}
+finish() { tar -C "$OUTDIR" -czf "$OUTDIR/logs.tar.gz" logs && rm -rf "$LOGS"; }
+trap finish EXIT
+
+case "$STAGE" in
+speed)
+  TAIL=40 step info 120 bash -c '
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    lscpu | grep -E "Model name|^CPU\(s\)"; grep -o -w -E "avx512f|avx512_bf16|amx_bf16|amx_tile|avx2" /proc/cpuinfo | sort | uniq -c
+    python3 -c "import sys, torch; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"cudnn\", torch.backends.cudnn.version(), torch.cuda.get_device_name())"
+    python3 -c "import allennlp.modules.elmo, allennlp_models, elmo_plugin, spacy, transformers, h5py, numpy, scipy; print(\"imports ok\")"
+    python3 -m pip list 2>/dev/null | grep -i -E "^(torch|numpy|scipy|h5py|spacy|thinc|transformers|tokenizers|huggingface|pydantic|allennlp|nltk|cached|jsonnet|pytest) "'
+  TAIL=30 step test_device 240 python3 -m pytest -q -p no:cacheprovider -rs tests/modules/test_device.py
+  step embedding_gpu_cut20 200 python3 benchmarks/embedding_throughput.py --device cuda \
+    --sizes small original --batch-sizes 1 64 256 --precision bfloat16 --repeats 5
+  step embedding_gpu_natural 200 python3 benchmarks/embedding_throughput.py --device cuda \
+    --sizes original --batch-sizes 64 256 --tokens-per-sentence 0 --precision bfloat16 --repeats 5
+  step training_gpu_original 240 python3 benchmarks/training_throughput.py --device cuda \
+    --sizes original --batch-size 128 --tokens-per-sentence 20 --steps 5 --amp
+  step training_gpu_small 120 python3 benchmarks/training_throughput.py --device cuda \
+    --sizes small --batch-size 64 --tokens-per-sentence 0 --steps 5 --amp
+  if grep -q -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+    step embedding_cpu_bfloat16 240 taskset -c 0,1 python3 benchmarks/embedding_throughput.py \
+      --device cpu --threads 2 --sizes small original --batch-sizes 1 64 --precision bfloat16
+  fi
+  left=$(( 560 - ($(date +%s) - START) ))
+  TAIL=25 step tests $(( left > 60 ? left : 60 )) python3 -m pytest -q -p no:cacheprovider -n 12 \
+    -rfEs tests
+  ;;
+downstream)
+  # The small biLM trained here (make pretrain-small; carry build/en_small/bilm): pretraining it
+  # on the GPU is only about 1.4x as fast as on 2 CPU cores (BENCHMARKS.md, "On a GPU"). The task runs use
+  # the GPU and cores 4-15 while the CPU timings run on cores 0-1 (side by side in one process,
+  # so their ratios hold; their absolute times are no figure).
+  BILM=${BILM:-build/en_small/bilm}
+  ( trap - EXIT; TAIL=12 step downstream ${DOWNSTREAM_SECONDS:-400} taskset -c 4-15 python3 \
+      benchmarks/bfloat16_downstream.py --bilm "$BILM" --runs build/bfloat16_downstream \
+      --cuda-device 0 --jobs 4 --threads 2 --seeds 1 2 ) > "$LOGS/downstream.out" 2>&1 &
+  DOWNSTREAM=$!
+  if grep -q -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+    step embedding_cpu_bfloat16 150 taskset -c 0,1 python3 benchmarks/embedding_throughput.py \
+      --device cpu --threads 2 --sizes small original --batch-sizes 1 64 --precision bfloat16
+    step embedding_cpu_batch1 150 bash -c "cd benchmarks && taskset -c 0 python3 \
+      embedding_batch1.py --sizes small original --rounds 15 --threads 1"
+  fi
+  wait $DOWNSTREAM
+  cat "$LOGS/downstream.out"
+  mkdir -p "$LOGS/downstream_runs"
+  for run in build/bfloat16_downstream/*/; do
+    name=$(basename "$run")
+    cp "$run/metrics.json" "$LOGS/downstream_runs/$name.metrics.json" 2>/dev/null
+    cp "$run/test_bfloat16.json" "$LOGS/downstream_runs/$name.test_bfloat16.json" 2>/dev/null
+  done
+  grep -h -E "precision bfloat16|Epoch duration|training_duration" build/bfloat16_downstream/*.log \
+    > "$LOGS/downstream_runs/log_lines.txt" 2>/dev/null
+  TAIL=20 step accuracy 90 python3 benchmarks/bfloat16_accuracy.py --device cuda \
+    --sizes golden small original "$BILM"
+  step clips 60 python3 benchmarks/clip_binding.py "$BILM" tests/fixtures/elmo_allennlp \
+    --device cuda
+  left=$(( 560 - ($(date +%s) - START) ))
+  TAIL=8 step tests_again $(( left > 30 ? left : 30 )) python3 -m pytest -q -p no:cacheprovider \
+    -n 4 -rfEs ${TESTS:-tests/model_files/test_elmoformanylangs.py tests/commands/test_elmo.py}
+  ;;
+profile)
+  TAIL=45 step profile_gpu_training 150 python3 benchmarks/gpu/training_step_profile.py \
+    --size original --batch-size 128
+  TAIL=30 step profile_gpu_training_amp 150 python3 benchmarks/gpu/training_step_profile.py \
+    --size original --batch-size 128 --amp
+  if grep -q -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+    TAIL=30 step profile_cpu_bfloat16 200 taskset -c 0,1 python3 benchmarks/embedding_profile.py \
+      --size original --batch-size 64 --precision bfloat16 --threads 2
+  fi
+  left=$(( 560 - ($(date +%s) - START) ))
+  TAIL=25 step tests_again $(( left > 60 ? left : 60 )) python3 -m pytest -q -p no:cacheprovider \
+    -n 8 -rfEs ${TESTS:-tests}
+  ;;
+*) echo "unknown stage $STAGE" >&2; exit 2 ;;
+esac
