@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's runs on a GPU machine (../shared/gpu/README.md), one stage per device call, each
 # within the call's 10 minutes. First, here: `bash benchmarks/gpu/pack.sh` (makes .gpu/). Then,
-# through the device tool, carrying .gpu (and build/en_small/bilm for `accuracy`):
+# through the device tool, carrying .gpu (and build/en_small/bilm for `downstream` and `tasks`):
 #
 #   bash benchmarks/gpu/session.sh speed        # versions, the device tests, embedding and
 #                                               # training speed against AllenNLP core, the host
@@ -10,6 +10,9 @@
 #                                               # (carried): the host CPU's bfloat16 speed,
 #                                               # issue 28's downstream check, bfloat16 accuracy
 #                                               # and clip use with the trained biLM
+#   bash benchmarks/gpu/session.sh tasks        # only the downstream check (DOWNSTREAM_EPOCHS,
+#                                               # DOWNSTREAM_SECONDS; 4 runs at once took 3.6
+#                                               # min per epoch on an H200)
 #   bash benchmarks/gpu/session.sh profile      # where a training step's time goes on the GPU,
 #                                               # and bfloat16 embedding's on the host CPU; then
 #                                               # the tests named in $TESTS (default: all)
@@ -17,7 +20,7 @@
 # Logs go to $OUT/logs.tar.gz (the device tool's output folder; build/gpu elsewhere), each step's
 # tail to stdout.
 set -u
-STAGE=${1:?usage: session.sh speed|downstream|profile}
+STAGE=${1:?usage: session.sh speed|downstream|tasks|profile}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUTDIR=${OUT:-build/gpu}
 LOGS=$OUTDIR/logs
@@ -47,6 +50,16 @@ step() {  # step NAME SECONDS COMMAND...: runs it with a time limit, its log in 
   echo "=== $name rc=$rc after $(( $(date +%s) - START )) s"
 }
 finish() { tar -C "$OUTDIR" -czf "$OUTDIR/logs.tar.gz" logs && rm -rf "$LOGS"; }
+collect_task_runs() {  # the task runs' metrics and key log lines, into the logs
+  mkdir -p "$LOGS/downstream_runs"
+  for run in build/bfloat16_downstream/*/; do
+    name=$(basename "$run")
+    cp "$run/metrics.json" "$LOGS/downstream_runs/$name.metrics.json" 2>/dev/null
+    cp "$run/test_bfloat16.json" "$LOGS/downstream_runs/$name.test_bfloat16.json" 2>/dev/null
+  done
+  grep -h -E "precision bfloat16|Epoch duration|training_duration" build/bfloat16_downstream/*.log \
+    > "$LOGS/downstream_runs/log_lines.txt" 2>/dev/null
+}
 trap finish EXIT
 
 case "$STAGE" in
@@ -80,9 +93,10 @@ downstream)
   # the GPU and cores 4-15 while the CPU timings run on cores 0-1 (side by side in one process,
   # so their ratios hold; their absolute times are no figure).
   BILM=${BILM:-build/en_small/bilm}
-  ( trap - EXIT; TAIL=12 step downstream ${DOWNSTREAM_SECONDS:-400} taskset -c 4-15 python3 \
+  ( trap - EXIT; TAIL=12 step downstream ${DOWNSTREAM_SECONDS:-420} taskset -c 4-15 python3 \
       benchmarks/bfloat16_downstream.py --bilm "$BILM" --runs build/bfloat16_downstream \
-      --cuda-device 0 --jobs 4 --threads 2 --seeds 1 2 ) > "$LOGS/downstream.out" 2>&1 &
+      --cuda-device 0 --jobs 4 --threads 2 --seeds 1 2 --num-epochs ${DOWNSTREAM_EPOCHS:-2} \
+    ) > "$LOGS/downstream.out" 2>&1 &
   DOWNSTREAM=$!
   if grep -q -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo; then
     step embedding_cpu_bfloat16 150 taskset -c 0,1 python3 benchmarks/embedding_throughput.py \
@@ -92,14 +106,7 @@ downstream)
   fi
   wait $DOWNSTREAM
   cat "$LOGS/downstream.out"
-  mkdir -p "$LOGS/downstream_runs"
-  for run in build/bfloat16_downstream/*/; do
-    name=$(basename "$run")
-    cp "$run/metrics.json" "$LOGS/downstream_runs/$name.metrics.json" 2>/dev/null
-    cp "$run/test_bfloat16.json" "$LOGS/downstream_runs/$name.test_bfloat16.json" 2>/dev/null
-  done
-  grep -h -E "precision bfloat16|Epoch duration|training_duration" build/bfloat16_downstream/*.log \
-    > "$LOGS/downstream_runs/log_lines.txt" 2>/dev/null
+  collect_task_runs
   TAIL=20 step accuracy 90 python3 benchmarks/bfloat16_accuracy.py --device cuda \
     --sizes golden small original "$BILM"
   step clips 60 python3 benchmarks/clip_binding.py "$BILM" tests/fixtures/elmo_allennlp \
@@ -107,6 +114,13 @@ downstream)
   left=$(( 560 - ($(date +%s) - START) ))
   TAIL=8 step tests_again $(( left > 30 ? left : 30 )) python3 -m pytest -q -p no:cacheprovider \
     -n 4 -rfEs ${TESTS:-tests/model_files/test_elmoformanylangs.py tests/commands/test_elmo.py}
+  ;;
+tasks)
+  # Only issue 28's downstream check (what `downstream` runs first), for a call of its own.
+  TAIL=12 step downstream ${DOWNSTREAM_SECONDS:-420} python3 benchmarks/bfloat16_downstream.py \
+    --bilm "${BILM:-build/en_small/bilm}" --runs build/bfloat16_downstream --cuda-device 0 \
+    --jobs 4 --threads 3 --seeds 1 2 --num-epochs ${DOWNSTREAM_EPOCHS:-2}
+  collect_task_runs
   ;;
 profile)
   TAIL=45 step profile_gpu_training 150 python3 benchmarks/gpu/training_step_profile.py \

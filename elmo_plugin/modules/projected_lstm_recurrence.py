@@ -164,9 +164,10 @@ def _run_inference(
     them under autocast) rather than the state's: each step then widens its rows into the work
     buffer and adds the recurrent product there, in the state's dtype, which is the same
     arithmetic as widening all of them first, to the bit. Why: on a CPU the widening of all steps
-    at once wrote a new float32 tensor of (positions, 4 x cell), and its page faults made it 167
-    of the 939 ms of an Original batch of 64 in bfloat16 (AMX Xeon, 2 threads,
-    ``benchmarks/embedding_profile.py --precision bfloat16``); a step's rows fit in the cache.
+    at once, into a newly allocated float32 tensor of (positions, 4 x cell), took 167 of the 939
+    ms of an Original batch of 64 in bfloat16 (AMX Xeon, 2 threads,
+    ``benchmarks/embedding_profile.py --precision bfloat16``), most likely in first-touch page
+    faults of its 92 MB per layer and direction; a step's rows go into a buffer in the cache.
     """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
