@@ -28,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import numpy as np
 import torch
+from allennlp.common import Params
 
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
-from task_gains import METRIC, REPO, TASKS, config_file, read_run, train
+from task_gains import METRIC, REPO, TASKS, config_file, mean_std, read_run, train
 
 NATIVE_LINE = "precision bfloat16: the biLM's products in bfloat16"
 PRECISION_KEY = "model.text_field_embedder.token_embedders.elmo.precision"
@@ -62,13 +62,6 @@ def evaluate_in_bfloat16(runs: Path, name: str, test_file: str, cuda_device: int
     return json.loads(output.read_text())
 
 
-def mean_std(values: List[float]) -> str:
-    if not values:
-        return "-"
-    std = float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
-    return f"{np.mean(values):.2f} ± {std:.2f} ({len(values)})"
-
-
 def main() -> Optional[int]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bilm", type=Path, required=True)
@@ -88,10 +81,7 @@ def main() -> Optional[int]:
     key, label = METRIC[args.task]
     args.runs.mkdir(parents=True, exist_ok=True)
     config = config_file(args.task, "elmo", args.runs, args.bilm)
-    test_file = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json, sys; from allennlp.common import Params; "
-         "print(json.dumps(Params.from_file(sys.argv[1]).as_dict()['test_data_path']))",
-         str(config)], cwd=REPO, check=True, capture_output=True, text=True).stdout)
+    test_file = Params.from_file(str(config)).as_dict()["test_data_path"]
     if not args.table_only:
         if not support.native:
             sys.exit(f"bfloat16 is not native on {device} ({support.reason}): the bfloat16 runs "
@@ -137,7 +127,8 @@ def main() -> Optional[int]:
             if value is not None:
                 column.append(100 * value)
         print(f"| {seed} | " + " | ".join("-" if v is None else f"{100 * v:.2f}" for v in cells) + " |")
-    print("| mean ± std | " + " | ".join(mean_std(column) for column in columns) + " |")
+    print("| mean ± std | " + " | ".join(mean_std(column) if column else "-" for column in columns)
+          + " |")
     return None
 
 

@@ -43,13 +43,14 @@ def write_random_bilm(size: str, directory: str) -> Tuple[str, str]:
     return written["options"], written["weights"]
 
 
-def load_sentences(count: int, length: int, skip: int = 0) -> List[List[str]]:
+def load_sentences(count: int, length: int, skip: int = 0, path: Path = DATA) -> List[List[str]]:
     """
-    ``count`` sentences of at least ``length`` tokens from the held-out file, cut to ``length``;
-    with ``length`` 0, ``count`` consecutive sentences at their own lengths (real padding).
+    ``count`` sentences of at least ``length`` tokens from the held-out file (or ``path``: one
+    tokenized sentence per line), cut to ``length``; with ``length`` 0, ``count`` consecutive
+    non-empty sentences at their own lengths (real padding).
     """
     sentences = []
-    with open(DATA, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8") as handle:
         for line in handle:
             tokens = line.split()
             if len(tokens) >= max(length, 1):

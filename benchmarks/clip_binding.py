@@ -21,11 +21,11 @@ import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import torch
 
-from bilm_sizes import DATA
+from bilm_sizes import DATA, load_sentences
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules import projected_lstm
@@ -74,17 +74,6 @@ class ClipCounter:
         return clipped_outputs, h, c, ()
 
 
-def read_sentences(path: Path, count: int) -> List[List[str]]:
-    sentences = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.split():
-                sentences.append(line.split())
-            if len(sentences) == count:
-                break
-    return sentences
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", type=Path)
@@ -94,7 +83,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
     device = torch.device(args.device)
-    sentences = read_sentences(args.data, args.sentences)
+    sentences = load_sentences(args.sentences, 0, path=args.data)
     print(f"# {describe_run(device)}; {len(sentences)} sentences of {args.data.name} at their "
           f"own lengths")
     print("| model | layer | cell_clip | positions with a cell clipped | cell values clipped "

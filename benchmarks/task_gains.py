@@ -179,6 +179,12 @@ def minutes(seconds: Optional[float]) -> str:
     return "-" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def mean_std(scores: List[float]) -> str:
+    """``mean ± sample std (n)`` of scores, to two decimals (std nan for a single score)."""
+    std = float(np.std(scores, ddof=1)) if len(scores) > 1 else float("nan")
+    return f"{np.mean(scores):.2f} ± {std:.2f} ({len(scores)})"
+
+
 def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
     """
     Mean ± sample standard deviation over the seeds' runs (``TASK[_elmo]_seedN``); where
@@ -202,8 +208,7 @@ def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
             seconds = [m["wall_seconds"] for m in found if m is not None]
             raw.append(scores)
             if scores:
-                std = float(np.std(scores, ddof=1)) if len(scores) > 1 else float("nan")
-                cells.append(f"{np.mean(scores):.2f} ± {std:.2f} ({len(scores)})")
+                cells.append(mean_std(scores))
             else:
                 cells.append("-")
             walls.append(minutes(float(np.mean(seconds))) if seconds else "-")

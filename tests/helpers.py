@@ -202,6 +202,27 @@ def config_calling(path: Path, config: Path, **arguments: Any) -> Path:
     return Path(path)
 
 
+def run_elmo(*arguments, model_files: bool = True) -> int:
+    """
+    Parses ``allennlp elmo ARGUMENTS`` (plus the golden fixture's model files unless
+    ``model_files`` is False) with the command's own parser and runs it in-process; returns the
+    exit status.
+    """
+    from elmo_plugin.commands.elmo import ElmoCommand
+
+    parser = ArgumentParserWithDefaults(prog="allennlp")
+    ElmoCommand().add_subparser(parser.add_subparsers())
+    argv = ["elmo"] + [str(argument) for argument in arguments]
+    if model_files:
+        argv += ["--options-file", str(FIXTURE_OPTIONS), "--weight-file", str(FIXTURE_WEIGHTS)]
+    try:
+        args = parser.parse_args(argv)
+        args.func(args)
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else 1
+    return 0
+
+
 def run_export(*arguments) -> int:
     """``allennlp elmo-export ARGUMENTS`` through the command's own parser, in-process."""
     parser = ArgumentParserWithDefaults(prog="allennlp")
@@ -228,6 +249,19 @@ def write_serialization_directory(directory: Path, model: Any, config: Dict[str,
     (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
     archive_model(str(directory))
     return directory
+
+
+def record_bfloat16_autocast(module: torch.nn.Module) -> List[bool]:
+    """Whether each later call of ``module`` ran under the CPU's bfloat16 autocast, in order."""
+    states: List[bool] = []
+
+    def hook(_module, _inputs):
+        states.append(
+            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        )
+
+    module.register_forward_pre_hook(hook)
+    return states
 
 
 def write_lines(path: Path, lines: List[str]) -> Path:

@@ -23,7 +23,7 @@ from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
 from elmo_plugin.data.vocabulary import build_lm_vocabulary
 from tests.helpers import REPO_ROOT
-from tests.commands.test_elmo import run_elmo
+from tests.helpers import run_elmo
 
 pytest.importorskip("mecab_ko")
 pytestmark = pytest.mark.usefixtures("single_thread")

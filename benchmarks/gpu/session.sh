@@ -89,7 +89,7 @@ speed)
   ;;
 downstream)
   # The small biLM trained here (make pretrain-small; carry build/en_small/bilm): pretraining it
-  # on the GPU is only about 1.4x as fast as on 2 CPU cores (BENCHMARKS.md, "On a GPU"). The task runs use
+  # on the GPU gains little (README, "On a GPU"). The task runs use
   # the GPU and cores 4-15 while the CPU timings run on cores 0-1 (side by side in one process,
   # so their ratios hold; their absolute times are no figure).
   BILM=${BILM:-build/en_small/bilm}

@@ -17,15 +17,13 @@ import h5py
 import numpy as np
 import pytest
 
-from allennlp.commands import ArgumentParserWithDefaults
 from allennlp.common import logging as common_logging
 from cached_path import resource_to_filename
 
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
-from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from tests.helpers import FIXTURES, REPO_ROOT, read_output, write_lines
+from tests.helpers import FIXTURES, REPO_ROOT, read_output, run_elmo, write_lines
 from tests.model_server import (
     DROPPED,
     HTML_PAGE,
@@ -56,25 +54,6 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 @pytest.fixture(scope="module")
 def embedder() -> ElmoEmbedder:
     return ElmoEmbedder(OPTIONS_FILE, WEIGHT_FILE)
-
-
-def run_elmo(*arguments, model_files: bool = True) -> int:
-    """
-    Parses ``allennlp elmo ARGUMENTS`` (plus the fixture model's files unless ``model_files`` is
-    False) with the command's own parser and runs it in-process; returns the exit status.
-    """
-    parser = ArgumentParserWithDefaults(prog="allennlp")
-    subparsers = parser.add_subparsers()
-    ElmoCommand().add_subparser(subparsers)
-    argv = ["elmo"] + [str(argument) for argument in arguments]
-    if model_files:
-        argv += MODEL_ARGS
-    try:
-        args = parser.parse_args(argv)
-        args.func(args)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else 1
-    return 0
 
 
 @pytest.mark.parametrize("mode", ["--all", "--top", "--average"])

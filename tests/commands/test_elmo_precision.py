@@ -8,11 +8,9 @@ import logging
 
 import numpy as np
 import pytest
-from allennlp.commands import ArgumentParserWithDefaults
 
-from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.common import hardware
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, read_output, write_lines
+from tests.helpers import read_output, run_elmo, write_lines
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -22,20 +20,6 @@ LINES = [
     "ELMo vectors depend on context , not only on the word .",
     "one",
 ]
-
-
-def run_elmo(*arguments) -> int:
-    """``allennlp elmo ARGUMENTS`` on the fixture model, in-process; the exit status."""
-    parser = ArgumentParserWithDefaults(prog="allennlp")
-    ElmoCommand().add_subparser(parser.add_subparsers())
-    argv = ["elmo"] + [str(argument) for argument in arguments]
-    argv += ["--options-file", str(FIXTURE_OPTIONS), "--weight-file", str(FIXTURE_WEIGHTS)]
-    try:
-        args = parser.parse_args(argv)
-        args.func(args)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else 1
-    return 0
 
 
 @pytest.mark.parametrize("native", [True, False])

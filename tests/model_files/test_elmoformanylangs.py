@@ -236,7 +236,7 @@ def test_its_embedder_is_stateful_ours_is_not(model_dirs):
 
 @pytest.mark.parametrize("variant", ["words", "no_words"])
 def test_allennlp_elmo_command_with_the_model_directory(model_dirs, tmp_path, variant):
-    from tests.commands.test_elmo import read_output, run_elmo
+    from tests.helpers import read_output, run_elmo
 
     input_file = tmp_path / "in.txt"
     input_file.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
@@ -345,7 +345,7 @@ def test_a_missing_file_is_named(model_dirs, tmp_path, name):
 
 
 def test_the_command_reports_a_missing_weight_file_in_one_line(model_dirs, tmp_path, capsys):
-    from tests.commands.test_elmo import run_elmo
+    from tests.helpers import run_elmo
 
     directory = _copy_model(model_dirs["no_words"], tmp_path / "model")
     (directory / "encoder.pkl").unlink()

@@ -23,7 +23,8 @@ from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates
-from tests.helpers import FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_, write_serialization_directory
+from tests.helpers import (FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_, record_bfloat16_autocast,
+                           write_serialization_directory)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -337,25 +338,12 @@ def cpu_with(monkeypatch):
     return set_flags
 
 
-def record_autocast(model: ElmoLanguageModel) -> List[bool]:
-    """Whether each forward pass of the model's biLM ran in bfloat16 autocast, in order."""
-    states: List[bool] = []
-
-    def hook(module, inputs):
-        states.append(
-            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        )
-
-    model.bilm.register_forward_pre_hook(hook)
-    return states
-
-
 def test_mixed_precision_trains_in_bfloat16_and_evaluates_in_float32(vocab, cpu_with, caplog):
     cpu_with(BFLOAT16_CPU)
     model = make_model(vocab, num_samples=4)
     mixed = copy.deepcopy(model)
     mixed._mixed_precision = True
-    autocast = record_autocast(mixed)
+    autocast = record_bfloat16_autocast(mixed.bilm)
     tensors = sentence_tensors(vocab, SENTENCES + MORE_SENTENCES)
     with torch.no_grad():
         assert torch.equal(model(**tensors)["loss"], mixed(**tensors)["loss"])
@@ -396,7 +384,7 @@ def test_mixed_precision_without_native_bfloat16_warns_once_and_trains_in_float3
     model = make_model(vocab, num_samples=4)
     mixed = copy.deepcopy(model)
     mixed._mixed_precision = True
-    autocast = record_autocast(mixed)
+    autocast = record_bfloat16_autocast(mixed.bilm)
     tensors = sentence_tensors(vocab, SENTENCES + MORE_SENTENCES)
     with caplog.at_level(logging.INFO, logger=MODEL_LOGGER):
         with torch.no_grad():

@@ -12,16 +12,15 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from allennlp.commands import ArgumentParserWithDefaults
 from allennlp.commands.train import train_model
 from allennlp.common import Params
 from allennlp.models.archival import load_archive
 
-from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.models.task_model_bilm import elmo_bilms
 from elmo_plugin.modules.bilm import ElmoBiLm
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files, run_export
+from tests.helpers import (FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files, run_elmo,
+                           run_export)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -72,14 +71,6 @@ def two_elmo_archive(tmp_path_factory) -> Path:
     return root / "run" / "model.tar.gz"
 
 
-def run_elmo(*arguments) -> int:
-    parser = ArgumentParserWithDefaults(prog="allennlp")
-    ElmoCommand().add_subparser(parser.add_subparsers())
-    args = parser.parse_args(["elmo"] + [str(argument) for argument in arguments])
-    args.func(args)
-    return 0
-
-
 def test_several_embedders_and_no_name_is_an_error_listing_them(two_elmo_archive, tmp_path, capsys):
     assert run_export(two_elmo_archive, tmp_path / "out") == 1
     error = capsys.readouterr().err
@@ -105,7 +96,7 @@ def test_the_named_fine_tuned_bilm_round_trips_through_allennlp_elmo(
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
     vectors = tmp_path / "vectors.hdf5"
-    assert run_elmo(sentences, vectors, "--all", "--model", out) == 0
+    assert run_elmo(sentences, vectors, "--all", "--model", out, model_files=False) == 0
     capsys.readouterr()
 
     bilm = elmo_bilms(load_archive(str(two_elmo_archive), cuda_device=-1).model)[NAMES[1]].eval()

@@ -24,7 +24,7 @@ from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.precision import InferencePrecision, check_precision
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES, record_bfloat16_autocast
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -75,19 +75,6 @@ def golden_sentences() -> List[List[List[str]]]:
     return [[rows[k][i].split() for k in range(3)] for i in range(len(rows[0]))]
 
 
-def record_autocast(bilm: ElmoBiLm) -> List[bool]:
-    """Whether each call of the biLM's character encoder ran under bfloat16 autocast."""
-    states: List[bool] = []
-
-    def hook(module, inputs):
-        states.append(
-            torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        )
-
-    bilm.character_encoder.register_forward_pre_hook(hook)
-    return states
-
-
 def assert_within_bfloat16_rounding(expected: torch.Tensor, got: torch.Tensor, mask) -> None:
     """Per layer of ``(batch, layers, time, dim)``: the bounds of the module's comment."""
     assert got.dtype == torch.float32
@@ -117,7 +104,7 @@ def test_with_native_bfloat16_the_embedder_computes_in_bfloat16_close_to_float32
             "AVX512-BF16 instructions)",
         )
     ]
-    autocast = record_autocast(embedder.elmo_bilm)
+    autocast = record_bfloat16_autocast(embedder.elmo_bilm.character_encoder)
     batch = [sentence for batch in golden_sentences for sentence in batch]
     expected, expected_mask = reference.batch_to_embeddings(batch)
     got, mask = embedder.batch_to_embeddings(batch)
@@ -154,7 +141,7 @@ def test_without_native_bfloat16_one_warning_and_exactly_float32(cpu_with, golde
     with caplog.at_level(logging.INFO, logger=PRECISION_LOGGER):
         embedder = ElmoEmbedder(FIXTURE_OPTIONS, FIXTURE_WEIGHTS, precision="bfloat16")
         assert embedder.precision == "float32"
-        autocast = record_autocast(embedder.elmo_bilm)
+        autocast = record_bfloat16_autocast(embedder.elmo_bilm.character_encoder)
         for batch in golden_sentences[:4]:
             expected = reference.embed_batch(batch)
             got = embedder.embed_batch(batch)

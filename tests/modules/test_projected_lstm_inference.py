@@ -61,20 +61,34 @@ def test_bfloat16_input_gates_are_widened_step_by_step_to_the_same_bits(step_siz
 
 
 def test_the_layer_hands_cpu_inference_bfloat16_input_gates_and_training_float32(monkeypatch):
+    # Under bfloat16 autocast on a CPU: inference gets the input product's bfloat16 gates (its
+    # loop widens them step by step); training's recurrence gets them in float32, as before.
     from elmo_plugin.modules import projected_lstm
     from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
 
     seen = []
-    original = projected_lstm.run_recurrence
-    monkeypatch.setattr(projected_lstm, "run_recurrence",
-                        lambda gates, *rest, **kw: seen.append(gates.dtype) or original(gates, *rest, **kw))
+    inference, training = projected_lstm.run_recurrence, projected_lstm.ProjectedLstmRecurrence
+
+    class RecordingRecurrence:
+        @staticmethod
+        def apply(gates, *rest):
+            seen.append(("training", gates.dtype))
+            return training.apply(gates, *rest)
+
+    def recording_inference(gates, *rest, **kwargs):
+        seen.append(("inference", gates.dtype))
+        return inference(gates, *rest, **kwargs)
+
+    monkeypatch.setattr(projected_lstm, "run_recurrence", recording_inference)
+    monkeypatch.setattr(projected_lstm, "ProjectedLstmRecurrence", RecordingRecurrence)
     layer = ProjectedLstmLayer(4, 8, 3)
     inputs, mask = torch.randn(2, 5, 4), torch.ones(2, 5, dtype=torch.bool)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        layer(inputs, mask)
-    with torch.no_grad():
-        layer(inputs, mask)
-    assert seen == [torch.bfloat16, torch.float32]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad():
+            layer(inputs, mask)
+        layer(inputs, mask)[0].sum().backward()
+    assert seen == [("inference", torch.bfloat16), ("training", torch.float32)]
+    assert layer.input_weight.grad is not None
 
 
 def test_frozen_bfloat16_weights_are_converted_once_and_again_after_a_change():
