@@ -11,6 +11,7 @@ from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
 from elmo_plugin.modules import small_batch_linear
+from elmo_plugin.modules.autocast_weight_copies import AutocastWeightCopies, autocast_dtype
 
 # The +1-shifted id of bilm-tf's padding character, which fills every token's ids after its
 # end-of-word marker.
@@ -54,6 +55,22 @@ class _MaxOverWindows(torch.autograd.Function):
         return gradient.new_zeros(ctx.shape).scatter_(1, first.unsqueeze(1), gradient.unsqueeze(1))
 
 
+def frozen_autocast_weights(
+    weights: List[torch.Tensor], copies: AutocastWeightCopies, inputs: torch.Tensor
+) -> Optional[Tuple[torch.Tensor, ...]]:
+    """
+    ``weights`` in autocast's dtype, kept in ``copies`` between calls, when ``inputs``' device
+    runs under autocast and the weights are frozen (no gradient will be asked of them); None
+    otherwise, where the caller multiplies by the weights themselves.
+    """
+    dtype = autocast_dtype(inputs)
+    if dtype is None or (
+        torch.is_grad_enabled() and any(weight.requires_grad for weight in weights)
+    ):
+        return None
+    return copies.get(weights, dtype, frozen=True)
+
+
 class Highway(nn.Module):
     """
     bilm-tf's highway layers: ``g * relu(x W_t + b_t) + (1 - g) * x`` with
@@ -69,11 +86,21 @@ class Highway(nn.Module):
         super().__init__()
         self.dim = dim
         self.layers = nn.ModuleList([nn.Linear(dim, 2 * dim) for _ in range(num_layers)])
+        # The layers' weights in autocast's dtype for frozen inference (Original's two layers:
+        # 64 MB of float32 converted on every bfloat16 call otherwise); not in the state dict.
+        self._autocast_weight_copies = AutocastWeightCopies()
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        weights = frozen_autocast_weights(
+            [layer.weight for layer in self.layers], self._autocast_weight_copies, inputs
+        )
         x = inputs
-        for layer in self.layers:
-            transform, gate = small_batch_linear.linear(x, layer).chunk(2, dim=-1)
+        for index, layer in enumerate(self.layers):
+            if weights is None:
+                product = small_batch_linear.linear(x, layer)
+            else:
+                product = nn.functional.linear(x, weights[index], layer.bias)
+            transform, gate = product.chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(transform) + (1.0 - gate) * x
         return x
@@ -155,6 +182,8 @@ class CharacterEncoder(nn.Module):
         self.projection: Optional[nn.Linear] = (
             nn.Linear(projection_input_dim, projection_dim) if project else None
         )
+        # The projection's weight in autocast's dtype for frozen inference; not in the state dict.
+        self._autocast_weight_copies = AutocastWeightCopies()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -319,5 +348,11 @@ class CharacterEncoder(nn.Module):
             # columns belong to it (ELMoForManyLangs' ConvTokenEmbedder concatenates so).
             token = torch.cat([self.word_embedding(word_ids), token], dim=-1)
         if self.projection is not None:
-            token = self.projection(token)
+            weights = frozen_autocast_weights(
+                [self.projection.weight], self._autocast_weight_copies, token
+            )
+            if weights is None:
+                token = self.projection(token)
+            else:
+                token = nn.functional.linear(token, weights[0], self.projection.bias)
         return token

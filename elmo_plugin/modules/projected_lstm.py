@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import nn
 
+from elmo_plugin.modules.autocast_weight_copies import AutocastWeightCopies
 from elmo_plugin.modules.projected_lstm_recurrence import ProjectedLstmRecurrence, run_recurrence
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
@@ -61,9 +62,9 @@ class ProjectedLstmLayer(nn.Module):
         self.recurrent_weight = nn.Parameter(torch.empty(projection_size, 4 * cell_size))
         self.bias = nn.Parameter(torch.empty(4 * cell_size))
         self.projection_weight = nn.Parameter(torch.empty(cell_size, projection_size))
-        # (key, weights): the three weights in a narrower dtype for frozen inference under
-        # autocast (`_matmul_weights`); not a buffer, so not in the state dict.
-        self._matmul_weight_cache: Optional[tuple] = None
+        # The three weights in autocast's dtype for frozen inference (`_matmul_weights`); not
+        # a buffer, so not in the state dict.
+        self._matmul_weight_copies = AutocastWeightCopies()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -80,21 +81,12 @@ class ProjectedLstmLayer(nn.Module):
     def _matmul_weights(self, matmul_dtype: torch.dtype, frozen: bool) -> Tuple[torch.Tensor, ...]:
         """
         The input, recurrent and projection weights in ``matmul_dtype`` (the products' dtype
-        under autocast). For inference with frozen weights the copies are kept and made again
-        only when a weight changes (its storage or its version, which every in-place write such
-        as ``load_state_dict`` moves): converting all of an Original biLM's weights took 4% of a
-        bfloat16 batch of 64 on a 2-core AMX Xeon, on every call. The copies take half the
-        float32 weights' memory, for as long as the layer lives.
+        under autocast); for inference with frozen weights, copies kept between calls
+        (`AutocastWeightCopies`: converting all of an Original biLM's LSTM weights took 4% of a
+        bfloat16 batch of 64 on a 2-core AMX Xeon, on every call).
         """
         weights = (self.input_weight, self.recurrent_weight, self.projection_weight)
-        if not frozen:
-            return tuple(weight.to(matmul_dtype) for weight in weights)
-        key = (matmul_dtype,) + tuple((weight.data_ptr(), weight._version) for weight in weights)
-        if self._matmul_weight_cache is None or self._matmul_weight_cache[0] != key:
-            with torch.no_grad():
-                copies = tuple(weight.to(matmul_dtype) for weight in weights)
-            self._matmul_weight_cache = (key, copies)
-        return self._matmul_weight_cache[1]
+        return self._matmul_weight_copies.get(weights, matmul_dtype, frozen)
 
     def _effective_bias(self) -> torch.Tensor:
         offset = torch.zeros_like(self.bias)

@@ -103,18 +103,18 @@ def test_frozen_bfloat16_weights_are_converted_once_and_again_after_a_change():
             return layer(inputs, mask)[0]
 
     first = run()
-    copies = layer._matmul_weight_cache[1]
+    copies = layer._matmul_weight_copies._kept[1]
     assert [w.dtype for w in copies] == [torch.bfloat16] * 3
-    assert torch.equal(run(), first) and layer._matmul_weight_cache[1] is copies  # kept
+    assert torch.equal(run(), first) and layer._matmul_weight_copies._kept[1] is copies  # kept
     # New weights (load_state_dict writes in place): converted again, and the output follows.
     state = {name: value * 2 for name, value in layer.state_dict().items()}
     fresh = ProjectedLstmLayer(4, 8, 3, cell_clip=1.0, proj_clip=0.5).requires_grad_(False)
     fresh.load_state_dict(state)
     layer.load_state_dict(state)
-    assert layer._matmul_weight_cache[1] is copies  # nothing converted yet
+    assert layer._matmul_weight_copies._kept[1] is copies  # nothing converted yet
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = fresh(inputs, mask)[0]
     assert torch.equal(run(), expected) and not torch.equal(expected, first)
-    assert layer._matmul_weight_cache[1] is not copies
-    assert torch.equal(layer._matmul_weight_cache[1][1], (2 * copies[1].float()).bfloat16())
-    assert "_matmul_weight_cache" not in str(list(layer.state_dict()))
+    assert layer._matmul_weight_copies._kept[1] is not copies
+    assert torch.equal(layer._matmul_weight_copies._kept[1][1], (2 * copies[1].float()).bfloat16())
+    assert "_matmul_weight_copies" not in str(list(layer.state_dict()))

@@ -1,0 +1,68 @@
+"""
+Frozen weights' copies in autocast's dtype, kept between calls.
+
+Under autocast (bfloat16 inference, `precision.InferencePrecision`) every product converts its
+float32 weight to bfloat16 on every call: autocast's own cache keeps a converted weight only
+for the rest of one ``with torch.autocast`` block, and only for weights that require a
+gradient. For a frozen biLM that is the same conversion on every call: on a 2-core AMX Xeon, 4%
+of an Original batch of 64 for the LSTM's weights and about 1% more for the highway's (BENCHMARKS.md,
+issue 28), and a larger share of a one-sentence call. `AutocastWeightCopies` makes the copies
+once and keeps them while the weights stay as they are.
+
+A copy is the same bits as autocast's own conversion (``tensor.to(dtype)``), so keeping it
+changes nothing in the results. It is made again when a weight changes: its storage (``.to``,
+``.cuda``, a new ``Parameter``) or its version (every in-place write, ``load_state_dict``
+included). The copies live in a plain attribute, not a buffer, so they are never in a state
+dict; they take half the float32 weights' memory for bfloat16, for as long as their module lives.
+"""
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+
+class AutocastWeightCopies:
+    """
+    The copies of one module's weights in autocast's dtype (see the module's docstring).
+
+    A module keeps one of these per group of weights it multiplies together, and asks it on each
+    call with `get`.
+    """
+
+    def __init__(self) -> None:
+        # (key, copies): the weights' dtype, storages and versions when the copies were made.
+        self._kept: Optional[Tuple[tuple, Tuple[torch.Tensor, ...]]] = None
+
+    def get(
+        self, weights: Sequence[torch.Tensor], dtype: torch.dtype, frozen: bool
+    ) -> Tuple[torch.Tensor, ...]:
+        """
+        ``weights`` in ``dtype``: the kept copies if ``frozen`` (no gradient will flow to them)
+        and the weights are unchanged since they were made, else new ones. Not ``frozen``: new
+        conversions every call, which carry the gradient back to the weights, and nothing kept.
+        """
+        if not frozen:
+            return tuple(weight.to(dtype) for weight in weights)
+        key = (dtype,) + tuple((weight.data_ptr(), weight._version) for weight in weights)
+        if self._kept is None or self._kept[0] != key:
+            self._kept = None  # free the old copies before making the new ones
+            with torch.no_grad():
+                copies = tuple(weight.to(dtype) for weight in weights)
+            self._kept = (key, copies)
+        return self._kept[1]
+
+    def clear(self) -> None:
+        """Drop the copies (they are made again on the next `get`)."""
+        self._kept = None
+
+    def __getstate__(self) -> dict:
+        # Pickling or deep-copying a module (AllenNLP's archives, ``copy.deepcopy``) leaves the
+        # copies behind: the new module makes its own from its own weights.
+        return {"_kept": None}
+
+
+def autocast_dtype(tensor: torch.Tensor) -> Optional[torch.dtype]:
+    """Autocast's dtype for ``tensor``'s device type where autocast is on there, else None."""
+    device_type = tensor.device.type
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
