@@ -13,6 +13,11 @@
 #   bash benchmarks/gpu/session.sh tasks        # only the downstream check (DOWNSTREAM_EPOCHS,
 #                                               # DOWNSTREAM_SECONDS; 4 runs at once took 3.6
 #                                               # min per epoch on an H200)
+#   bash benchmarks/gpu/session.sh cpu          # issue 28 on the host CPU only (AMX or
+#                                               # AVX512-BF16): each side's batch-1 step products
+#                                               # (lstm_step_bytes.py), bfloat16 and batch-1
+#                                               # speed, and where bfloat16's time goes at batch 64
+#                                               # and float32's at batch 1
 #   bash benchmarks/gpu/session.sh profile      # where a training step's time goes on the GPU,
 #                                               # and bfloat16 embedding's on the host CPU; then
 #                                               # the tests named in $TESTS (default: all)
@@ -20,7 +25,7 @@
 # Logs go to $OUT/logs.tar.gz (the device tool's output folder; build/gpu elsewhere), each step's
 # tail to stdout.
 set -u
-STAGE=${1:?usage: session.sh speed|downstream|tasks|profile}
+STAGE=${1:?usage: session.sh speed|downstream|tasks|cpu|profile}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUTDIR=${OUT:-build/gpu}
 LOGS=$OUTDIR/logs
@@ -121,6 +126,21 @@ tasks)
     --bilm "${BILM:-build/en_small/bilm}" --runs build/bfloat16_downstream --cuda-device 0 \
     --jobs 4 --threads 3 --seeds 1 2 --num-epochs ${DOWNSTREAM_EPOCHS:-2}
   collect_task_runs
+  ;;
+cpu)
+  # Issue 28's CPU measurements, on 2 cores of the host (1 for the batch-1 ones), as on the
+  # machines this project is developed on. Nothing here uses the GPU.
+  grep -q -w -E "avx512_bf16|amx_bf16" /proc/cpuinfo || { echo "no native bfloat16 on this CPU"; exit 0; }
+  TAIL=45 step cpu_step_bytes 90 bash -c "cd benchmarks && taskset -c 0 python3 \
+    lstm_step_bytes.py --bfloat16 --rounds 40"
+  step cpu_embedding_bfloat16 150 taskset -c 0,1 python3 benchmarks/embedding_throughput.py \
+    --device cpu --threads 2 --sizes small original --batch-sizes 1 64 --precision bfloat16
+  step cpu_embedding_batch1 120 bash -c "cd benchmarks && taskset -c 0 python3 \
+    embedding_batch1.py --sizes small original --rounds 10 --threads 1"
+  TAIL=30 step cpu_profile_bfloat16_64 100 taskset -c 0,1 python3 benchmarks/embedding_profile.py \
+    --size original --batch-size 64 --precision bfloat16 --threads 2
+  TAIL=30 step cpu_profile_float32_1 60 taskset -c 0 python3 benchmarks/embedding_profile.py \
+    --size original --batch-size 1 --threads 1
   ;;
 profile)
   TAIL=45 step profile_gpu_training 150 python3 benchmarks/gpu/training_step_profile.py \
