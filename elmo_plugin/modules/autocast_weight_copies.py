@@ -66,3 +66,13 @@ def autocast_dtype(tensor: torch.Tensor) -> Optional[torch.dtype]:
     if torch.is_autocast_enabled(device_type):
         return torch.get_autocast_dtype(device_type)
     return None
+
+
+def keep_copies_after_unpickling(module: torch.nn.Module, name: str) -> None:
+    """
+    For a module's ``__setstate__``: a module pickled whole (``torch.save(model)``) by a version
+    of this plugin before its `AutocastWeightCopies` existed gets an empty one under ``name``, so
+    that it still runs.
+    """
+    if name not in module.__dict__:
+        module.__dict__[name] = AutocastWeightCopies()

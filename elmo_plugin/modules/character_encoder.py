@@ -11,7 +11,11 @@ from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
 from elmo_plugin.modules import small_batch_linear
-from elmo_plugin.modules.autocast_weight_copies import AutocastWeightCopies, autocast_dtype
+from elmo_plugin.modules.autocast_weight_copies import (
+    AutocastWeightCopies,
+    autocast_dtype,
+    keep_copies_after_unpickling,
+)
 
 # The +1-shifted id of bilm-tf's padding character, which fills every token's ids after its
 # end-of-word marker.
@@ -89,6 +93,10 @@ class Highway(nn.Module):
         # The layers' weights in autocast's dtype for frozen inference (Original's two layers:
         # 64 MB of float32 converted on every bfloat16 call otherwise); not in the state dict.
         self._autocast_weight_copies = AutocastWeightCopies()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        keep_copies_after_unpickling(self, "_autocast_weight_copies")
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         weights = frozen_autocast_weights(
@@ -185,6 +193,10 @@ class CharacterEncoder(nn.Module):
         # The projection's weight in autocast's dtype for frozen inference; not in the state dict.
         self._autocast_weight_copies = AutocastWeightCopies()
         self.reset_parameters()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        keep_copies_after_unpickling(self, "_autocast_weight_copies")
 
     def reset_parameters(self) -> None:
         """bilm-tf's initialisation: bytes U(-1, 1), gate bias -2."""

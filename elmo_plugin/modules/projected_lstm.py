@@ -7,7 +7,10 @@ from typing import List, Optional, Tuple
 import torch
 from torch import nn
 
-from elmo_plugin.modules.autocast_weight_copies import AutocastWeightCopies
+from elmo_plugin.modules.autocast_weight_copies import (
+    AutocastWeightCopies,
+    keep_copies_after_unpickling,
+)
 from elmo_plugin.modules.projected_lstm_recurrence import ProjectedLstmRecurrence, run_recurrence
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
@@ -66,6 +69,10 @@ class ProjectedLstmLayer(nn.Module):
         # a buffer, so not in the state dict.
         self._matmul_weight_copies = AutocastWeightCopies()
         self.reset_parameters()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        keep_copies_after_unpickling(self, "_matmul_weight_copies")
 
     def reset_parameters(self) -> None:
         # Glorot-uniform over TensorFlow's concatenated kernel [input; recurrent], zero bias:

@@ -73,3 +73,23 @@ def test_copies_are_not_kept_for_weights_that_train_and_never_pickled():
     assert torch.equal(again, weight.detach().half())
     assert pickle.loads(pickle.dumps(copies))._kept is None
     assert copy.deepcopy(copies)._kept is None
+
+
+def test_modules_pickled_before_the_copies_existed_still_run():
+    from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
+
+    ids = character_ids()
+    old_encoder = encoder(0).requires_grad_(False)
+    expected = bfloat16(old_encoder, ids)
+    layer = ProjectedLstmLayer(4, 8, 3).requires_grad_(False)
+    inputs, mask = torch.randn(2, 5, 4), torch.ones(2, 5, dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected_lstm = layer(inputs, mask)[0]
+    # What an earlier version pickled: the modules without the attributes.
+    del old_encoder.__dict__["_autocast_weight_copies"]
+    del old_encoder.highway.__dict__["_autocast_weight_copies"]
+    del layer.__dict__["_matmul_weight_copies"]
+    old_encoder, layer = pickle.loads(pickle.dumps((old_encoder, layer)))
+    assert torch.equal(bfloat16(old_encoder, ids), expected)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(layer(inputs, mask)[0], expected_lstm)
