@@ -15,7 +15,7 @@ changes nothing in the results. It is made again when a weight changes: its stor
 included). The copies live in a plain attribute, not a buffer, so they are never in a state
 dict; they take half the float32 weights' memory for bfloat16, for as long as their module lives.
 """
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -50,22 +50,27 @@ class AutocastWeightCopies:
             self._kept = (key, copies)
         return self._kept[1]
 
-    def clear(self) -> None:
-        """Drop the copies (they are made again on the next `get`)."""
-        self._kept = None
-
     def __getstate__(self) -> dict:
-        # Pickling or deep-copying a module (AllenNLP's archives, ``copy.deepcopy``) leaves the
-        # copies behind: the new module makes its own from its own weights.
+        # Pickling or deep-copying a module (``torch.save(model)``, ``copy.deepcopy``) leaves
+        # the copies behind: the new module makes its own from its own weights.
         return {"_kept": None}
 
 
-def autocast_dtype(tensor: torch.Tensor) -> Optional[torch.dtype]:
-    """Autocast's dtype for ``tensor``'s device type where autocast is on there, else None."""
-    device_type = tensor.device.type
-    if torch.is_autocast_enabled(device_type):
-        return torch.get_autocast_dtype(device_type)
-    return None
+def frozen_autocast_weights(
+    weights: List[torch.Tensor], copies: AutocastWeightCopies, inputs: torch.Tensor
+) -> Optional[Tuple[torch.Tensor, ...]]:
+    """
+    ``weights`` in autocast's dtype, kept in ``copies`` between calls, when ``inputs``' device
+    runs under autocast and the weights are frozen (no gradient will be asked of them); None
+    otherwise, where the caller multiplies by the weights themselves (and autocast, if on,
+    converts them as usual).
+    """
+    device_type = inputs.device.type
+    if not torch.is_autocast_enabled(device_type) or (
+        torch.is_grad_enabled() and any(weight.requires_grad for weight in weights)
+    ):
+        return None
+    return copies.get(weights, torch.get_autocast_dtype(device_type), frozen=True)
 
 
 def keep_copies_after_unpickling(module: torch.nn.Module, name: str) -> None:

@@ -13,7 +13,7 @@ from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_C
 from elmo_plugin.modules import small_batch_linear
 from elmo_plugin.modules.autocast_weight_copies import (
     AutocastWeightCopies,
-    autocast_dtype,
+    frozen_autocast_weights,
     keep_copies_after_unpickling,
 )
 
@@ -57,22 +57,6 @@ class _MaxOverWindows(torch.autograd.Function):
     def backward(ctx, gradient: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         (first,) = ctx.saved_tensors
         return gradient.new_zeros(ctx.shape).scatter_(1, first.unsqueeze(1), gradient.unsqueeze(1))
-
-
-def frozen_autocast_weights(
-    weights: List[torch.Tensor], copies: AutocastWeightCopies, inputs: torch.Tensor
-) -> Optional[Tuple[torch.Tensor, ...]]:
-    """
-    ``weights`` in autocast's dtype, kept in ``copies`` between calls, when ``inputs``' device
-    runs under autocast and the weights are frozen (no gradient will be asked of them); None
-    otherwise, where the caller multiplies by the weights themselves.
-    """
-    dtype = autocast_dtype(inputs)
-    if dtype is None or (
-        torch.is_grad_enabled() and any(weight.requires_grad for weight in weights)
-    ):
-        return None
-    return copies.get(weights, dtype, frozen=True)
 
 
 class Highway(nn.Module):
