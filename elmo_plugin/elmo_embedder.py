@@ -32,6 +32,7 @@ from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.modules.bilm import ElmoBiLm
@@ -481,6 +482,7 @@ class ElmoEmbedder:
                         sentence_lines[text] = (min(first, line_index), max(last, line_index))
                 progress_bar.update(len(batch))
                 output.check()  # stop at the first failed write, not after the whole input
+                raise_if_terminated()  # and at a SIGTERM that something swallowed
             if record_sentences:
                 in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
                 sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}

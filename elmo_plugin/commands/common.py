@@ -9,6 +9,8 @@ from typing import Callable, NoReturn, Tuple, Type, TypeVar
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import SigTermReceived
 
+from elmo_plugin.common.termination import watch_sigterm
+
 T = TypeVar("T")
 
 # Exit statuses: 1 for bad input or settings, 2 for usage errors (argparse's), and the shell's
@@ -52,7 +54,8 @@ def run_reporting_errors(
     to leave no partial output behind in these cases (the plugin writes every output atomically).
     """
     try:
-        return work()
+        with watch_sigterm():
+            return work()
     except usage_errors as error:
         exit_with_error(command, str(error), EXIT_USAGE, usage)
     except errors as error:

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator, Optional
 
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.common.write_errors import is_write_failure, write_failure
 
 
@@ -58,6 +59,7 @@ def atomic_output(path: str) -> Iterator[str]:
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)
         yield temporary
+        raise_if_terminated()  # a SIGTERM that the work swallowed still leaves no output
         os.replace(temporary, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
@@ -101,6 +103,7 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
         os.umask(umask)
         os.chmod(temporary, 0o777 & ~umask)
         yield temporary
+        raise_if_terminated()
         if os.path.exists(path):
             # Two renames, so that the old set is only removed once the new one is in place.
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old", dir=parent)
