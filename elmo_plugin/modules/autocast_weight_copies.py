@@ -33,20 +33,29 @@ class AutocastWeightCopies:
         self._kept: Optional[Tuple[tuple, Tuple[torch.Tensor, ...]]] = None
 
     def get(
-        self, weights: Sequence[torch.Tensor], dtype: torch.dtype, frozen: bool
+        self,
+        weights: Sequence[torch.Tensor],
+        dtype: torch.dtype,
+        frozen: bool,
+        transposed: bool = False,
     ) -> Tuple[torch.Tensor, ...]:
         """
         ``weights`` in ``dtype``: the kept copies if ``frozen`` (no gradient will flow to them)
         and the weights are unchanged since they were made, else new ones. Not ``frozen``: new
         conversions every call, which carry the gradient back to the weights, and nothing kept.
+        ``transposed``: copies of the 2-d weights' transposes, each laid out contiguously (the
+        same values: the product kernels that read them differ, see `_run_inference` in
+        `projected_lstm_recurrence`).
         """
         if not frozen:
-            return tuple(weight.to(dtype) for weight in weights)
-        key = (dtype,) + tuple((weight.data_ptr(), weight._version) for weight in weights)
+            return tuple(_converted(weight, dtype, transposed) for weight in weights)
+        key = (dtype, transposed) + tuple(
+            (weight.data_ptr(), weight._version) for weight in weights
+        )
         if self._kept is None or self._kept[0] != key:
             self._kept = None  # free the old copies before making the new ones
             with torch.no_grad():
-                copies = tuple(weight.to(dtype) for weight in weights)
+                copies = tuple(_converted(weight, dtype, transposed) for weight in weights)
             self._kept = (key, copies)
         return self._kept[1]
 
@@ -54,6 +63,12 @@ class AutocastWeightCopies:
         # Pickling or deep-copying a module (``torch.save(model)``, ``copy.deepcopy``) leaves
         # the copies behind: the new module makes its own from its own weights.
         return {"_kept": None}
+
+
+def _converted(weight: torch.Tensor, dtype: torch.dtype, transposed: bool) -> torch.Tensor:
+    if not transposed:
+        return weight.to(dtype)
+    return weight.t().to(dtype, memory_format=torch.contiguous_format)
 
 
 def frozen_autocast_weights(

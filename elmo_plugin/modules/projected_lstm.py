@@ -11,7 +11,11 @@ from elmo_plugin.modules.autocast_weight_copies import (
     AutocastWeightCopies,
     keep_copies_after_unpickling,
 )
-from elmo_plugin.modules.projected_lstm_recurrence import ProjectedLstmRecurrence, run_recurrence
+from elmo_plugin.modules.projected_lstm_recurrence import (
+    FEW_ROWS_MAX,
+    ProjectedLstmRecurrence,
+    run_recurrence,
+)
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
 
@@ -68,11 +72,15 @@ class ProjectedLstmLayer(nn.Module):
         # The three weights in autocast's dtype for frozen inference (`_matmul_weights`); not
         # a buffer, so not in the state dict.
         self._matmul_weight_copies = AutocastWeightCopies()
+        # The recurrent and projection weights transposed, in that dtype, for the steps of few
+        # rows in CPU inference (`_few_rows_weights`).
+        self._few_rows_weight_copies = AutocastWeightCopies()
         self.reset_parameters()
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         keep_copies_after_unpickling(self, "_matmul_weight_copies")
+        keep_copies_after_unpickling(self, "_few_rows_weight_copies")
 
     def reset_parameters(self) -> None:
         # Glorot-uniform over TensorFlow's concatenated kernel [input; recurrent], zero bias:
@@ -94,6 +102,25 @@ class ProjectedLstmLayer(nn.Module):
         """
         weights = (self.input_weight, self.recurrent_weight, self.projection_weight)
         return self._matmul_weight_copies.get(weights, matmul_dtype, frozen)
+
+    def _few_rows_weights(
+        self, matmul_dtype: torch.dtype, step_sizes: List[int], device_type: str
+    ) -> Optional[Tuple[torch.Tensor, ...]]:
+        """
+        For frozen inference on a CPU whose products run in a narrower dtype than the
+        parameters' (bfloat16 under autocast): the recurrent and projection weights transposed,
+        in ``matmul_dtype``, kept between calls, if any step runs at most `FEW_ROWS_MAX` rows
+        (`_run_inference` multiplies those steps by them: faster there); else None. In float32
+        both layouts run at the same speed, and on a GPU this was not measured.
+        """
+        if (
+            device_type != "cpu"
+            or matmul_dtype == self.recurrent_weight.dtype
+            or step_sizes[-1] > FEW_ROWS_MAX
+        ):
+            return None
+        weights = (self.recurrent_weight, self.projection_weight)
+        return self._few_rows_weight_copies.get(weights, matmul_dtype, frozen=True, transposed=True)
 
     def _effective_bias(self) -> torch.Tensor:
         offset = torch.zeros_like(self.bias)
@@ -186,6 +213,8 @@ class ProjectedLstmLayer(nn.Module):
             packed_output, h, c, _ = run_recurrence(
                 input_gates, h, c, recurrent_weight, projection_weight, step_sizes,
                 self.cell_clip, self.proj_clip, keep_for_backward=False,
+                few_rows_weights=self._few_rows_weights(
+                    recurrent_weight.dtype, step_sizes, device_type),
             )
         if full:
             output = packed_output.view(num_steps, batch_size, self.projection_size)

@@ -15,6 +15,10 @@ from typing import List, Optional, Tuple
 
 import torch
 
+# The most running rows for which a step multiplies by the transposed weights, where inference
+# is given them (`_run_inference`): the measured crossover of the two layouts in bfloat16.
+FEW_ROWS_MAX = 16
+
 
 def run_recurrence(
     input_gates: torch.Tensor,
@@ -26,12 +30,14 @@ def run_recurrence(
     cell_clip: Optional[float],
     proj_clip: Optional[float],
     keep_for_backward: bool,
+    few_rows_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
     """
     The forward recurrence, without autograd, into buffers allocated once (see
     `ProjectedLstmRecurrence` for the arguments). Returns the packed outputs, the final ``h`` and
     ``c`` (sorted row order) and what backward needs: the gate activations, cells, tanh of the
     cells and the clips' pass masks of every position if ``keep_for_backward``, else nothing.
+    ``few_rows_weights``: for inference only, see `_run_inference`.
 
     Without ``keep_for_backward`` (inference) the work buffers hold one step's rows and every step
     writes over them: fresh tensors cost more than their arithmetic here, because with glibc's
@@ -42,8 +48,10 @@ def run_recurrence(
     if not keep_for_backward:
         return _run_inference(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip,
+            proj_clip, few_rows_weights,
         )
+    if few_rows_weights is not None:
+        raise ValueError("few_rows_weights is for inference (keep_for_backward=False) only")
     # The training loop adds each step's input gates in the state's dtype (see _run_inference
     # for input gates given in the narrower products' dtype).
     input_gates = input_gates.to(c0.dtype)
@@ -143,6 +151,7 @@ def _run_inference(
     step_sizes: List[int],
     cell_clip: Optional[float],
     proj_clip: Optional[float],
+    few_rows_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
     """
     `run_recurrence` without ``keep_for_backward``: the same arithmetic, in the same order, with
@@ -168,6 +177,18 @@ def _run_inference(
     ms of an Original batch of 64 in bfloat16 (AMX Xeon, 2 threads,
     ``benchmarks/embedding_profile.py --precision bfloat16``), most likely in first-touch page
     faults of its 92 MB per layer and direction; a step's rows go into a buffer in the cache.
+
+    ``few_rows_weights``: the recurrent and projection weights transposed, ``(4 * cell,
+    projection)`` and ``(projection, cell)``, contiguous, in the products' dtype. Steps with at
+    most `FEW_ROWS_MAX` running rows then multiply by these instead (one row: a matrix-vector
+    product), which computes the same products summed in another order (the results may differ
+    in the last bit of the products' dtype). Why: in bfloat16 PyTorch's product of a few rows by
+    an ``(in, out)`` matrix runs no faster than float32's, though it reads half the bytes,
+    while its matrix-vector kernel over ``(out, in)`` rows does: one row by Original's recurrent
+    matrix took 1.26 ms ``(in, out)``, 0.77 ms as ``torch.mv`` and 1.17 ms in float32; 16 rows
+    1.50 ms against 1.16 ms through ``linear``; at 32 rows and more the ``(in, out)`` layout was
+    faster (2-core AMX Xeon, 1 thread; BENCHMARKS.md, issue 28). In float32 both layouts run at
+    the same speed, so the layer passes these only for narrower products.
     """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
@@ -197,12 +218,18 @@ def _run_inference(
             o = gates[:, 3 * cell_size :]
             cell, tanh_cell, hidden_rows = cells[:rows], tanh_cells[:rows], hidden[:rows]
             view_rows = rows
+            if few_rows_weights is not None and rows <= FEW_ROWS_MAX:
+                step_recurrent, step_projection = few_rows_weights
+                times = _times_transposed
+            else:
+                step_recurrent, step_projection = recurrent_weight, projection_weight
+                times = torch.mm
         if step_input.dtype != gates.dtype:
             # gates = float(step_input) + float(h W): an addition in the state's dtype, as
             # below (adding the two bfloat16 tensors would round the sum to bfloat16).
-            gates.copy_(step_input).add_(torch.mm(h.to(matmul_dtype), recurrent_weight))
+            gates.copy_(step_input).add_(times(h.to(matmul_dtype), step_recurrent))
         elif mixed:
-            torch.add(step_input, torch.mm(h.to(matmul_dtype), recurrent_weight), out=gates)
+            torch.add(step_input, times(h.to(matmul_dtype), step_recurrent), out=gates)
         else:
             torch.addmm(step_input, h, recurrent_weight, out=gates)
         i.sigmoid_()
@@ -217,7 +244,7 @@ def _run_inference(
         torch.tanh(c, out=tanh_cell)
         torch.mul(tanh_cell, o, out=hidden_rows)
         if mixed:
-            h = step_output.copy_(torch.mm(hidden_rows.to(matmul_dtype), projection_weight))
+            h = step_output.copy_(times(hidden_rows.to(matmul_dtype), step_projection))
         else:
             h = torch.mm(hidden_rows, projection_weight, out=step_output)
         if proj_clip is not None:
@@ -225,6 +252,13 @@ def _run_inference(
     final_h = torch.cat([h] + ended_h[::-1])
     final_c = torch.cat([c] + ended_c[::-1])
     return outputs, final_h, final_c, ()
+
+
+def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> torch.Tensor:
+    """``rows @ transposed_weight.t()``: a matrix-vector product for one row."""
+    if rows.size(0) == 1:
+        return torch.mv(transposed_weight, rows[0]).unsqueeze(0)
+    return torch.nn.functional.linear(rows, transposed_weight)
 
 
 class ProjectedLstmRecurrence(torch.autograd.Function):

@@ -75,6 +75,20 @@ def test_copies_are_not_kept_for_weights_that_train_and_never_pickled():
     assert copy.deepcopy(copies)._kept is None
 
 
+def test_transposed_copies_are_contiguous_kept_and_apart_from_the_others():
+    weight = torch.randn(3, 4)
+    copies = AutocastWeightCopies()
+    (transposed,) = copies.get([weight], torch.bfloat16, frozen=True, transposed=True)
+    assert transposed.shape == (4, 3) and transposed.is_contiguous()
+    assert torch.equal(transposed, weight.t().bfloat16())
+    assert copies.get([weight], torch.bfloat16, frozen=True, transposed=True)[0] is transposed
+    (plain,) = copies.get([weight], torch.bfloat16, frozen=True)
+    assert plain.shape == (3, 4)
+    (trained,) = copies.get([torch.nn.Parameter(weight)], torch.bfloat16, frozen=False,
+                            transposed=True)
+    assert trained.requires_grad and torch.equal(trained, transposed)
+
+
 def test_modules_pickled_before_the_copies_existed_still_run():
     from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
 
@@ -89,6 +103,7 @@ def test_modules_pickled_before_the_copies_existed_still_run():
     del old_encoder.__dict__["_autocast_weight_copies"]
     del old_encoder.highway.__dict__["_autocast_weight_copies"]
     del layer.__dict__["_matmul_weight_copies"]
+    del layer.__dict__["_few_rows_weight_copies"]  # used: 2 rows a step
     old_encoder, layer = pickle.loads(pickle.dumps((old_encoder, layer)))
     assert torch.equal(bfloat16(old_encoder, ids), expected)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -2,11 +2,14 @@
 The LSTM's inference loop (`_run_inference`, issue 28: fewer operator calls per step) computes
 exactly what the stepwise loop computes (`_run_stepwise`, which training uses and inference used
 before): the same arithmetic in the same order, so the outputs and final states are equal to the
-bit, with rows ending at different steps, in float32 and with bfloat16 products.
+bit, with rows ending at different steps, in float32 and with bfloat16 products. Its steps of
+few rows multiply by the transposed weights where the layer hands it them (CPU inference in
+bfloat16): the same products, summed in another order.
 """
 import pytest
 import torch
 
+from elmo_plugin.modules import projected_lstm_recurrence
 from elmo_plugin.modules.projected_lstm_recurrence import _run_inference, _run_stepwise
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -118,3 +121,76 @@ def test_frozen_bfloat16_weights_are_converted_once_and_again_after_a_change():
     assert layer._matmul_weight_copies._kept[1] is not copies
     assert torch.equal(layer._matmul_weight_copies._kept[1][1], (2 * copies[1].float()).bfloat16())
     assert "_matmul_weight_copies" not in str(list(layer.state_dict()))
+
+
+def bfloat16_recurrence_arguments(step_sizes, seed=11):
+    generator = torch.Generator().manual_seed(seed)
+    batch, cell, projection = 6, 32, 16
+    input_gates = (2 * torch.randn(sum(step_sizes), 4 * cell, generator=generator)).bfloat16()
+    h0 = torch.randn(batch, projection, generator=generator)
+    c0 = torch.randn(batch, cell, generator=generator)
+    recurrent = torch.randn(projection, 4 * cell, generator=generator).bfloat16()
+    project = (torch.randn(cell, projection, generator=generator) / 4).bfloat16()
+    return input_gates, h0, c0, recurrent, project, step_sizes, 3.0, 3.0
+
+
+def test_steps_of_few_rows_multiply_by_the_transposed_weights(monkeypatch):
+    monkeypatch.setattr(projected_lstm_recurrence, "FEW_ROWS_MAX", 2)
+    step_sizes = [5, 5, 4, 2, 2, 1]  # the last three steps have at most 2 rows
+    arguments = bfloat16_recurrence_arguments(step_sizes)
+    recurrent, project = arguments[3], arguments[4]
+    expected = _run_inference(*arguments)
+    transposed = (recurrent.t().contiguous(), project.t().contiguous())
+    got = _run_inference(*arguments, few_rows_weights=transposed)
+    # The same products summed in another order: bfloat16 products may round differently.
+    for want, have in zip(expected[:3], got[:3]):
+        assert have.dtype == torch.float32
+        assert torch.allclose(have, want, rtol=2e-2, atol=2e-2)
+    # They are the weights those steps use, and only those: other weights change the outputs of
+    # the steps with 2 rows or fewer (the last 5 positions), and nothing before.
+    other = (2 * transposed[0], 2 * transposed[1])
+    changed = _run_inference(*arguments, few_rows_weights=other)[0]
+    assert torch.equal(changed[:14], got[0][:14])
+    assert not torch.equal(changed[14:], got[0][14:])
+
+
+def test_transposed_weights_are_for_inference_only():
+    arguments = bfloat16_recurrence_arguments([2, 1])
+    transposed = (arguments[3].t().contiguous(), arguments[4].t().contiguous())
+    with pytest.raises(ValueError, match="inference"):
+        projected_lstm_recurrence.run_recurrence(
+            *arguments, keep_for_backward=True, few_rows_weights=transposed)
+
+
+def test_frozen_cpu_inference_in_bfloat16_keeps_transposed_copies_for_few_rows(monkeypatch):
+    from elmo_plugin.modules import projected_lstm
+    from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
+
+    given = []
+    inference = projected_lstm.run_recurrence
+
+    def recording_inference(*arguments, **kwargs):
+        given.append(kwargs.get("few_rows_weights"))
+        return inference(*arguments, **kwargs)
+
+    monkeypatch.setattr(projected_lstm, "run_recurrence", recording_inference)
+    torch.manual_seed(5)
+    layer = ProjectedLstmLayer(4, 8, 3, cell_clip=1.0, proj_clip=0.5).requires_grad_(False)
+    one_row = torch.randn(1, 5, 4), torch.ones(1, 5, dtype=torch.bool)
+    many_rows = torch.randn(20, 5, 4), torch.ones(20, 5, dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        one = layer(*one_row)[0]
+        layer(*one_row)
+        layer(*many_rows)  # 20 rows at every step: more than FEW_ROWS_MAX
+    layer(*one_row)  # float32
+    first, second, many, float32 = given
+    assert torch.equal(first[0], layer.recurrent_weight.t().bfloat16())
+    assert torch.equal(first[1], layer.projection_weight.t().bfloat16())
+    assert first[0].is_contiguous() and first[1].is_contiguous()
+    assert second[0] is first[0] and second[1] is first[1]  # kept between calls
+    assert many is None and float32 is None
+    # The batch-1 output is the (in, out) layout's within the rounding of bfloat16 products.
+    monkeypatch.setattr(projected_lstm, "FEW_ROWS_MAX", 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.allclose(layer(*one_row)[0], one, rtol=2e-2, atol=2e-2)
+    assert given[-1] is None
