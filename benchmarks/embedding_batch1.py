@@ -19,7 +19,6 @@ the median of each side's per-call time, and the median and quartiles of the per
 Random weights (speed does not depend on them); the same real English sentence on every side.
 """
 import argparse
-import functools
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,12 @@ from elmo_plugin.modules.bilm import ElmoBiLm
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
+def _stepwise_inference(*arguments, few_rows_weights=None):
+    """`_run_inference`'s arguments, run by the training loop (float32: no few-row weights)."""
+    assert few_rows_weights is None
+    return projected_lstm_recurrence._run_stepwise(*arguments, keep_for_backward=False)
+
+
 class Before:
     """Switches ours to the paths issue 28 replaced, for the ``with`` block."""
 
@@ -47,9 +52,7 @@ class Before:
         self.max_rows = small_batch_linear.MAX_ROWS
         small_batch_linear.MAX_ROWS = 0
         character_encoder.CHUNK_LENGTH_RATIO = 10**6
-        projected_lstm_recurrence._run_inference = functools.partial(
-            projected_lstm_recurrence._run_stepwise, keep_for_backward=False
-        )
+        projected_lstm_recurrence._run_inference = _stepwise_inference
         return self
 
     def __exit__(self, *exc) -> None:

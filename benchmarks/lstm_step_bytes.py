@@ -21,6 +21,15 @@ kernels: our weights are stored ``(in, out)`` (TensorFlow's layout), AllenNLP's 
 product, alternating the two sides in every round, and prints their GB/s and the step ratio.
 ``--bfloat16`` adds both layouts in bfloat16 (meaningful for speed only where the header says
 bfloat16 is native). Random weights: the speed does not depend on them.
+
+The table above alternates all products in every round, so each one finds the others' weights in
+the cache rather than its own. A real call runs one layer and direction for all its steps
+before the next: its weights stay in the cache from step to step where they fit. So the script
+also times each side's products as its loop runs them (``--tokens`` steps of one layer and
+direction; the two sides alternating by round), and how fast one core reads a working set of
+each size (``tensor.sum`` over it, again and again): our step reads 40 MiB at Original,
+AllenNLP's 72, and where a cache holds the one and not the other the bytes are not the whole
+story.
 """
 import argparse
 import statistics
@@ -66,7 +75,47 @@ def products(size: str, rows: int, tokens: int, bfloat16: bool) -> Dict[str, Tup
         hb, rb, wb = h.bfloat16(), ours_recurrent.bfloat16(), core_state.bfloat16()
         table["bfloat16: h @ R (in, out)"] = (lambda: hb @ rb, weight / 2)
         table["bfloat16: linear (out, in)"] = (lambda: F.linear(hb, wb), weight / 2)
+        if rows == 1:  # what our inference steps of one row use in bfloat16 (few_rows_weights)
+            table["bfloat16: mv (out, in)"] = (lambda: torch.mv(wb, hb[0]), weight / 2)
     return table
+
+
+def step_loops(size: str, rows: int, tokens: int) -> Dict[str, Callable]:
+    """Each side's per-step products over ``tokens`` steps of one layer and direction."""
+    cells, projection = SIZES[size]["dim"], SIZES[size]["projection_dim"]
+    gates = 4 * cells
+    h, m = torch.randn(rows, projection), torch.randn(rows, cells)
+    sequence = torch.randn(rows * tokens, projection)
+    ours = (torch.randn(projection, gates), torch.randn(cells, projection),
+            torch.randn(projection, gates))
+    core = (torch.randn(gates, projection), torch.randn(gates, projection), torch.randn(gates),
+            torch.randn(projection, cells))
+
+    def ours_loop():
+        sequence @ ours[2]
+        for _ in range(tokens):
+            h @ ours[0]
+            m @ ours[1]
+
+    def core_loop():
+        for _ in range(tokens):
+            F.linear(h, core[0])
+            F.linear(h, core[1], core[2])
+            F.linear(m, core[3])
+
+    return {"ours": ours_loop, "AllenNLP core": core_loop}
+
+
+def read_speed(mib: int, rounds: int) -> float:
+    """GB/s of summing a working set of ``mib`` MiB (8 MiB tensors) again and again."""
+    parts = [torch.randn(min(mib, 8) * MIB // 4) for _ in range(max(1, mib // 8))]
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for part in parts:
+            part.sum()
+        times.append(time.perf_counter() - start)
+    return mib * MIB / statistics.median(times) / 1e9
 
 
 def main() -> None:
@@ -112,6 +161,24 @@ def main() -> None:
         print(f"\nstep: ours {ours * 1e3:.3f} ms ({ours_bytes / MIB:.1f} MiB), AllenNLP core "
               f"{core * 1e3:.3f} ms ({core_bytes / MIB:.1f} MiB): **{core / ours:.2f}x** "
               f"(bytes alone: {core_bytes / ours_bytes:.2f}x)")
+        loops = step_loops(size, args.rows, args.tokens)
+        loop_times: Dict[str, List[float]] = {name: [] for name in loops}
+        for call in loops.values():
+            call()
+        for _ in range(max(5, args.rounds // 4)):
+            for name, call in loops.items():
+                start = time.perf_counter()
+                call()
+                loop_times[name].append(time.perf_counter() - start)
+        ours_loop, core_loop = (statistics.median(loop_times[name]) for name in loops)
+        print(f"as the loops run them ({args.tokens} steps of one layer and direction): ours "
+              f"{ours_loop * 1e3:.1f} ms, AllenNLP core {core_loop * 1e3:.1f} ms: "
+              f"**{core_loop / ours_loop:.2f}x**")
+    print("\n## read speed of one core by working set\n")
+    print("| MiB | GB/s |")
+    print("|---:|---:|")
+    for mib in (2, 8, 16, 32, 40, 64, 72, 128, 256):
+        print(f"| {mib} | {read_speed(mib, 9):.1f} |")
     sys.stdout.flush()
 
 

@@ -48,7 +48,7 @@ def run_recurrence(
     if not keep_for_backward:
         return _run_inference(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip, few_rows_weights,
+            proj_clip, few_rows_weights=few_rows_weights,
         )
     if few_rows_weights is not None:
         raise ValueError("few_rows_weights is for inference (keep_for_backward=False) only")
