@@ -11,11 +11,8 @@ from elmo_plugin.modules.autocast_weight_copies import (
     AutocastWeightCopies,
     keep_copies_after_unpickling,
 )
-from elmo_plugin.modules.projected_lstm_recurrence import (
-    FEW_ROWS_MAX,
-    ProjectedLstmRecurrence,
-    run_recurrence,
-)
+from elmo_plugin.modules import projected_lstm_recurrence
+from elmo_plugin.modules.projected_lstm_recurrence import ProjectedLstmRecurrence, run_recurrence
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
 
@@ -116,7 +113,8 @@ class ProjectedLstmLayer(nn.Module):
         if (
             device_type != "cpu"
             or matmul_dtype == self.recurrent_weight.dtype
-            or step_sizes[-1] > FEW_ROWS_MAX
+            # Read here, not imported: one setting for this check and the loop's.
+            or step_sizes[-1] > projected_lstm_recurrence.FEW_ROWS_MAX
         ):
             return None
         weights = (self.recurrent_weight, self.projection_weight)

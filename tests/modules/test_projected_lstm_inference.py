@@ -190,7 +190,7 @@ def test_frozen_cpu_inference_in_bfloat16_keeps_transposed_copies_for_few_rows(m
     assert second[0] is first[0] and second[1] is first[1]  # kept between calls
     assert many is None and float32 is None
     # The batch-1 output is the (in, out) layout's within the rounding of bfloat16 products.
-    monkeypatch.setattr(projected_lstm, "FEW_ROWS_MAX", 0)
+    monkeypatch.setattr(projected_lstm_recurrence, "FEW_ROWS_MAX", 0)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.allclose(layer(*one_row)[0], one, rtol=2e-2, atol=2e-2)
     assert given[-1] is None
