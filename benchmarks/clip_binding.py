@@ -28,10 +28,10 @@ import torch
 from bilm_sizes import DATA, load_sentences
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
-from elmo_plugin.modules import projected_lstm
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.execution import lstm_layer
+from elmo_plugin.modules.execution.lstm_recurrence import training_loop
 from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
-from elmo_plugin.modules.projected_lstm_recurrence import run_recurrence
 
 
 class ClipCounter:
@@ -42,18 +42,16 @@ class ClipCounter:
         self.counts: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
     def recurrence(self, input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes,
-                   cell_clip, proj_clip, keep_for_backward):
-        outputs, h, c, saved = run_recurrence(
-            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, None, None,
-            keep_for_backward=True,
-        )
+                   cell_clip, proj_clip, few_rows_weights=None):
+        """`inference_loop`'s arguments, run by the training loop, which keeps the pass masks."""
+        outputs, h, c, saved = training_loop(
+            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, None, None)
         _, cells, _, _, _ = saved
         # The same run with the clips: what the biLM computes. The run above, without them,
         # gives the values before clipping (the largest ones, and how many lie outside).
-        clipped_outputs, h, c, saved = run_recurrence(
+        clipped_outputs, h, c, saved = training_loop(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip, keep_for_backward=True,
-        )
+            proj_clip)
         _, clipped_cells, _, cell_passes, output_passes = saved
         counts = self.counts[self.current]
         counts["positions"] += cells.size(0)
@@ -71,7 +69,7 @@ class ClipCounter:
             counts["proj_clip"] = proj_clip
             counts["positions with an output clipped"] += int((~output_passes).any(dim=1).sum())
             counts["output values clipped"] += int((~output_passes).sum())
-        return clipped_outputs, h, c, ()
+        return clipped_outputs, h, c
 
 
 def main() -> None:
@@ -91,8 +89,8 @@ def main() -> None:
           "| largest output |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     counter = ClipCounter()
-    original = projected_lstm.run_recurrence
-    projected_lstm.run_recurrence = counter.recurrence
+    original = lstm_layer.inference_loop
+    lstm_layer.inference_loop = counter.recurrence
     try:
         for directory in args.models:
             counter.counts.clear()
@@ -122,7 +120,7 @@ def main() -> None:
                       f"{share('output values clipped', 'output values')} | "
                       f"{counts['largest output (unclipped run)']:.3g} |", flush=True)
     finally:
-        projected_lstm.run_recurrence = original
+        lstm_layer.inference_loop = original
 
 
 if __name__ == "__main__":

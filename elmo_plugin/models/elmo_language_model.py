@@ -13,11 +13,11 @@ from allennlp.nn import InitializerApplicator
 
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
-from elmo_plugin.common.hardware import bfloat16_support
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.data.bilm_fields import character_ids, target_ids
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
@@ -97,7 +97,11 @@ class ElmoLanguageModel(Model):
         self._mixed_precision = mixed_precision
         # Whether bfloat16 autocast is used on each device the model has trained on, decided on
         # the first training batch there (`_autocast_enabled`).
-        self._autocast_by_device: Dict[torch.device, bool] = {}
+        self._native_bfloat16 = NativeBfloat16(
+            "mixed_precision: bfloat16 autocast in training (%s)",
+            "%s; mixed_precision is off, training in float32",
+            logger,
+        )
         self._namespace = vocab_namespace
         self._vocabulary_order = VocabularyOrderCheck(
             vocab, vocab_namespace, enabled=check_vocabulary_order
@@ -201,14 +205,7 @@ class ElmoLanguageModel(Model):
         """
         if not (self._mixed_precision and self.training):
             return False
-        if device not in self._autocast_by_device:
-            support = bfloat16_support(device)
-            if support.native:
-                logger.info("mixed_precision: bfloat16 autocast in training (%s)", support.reason)
-            else:
-                logger.warning("%s; mixed_precision is off, training in float32", support.reason)
-            self._autocast_by_device[device] = support.native
-        return self._autocast_by_device[device]
+        return self._native_bfloat16.on(device)
 
     def _sentences_forward(self, tokens: TextFieldTensors, sampled) -> Dict[str, torch.Tensor]:
         self.bilm.end_stream()  # sentences are stateless (validation after stream training)

@@ -13,8 +13,8 @@ convolution and highway sums outside the products. The layers come back as float
 scalar mix, the HDF5 output and the numpy arrays are float32 whichever precision computed them.
 
 bfloat16 only where the device multiplies it natively (`bfloat16_support`: a CPU with
-AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU), the same rule as training's
-``mixed_precision``. Elsewhere PyTorch emulates bfloat16 products in software, many times slower
+AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU), asked through the same helper as
+training's ``mixed_precision`` (`elmo_plugin.modules.execution.bfloat16`). Elsewhere PyTorch emulates bfloat16 products in software, many times slower
 than float32 (17x for training on an AVX2-only AMD EPYC), so there is one warning and the biLM
 runs in float32: the very same computation as ``precision="float32"``, to the bit.
 """
@@ -24,7 +24,7 @@ from typing import Dict, List, Union
 import torch
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.common import hardware
+from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,12 @@ class InferencePrecision:
     def __init__(self, precision: str = "float32", native_only: bool = True) -> None:
         self.precision = check_precision(precision)
         self.native_only = native_only
-        self._bfloat16_by_device: Dict[torch.device, bool] = {}
+        self._native = NativeBfloat16(
+            "precision bfloat16: the biLM's products in bfloat16 (%s)",
+            "%s; precision bfloat16 would be emulated in software, many times slower than "
+            "float32, so the biLM runs in float32",
+            logger,
+        )
 
     def uses_bfloat16(self, device: Union[torch.device, str]) -> bool:
         """Whether the biLM runs in bfloat16 on ``device`` (asked and logged once per device)."""
@@ -70,19 +75,7 @@ class InferencePrecision:
             return False
         if not self.native_only:
             return True
-        device = torch.device(device)
-        if device not in self._bfloat16_by_device:
-            support = hardware.bfloat16_support(device)
-            if support.native:
-                logger.info("precision bfloat16: the biLM's products in bfloat16 (%s)", support.reason)
-            else:
-                logger.warning(
-                    "%s; precision bfloat16 would be emulated in software, many times slower "
-                    "than float32, so the biLM runs in float32",
-                    support.reason,
-                )
-            self._bfloat16_by_device[device] = support.native
-        return self._bfloat16_by_device[device]
+        return self._native.on(device)
 
     def run_bilm(
         self, bilm: torch.nn.Module, character_ids: torch.Tensor

@@ -6,7 +6,7 @@ failing op) it is ``nn.Linear`` itself.
 import pytest
 import torch
 
-from elmo_plugin.modules import small_batch_linear
+from elmo_plugin.modules.execution import small_batch_linear
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -1,12 +1,19 @@
 """
-The recurrent loop of `ProjectedLstmLayer`: `run_recurrence` computes it into buffers allocated
-once (inference uses it directly), and `ProjectedLstmRecurrence` wraps it as one autograd
-function with a hand-written backward (backpropagation through time), so that the weight
-gradients are two large matrix multiplies over all steps instead of two small ones per step.
+The recurrent loop of `ProjectedLstmLayer` over packed steps (each step's running rows a prefix
+of the batch), three ways that compute the same thing:
 
-Why: with autograd's per-step graph, each step's backward multiplies (projection x batch) by
-(batch x 4 cell) for the recurrent weight and writes a whole weight-sized gradient that is then
-added to the running sum: at the Original size 32 MB written and added per step and direction,
+- `reference_recurrence`: the plain definition, TensorFlow's ``LSTMCell`` step by step with
+  autograd (for tests: the two below must equal it);
+- `ProjectedLstmRecurrence` (training): `training_loop` into buffers for every position, as one
+  autograd function with a hand-written backward (backpropagation through time), so that the
+  weight gradients are two large matrix multiplies over all steps instead of two small ones per
+  step;
+- `inference_loop`: no gradient, as few operator calls per step as it allows, into work buffers
+  of one step's rows, equal to the training loop's outputs to the bit.
+
+Why the hand-written backward: with autograd's per-step graph, each step's backward multiplies
+(projection x batch) by (batch x 4 cell) for the recurrent weight and writes a whole weight-sized
+gradient that is then added to the running sum: at the Original size 32 MB written and added per step and direction,
 and the largest item of a CPU training step (2.7 s of 12.4 s of operator time, profiled with
 ``benchmarks/embedding_profile.py --training``). Collecting the step gradients of the gates and
 multiplying once does the same arithmetic in one large, fast multiply.
@@ -16,11 +23,11 @@ from typing import List, Optional, Tuple
 import torch
 
 # The most running rows for which a step multiplies by the transposed weights, where inference
-# is given them (`_run_inference`): the measured crossover of the two layouts in bfloat16.
+# is given them (`inference_loop`): the measured crossover of the two layouts in bfloat16.
 FEW_ROWS_MAX = 16
 
 
-def run_recurrence(
+def training_loop(
     input_gates: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
@@ -29,69 +36,26 @@ def run_recurrence(
     step_sizes: List[int],
     cell_clip: Optional[float],
     proj_clip: Optional[float],
-    keep_for_backward: bool,
-    few_rows_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[torch.Tensor, ...]]:
     """
-    The forward recurrence, without autograd, into buffers allocated once (see
-    `ProjectedLstmRecurrence` for the arguments). Returns the packed outputs, the final ``h`` and
-    ``c`` (sorted row order) and what backward needs: the gate activations, cells, tanh of the
-    cells and the clips' pass masks of every position if ``keep_for_backward``, else nothing.
-    ``few_rows_weights``: for inference only, see `_run_inference`.
-
-    Without ``keep_for_backward`` (inference) the work buffers hold one step's rows and every step
-    writes over them: fresh tensors cost more than their arithmetic here, because with glibc's
-    default settings every step's 4 MB of Original-size gates came from newly mapped pages, and
-    the page faults doubled the LSTM's non-multiply time (profiled with
-    ``benchmarks/embedding_profile.py``).
+    The forward recurrence of training, without autograd (see `ProjectedLstmRecurrence` for the
+    arguments), into buffers for every position: returns the packed outputs, the final ``h`` and
+    ``c`` (sorted row order), and what backward needs: the gate activations, cells, tanh of the
+    cells and the clips' pass masks of every position. Each step adds its input gates in the
+    state's dtype (the input product's may be narrower, under autocast).
     """
-    if not keep_for_backward:
-        return _run_inference(
-            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip, few_rows_weights=few_rows_weights,
-        )
-    if few_rows_weights is not None:
-        raise ValueError("few_rows_weights is for inference (keep_for_backward=False) only")
-    # The training loop adds each step's input gates in the state's dtype (see _run_inference
-    # for input gates given in the narrower products' dtype).
     input_gates = input_gates.to(c0.dtype)
-    return _run_stepwise(
-        input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-        proj_clip, keep_for_backward=True,
-    )
-
-
-def _run_stepwise(
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
-    step_sizes: List[int],
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
-    keep_for_backward: bool,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
-    """
-    `run_recurrence`'s loop for training (``keep_for_backward``): every step slices its rows out
-    of buffers for all positions. Without ``keep_for_backward`` it computes what
-    `_run_inference` does, in work buffers of one step's rows (inference used it so before
-    issue 28; ``benchmarks/embedding_batch1.py`` times it against `_run_inference`).
-    """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype
     mixed = matmul_dtype != c0.dtype
     num_positions = input_gates.size(0)
-    buffer_rows = num_positions if keep_for_backward else batch_size
-    activations = input_gates.new_empty(buffer_rows, 4 * cell_size)
-    cells = c0.new_empty(buffer_rows, cell_size)
-    tanh_cells = c0.new_empty(buffer_rows, cell_size)
+    activations = input_gates.new_empty(num_positions, 4 * cell_size)
+    cells = c0.new_empty(num_positions, cell_size)
+    tanh_cells = c0.new_empty(num_positions, cell_size)
     hidden = c0.new_empty(batch_size, cell_size)
     outputs = h0.new_empty(num_positions, h0.size(1))
-    cell_passes = output_passes = None
-    if keep_for_backward:
-        cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
-        output_passes = torch.ones(num_positions, h0.size(1), dtype=torch.bool, device=h0.device)
+    cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
+    output_passes = torch.ones(num_positions, h0.size(1), dtype=torch.bool, device=h0.device)
     h, c = h0, c0
     # The final states of rows that have ended, in the order they ended: the shortest rows, at
     # the bottom of the batch, first. Later steps write only the rows still running, a prefix,
@@ -105,12 +69,11 @@ def _run_stepwise(
             ended_c.append(c[rows:running])
             h, c, running = h[:rows], c[:rows], rows
         span = slice(offset, offset + rows)
-        work = span if keep_for_backward else slice(0, rows)
         if mixed:
             gates = torch.add(input_gates[span], torch.mm(h.to(matmul_dtype), recurrent_weight),
-                              out=activations[work])
+                              out=activations[span])
         else:
-            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[work])
+            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[span])
         i, j, f, o = gates.chunk(4, dim=1)
         i.sigmoid_()
         j.tanh_()
@@ -118,12 +81,11 @@ def _run_stepwise(
         o.sigmoid_()
         # Elementwise, so it may overwrite c in place (the first step reads the caller's initial
         # state and writes the buffer).
-        c = torch.mul(f, c, out=cells[work]).addcmul_(i, j)
+        c = torch.mul(f, c, out=cells[span]).addcmul_(i, j)
         if cell_clip is not None:
-            if cell_passes is not None:
-                torch.logical_and(c >= -cell_clip, c <= cell_clip, out=cell_passes[span])
+            torch.logical_and(c >= -cell_clip, c <= cell_clip, out=cell_passes[span])
             c.clamp_(-cell_clip, cell_clip)
-        tanh_c = torch.tanh(c, out=tanh_cells[work])
+        tanh_c = torch.tanh(c, out=tanh_cells[span])
         hidden_rows = torch.mul(tanh_c, o, out=hidden[:rows])
         if mixed:
             h = outputs[span]
@@ -131,18 +93,15 @@ def _run_stepwise(
         else:
             h = torch.mm(hidden_rows, projection_weight, out=outputs[span])
         if proj_clip is not None:
-            if output_passes is not None:
-                torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
+            torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
             h.clamp_(-proj_clip, proj_clip)
         offset += rows
     final_h = torch.cat([h] + ended_h[::-1])
     final_c = torch.cat([c] + ended_c[::-1])
-    if not keep_for_backward:
-        return outputs, final_h, final_c, ()
     return outputs, final_h, final_c, (activations, cells, tanh_cells, cell_passes, output_passes)
 
 
-def _run_inference(
+def inference_loop(
     input_gates: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
@@ -152,10 +111,16 @@ def _run_inference(
     cell_clip: Optional[float],
     proj_clip: Optional[float],
     few_rows_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[Optional[torch.Tensor], ...]]:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """
-    `run_recurrence` without ``keep_for_backward``: the same arithmetic, in the same order, with
-    as few operator calls per step as it allows.
+    The recurrence without gradients: `training_loop`'s arithmetic, in the same order, with as
+    few operator calls per step as it allows, into work buffers of one step's rows, written over
+    by every step. Returns the packed outputs and the final ``h`` and ``c``.
+
+    Why work buffers: fresh tensors cost more than their arithmetic here, because with glibc's
+    default settings every step's 4 MB of Original-size gates came from newly mapped pages, and
+    the page faults doubled the LSTM's non-multiply time (profiled with
+    ``benchmarks/embedding_profile.py``).
 
     Why a loop of its own: at batch 1 a step's work is tiny (Small: a 1 x 128 by 128 x 4,096
     product and a few 1,024-wide elementwise operations), so the cost of each call (Python, the
@@ -167,7 +132,7 @@ def _run_inference(
     four gate activations, the cell update, the clips and ``tanh(c) * o``. (f and o are
     adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
     the last place: PyTorch's vectorized and scalar sigmoids differ. Kept apart, the outputs equal
-    `_run_stepwise`'s to the bit, so validation in training computes what inference computes.)
+    `training_loop`'s to the bit, so validation in training computes what inference computes.)
 
     ``input_gates`` may come in the products' narrower dtype (bfloat16, as the input product made
     them under autocast) rather than the state's: each step then widens its rows into the work
@@ -201,7 +166,7 @@ def _run_inference(
     input_steps = input_gates.split(step_sizes)
     output_steps = outputs.split(step_sizes)
     h, c = h0, c0
-    # As in run_recurrence: the final states of rows that have ended, in the order they ended.
+    # As in training_loop: the final states of rows that have ended, in the order they ended.
     ended_h: List[torch.Tensor] = []
     ended_c: List[torch.Tensor] = []
     running, view_rows = batch_size, -1
@@ -251,7 +216,7 @@ def _run_inference(
             h.clamp_(-proj_clip, proj_clip)
     final_h = torch.cat([h] + ended_h[::-1])
     final_c = torch.cat([c] + ended_c[::-1])
-    return outputs, final_h, final_c, ()
+    return outputs, final_h, final_c
 
 
 def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> torch.Tensor:
@@ -295,9 +260,9 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
         cell_clip: Optional[float],
         proj_clip: Optional[float],
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        outputs, final_h, final_c, saved = run_recurrence(
+        outputs, final_h, final_c, saved = training_loop(
             input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip, keep_for_backward=True,
+            proj_clip,
         )
         activations, cells, tanh_cells, cell_passes, output_passes = saved
         ctx.save_for_backward(h0, c0, recurrent_weight, projection_weight, activations, cells,
@@ -367,3 +332,44 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
         hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1):]  # tanh(c) * o
         grad_projection = hidden.to(matmul_dtype).t() @ grad_projected.to(matmul_dtype)
         return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection, None, None, None
+
+
+def reference_recurrence(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """
+    The plain definition that `ProjectedLstmRecurrence` and `inference_loop` compute:
+    TensorFlow's ``LSTMCell`` with a projection, one step at a time, with autograd; the same
+    arguments and outputs as `ProjectedLstmRecurrence`. Products in the weights' dtype, everything
+    else in the state's.
+    """
+    cell_size = c0.size(1)
+    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
+    h, c = h0, c0
+    final_h, final_c = list(h0), list(c0)
+    outputs = []
+    offset = 0
+    for rows in step_sizes:
+        h, c = h[:rows], c[:rows]
+        recurrent = (h.to(matmul_dtype) @ recurrent_weight).to(state_dtype)
+        gates = input_gates[offset : offset + rows].to(state_dtype) + recurrent
+        i, j, f, o = gates.split(cell_size, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+        if cell_clip is not None:
+            c = c.clamp(-cell_clip, cell_clip)
+        hidden = torch.tanh(c) * torch.sigmoid(o)
+        h = (hidden.to(matmul_dtype) @ projection_weight).to(state_dtype)
+        if proj_clip is not None:
+            h = h.clamp(-proj_clip, proj_clip)
+        outputs.append(h)
+        final_h[:rows], final_c[:rows] = list(h), list(c)
+        offset += rows
+    packed = torch.cat(outputs) if outputs else h0.new_zeros(0, h0.size(1))
+    return packed, torch.stack(final_h), torch.stack(final_c)

@@ -1,0 +1,166 @@
+"""
+The max-pooled character convolutions of `CharacterEncoder`: ``max over positions (conv(embedded)
++ bias)`` of every filter, computed over only the windows that can differ
+(`max_pooled_convolutions`), beside the plain definition with ``nn.Conv1d`` over every position
+(`reference_max_pooled_convolutions`), which it equals to float rounding (tests compare values
+and gradients).
+"""
+import bisect
+from typing import TYPE_CHECKING, List
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:  # the module this computes for; imported for the type only (no cycle)
+    from elmo_plugin.modules.character_encoder import CharacterEncoder
+
+# Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
+# (rows, total filters) intermediate to 64 MB at 2048 filters.
+CONVOLUTION_ROWS_PER_CHUNK = 8192
+# A chunk of tokens (sorted by length) ends before a token more than this many times as long as
+# its first (shortest) one, so that no token computes more than about twice the windows it
+# needs: every token of a chunk computes its longest token's windows. Lengths below
+# `CHUNK_MIN_LENGTH` count as that, so that short tokens do not each get a chunk of their own.
+CHUNK_LENGTH_RATIO = 2
+CHUNK_MIN_LENGTH = 4
+
+
+class _MaxOverWindows(torch.autograd.Function):
+    """
+    ``values.max(dim=1).values`` for ``(tokens, windows, filters)``, with the gradient routed to
+    the first maximal window as ``max`` does. ``max`` with indices runs ten times slower than
+    ``amax`` on CPU, so the first maximal window is found with ``amax`` too, and only when a
+    gradient is needed.
+    """
+
+    @staticmethod
+    def forward(ctx, values: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        pooled = values.amax(dim=1)
+        if ctx.needs_input_grad[0]:
+            num_windows = values.size(1)
+            # amax of (num_windows - position) over the maximal windows picks the first of them.
+            small = torch.uint8 if num_windows < 256 else torch.int32
+            countdown = torch.arange(num_windows, 0, -1, device=values.device, dtype=small)
+            is_max = (values == pooled.unsqueeze(1)).to(small)
+            first = num_windows - (is_max * countdown.view(1, -1, 1)).amax(dim=1).long()
+            ctx.save_for_backward(first)
+            ctx.shape = values.shape
+        return pooled
+
+    @staticmethod
+    def backward(ctx, gradient: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        (first,) = ctx.saved_tensors
+        return gradient.new_zeros(ctx.shape).scatter_(1, first.unsqueeze(1), gradient.unsqueeze(1))
+
+
+
+def _fused_kernel(encoder: "CharacterEncoder") -> torch.Tensor:
+    """
+    Every convolution's kernel in one ``(total filters, char_dim * max width)`` matrix,
+    narrower kernels padded with zero taps on the right, in ``unfold``'s (dim, tap) order.
+    """
+    max_width = max(width for width, _ in encoder.filters)
+    return torch.cat(
+        [
+            nn.functional.pad(conv.weight, (0, max_width - width))
+            for (width, _), conv in zip(encoder.filters, encoder.convolutions)
+        ]
+    ).flatten(1)
+
+
+
+def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Tensor) -> torch.Tensor:
+    """
+    ``max over positions (conv(embedded) + bias)`` of every filter: ``(num_tokens, total
+    filters)``, the same numbers as running each ``nn.Conv1d`` and max-pooling (to float
+    rounding), computed as one matrix multiply over only the windows that can differ.
+
+    Why not ``nn.Conv1d``: on CPU it ran at 33-60 GFLOP/s for Small's widest filter, against
+    160 for a large matrix multiply, and most of its windows are wasted. A token's ids end in
+    padding (a five-letter word has 7 non-padding ids of 50), and every window that
+    lies wholly in the padding has the same value for a given filter. So each token needs
+    only its windows that start before its padding, plus that one padding value (if a
+    wholly-padding window fits before the end), and the bias can be added after the max
+    (rounding is monotone, so this is exact). Tokens are sorted by their non-padding length
+    and processed in chunks, so a chunk computes as many window positions as its longest
+    token needs.
+    """
+    num_tokens, num_chars = character_ids.shape
+    max_width = max(width for width, _ in encoder.filters)
+    kernel = _fused_kernel(encoder)
+    # Each column's last valid window start (positions num_chars - width + 1 onwards run off
+    # the end of the token).
+    last_start = torch.cat(
+        [
+            torch.full((count,), num_chars - width, device=character_ids.device)
+            for width, count in encoder.filters
+        ]
+    )
+    # The value of a window made only of padding characters, for every filter.
+    padding_row = encoder.char_embedding.weight[encoder.padding_id]
+    padding_window = padding_row.unsqueeze(-1).expand(-1, max_width).reshape(-1)
+    padding_value = kernel @ padding_window
+
+    # Non-padding length of each token: one past its last non-padding id.
+    positions = torch.arange(1, num_chars + 1, device=character_ids.device)
+    lengths = torch.where(character_ids != encoder.padding_id, positions, 0).max(dim=1).values
+    lengths, order = lengths.sort()
+    sorted_lengths = lengths.tolist()
+    pooled_chunks: List[torch.Tensor] = []
+    start = 0
+    while start < num_tokens:
+        # Tokens of similar lengths only: in a 20-token English sentence (the batch-1
+        # benchmark's) the longest of the 18 distinct tokens has 16 non-padding ids and 14
+        # have 3 to 8, so one chunk computed 18 x 16 = 288 windows where 113 are needed;
+        # two chunks compute 14 x 8 + 4 x 16 = 176.
+        longest = CHUNK_LENGTH_RATIO * max(sorted_lengths[start], CHUNK_MIN_LENGTH)
+        similar = max(start + 1, bisect.bisect_right(sorted_lengths, longest, lo=start))
+        # Grow the chunk while its rows (tokens x its longest token's windows) fit the budget.
+        end = min(num_tokens, start + CONVOLUTION_ROWS_PER_CHUNK, similar)
+        while end - start > 1 and (end - start) * max(sorted_lengths[end - 1], 1) > (
+            CONVOLUTION_ROWS_PER_CHUNK
+        ):
+            end = start + max(1, CONVOLUTION_ROWS_PER_CHUNK // max(sorted_lengths[end - 1], 1))
+        num_windows = max(sorted_lengths[end - 1], 1)
+        chunk_ids = character_ids[order[start:end], : num_windows + max_width - 1]
+        embedded = encoder.char_embedding(chunk_ids)  # (tokens, chars, dim)
+        # Zeros past the token's end feed only the zero taps of narrower kernels, or windows
+        # that are invalid and excluded below.
+        embedded = nn.functional.pad(
+            embedded, (0, 0, 0, num_windows + max_width - 1 - embedded.size(1))
+        )
+        windows = embedded.unfold(1, max_width, 1)  # (tokens, windows, dim, max_width)
+        values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
+            end - start, num_windows, -1
+        )
+        if num_windows - 1 <= num_chars - max_width:
+            pooled = _MaxOverWindows.apply(values)
+        else:  # Long tokens: each width has its own last valid window.
+            pooled_parts = []
+            offset = 0
+            for width, count in encoder.filters:
+                valid = min(num_windows, num_chars - width + 1)
+                pooled_parts.append(
+                    _MaxOverWindows.apply(values[:, :valid, offset : offset + count])
+                )
+                offset += count
+            pooled = torch.cat(pooled_parts, dim=1)
+        # Tokens with room for a window of nothing but padding also take its value.
+        chunk_lengths = lengths[start:end].unsqueeze(1)
+        has_padding_window = chunk_lengths <= last_start.unsqueeze(0)
+        pooled = torch.where(has_padding_window, torch.maximum(pooled, padding_value), pooled)
+        pooled_chunks.append(pooled)
+        start = end
+    pooled = torch.cat(pooled_chunks) if pooled_chunks else kernel.new_zeros(0, kernel.size(0))
+    restore = torch.empty_like(order)
+    restore[order] = torch.arange(num_tokens, device=order.device)
+    bias = torch.cat([conv.bias for conv in encoder.convolutions])
+    return pooled[restore] + bias
+
+
+def reference_max_pooled_convolutions(
+    encoder: "CharacterEncoder", character_ids: torch.Tensor
+) -> torch.Tensor:
+    """The plain definition: every ``nn.Conv1d`` over every position, then the max."""
+    embedded = encoder.char_embedding(character_ids).transpose(1, 2)
+    return torch.cat([conv(embedded).max(dim=-1).values for conv in encoder.convolutions], -1)
