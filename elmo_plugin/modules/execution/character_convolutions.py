@@ -75,8 +75,8 @@ def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Te
     filters)``, the same numbers as running each ``nn.Conv1d`` and max-pooling (to float
     rounding), computed as one matrix multiply over only the windows that can differ.
 
-    Why not ``nn.Conv1d``: on CPU it ran at 33-60 GFLOP/s for Small's widest filter, against
-    160 for a large matrix multiply, and most of its windows are wasted. A token's ids end in
+    Why not ``nn.Conv1d``: it runs far below a large matrix multiply's speed on a CPU
+    (docs/implementation.md), and most of its windows are wasted. A token's ids end in
     padding (a five-letter word has 7 non-padding ids of 50), and every window that
     lies wholly in the padding has the same value for a given filter. So each token needs
     only its windows that start before its padding, plus that one padding value (if a

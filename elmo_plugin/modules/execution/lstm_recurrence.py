@@ -13,10 +13,8 @@ of the batch), three ways that compute the same thing:
 
 Why the hand-written backward: with autograd's per-step graph, each step's backward multiplies
 (projection x batch) by (batch x 4 cell) for the recurrent weight and writes a whole weight-sized
-gradient that is then added to the running sum: at the Original size 32 MB written and added per step and direction,
-and the largest item of a CPU training step (2.7 s of 12.4 s of operator time, profiled with
-``benchmarks/embedding_profile.py --training``). Collecting the step gradients of the gates and
-multiplying once does the same arithmetic in one large, fast multiply.
+gradient that is then added to the running sum; collecting the step gradients of the gates and
+multiplying once does the same arithmetic in one large, fast multiply (docs/implementation.md).
 """
 from typing import List, Optional, Tuple
 
@@ -117,43 +115,26 @@ def inference_loop(
     few operator calls per step as it allows, into work buffers of one step's rows, written over
     by every step. Returns the packed outputs and the final ``h`` and ``c``.
 
-    Why work buffers: fresh tensors cost more than their arithmetic here, because with glibc's
-    default settings every step's 4 MB of Original-size gates came from newly mapped pages, and
-    the page faults doubled the LSTM's non-multiply time (profiled with
-    ``benchmarks/embedding_profile.py``).
-
-    Why a loop of its own: at batch 1 a step's work is tiny (Small: a 1 x 128 by 128 x 4,096
-    product and a few 1,024-wide elementwise operations), so the cost of each call (Python, the
-    dispatcher, making a view) is a large part of it: the training loop's slicing (the step's
-    input gates, outputs and work buffers, and ``chunk`` into four gates) made 10 of a step's 21
-    operator calls. Here every step's input gates and outputs are views made by one ``split``
-    each, and the work buffers and their gate views are made again only when the number of
-    running rows changes (never at batch 1), leaving 12 calls per step: the two products, the
-    four gate activations, the cell update, the clips and ``tanh(c) * o``. (f and o are
-    adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
-    the last place: PyTorch's vectorized and scalar sigmoids differ. Kept apart, the outputs equal
-    `training_loop`'s to the bit, so validation in training computes what inference computes.)
+    Why work buffers: fresh tensors would come from newly mapped pages on every step, whose
+    faults cost more than the step's arithmetic. Why a loop of its own: at batch 1 a step's work
+    is tiny, so each operator call (Python, the dispatcher, making a view) weighs: every step's
+    input gates and outputs are views made by one ``split`` each, and the work buffers and their
+    gate views are made again only when the number of running rows changes, leaving 12 calls per
+    step. (f and o are adjacent, but one sigmoid over both rounds some values differently from
+    two, by one unit in the last place; kept apart, the outputs equal `training_loop`'s to the
+    bit, so validation in training computes what inference computes.)
 
     ``input_gates`` may come in the products' narrower dtype (bfloat16, as the input product made
     them under autocast) rather than the state's: each step then widens its rows into the work
-    buffer and adds the recurrent product there, in the state's dtype, which is the same
-    arithmetic as widening all of them first, to the bit. Why: on a CPU the widening of all steps
-    at once, into a newly allocated float32 tensor of (positions, 4 x cell), took 167 of the 939
-    ms of an Original batch of 64 in bfloat16 (AMX Xeon, 2 threads,
-    ``benchmarks/embedding_profile.py --precision bfloat16``), most likely in first-touch page
-    faults of its 92 MB per layer and direction; a step's rows go into a buffer in the cache.
+    buffer and adds the recurrent product there, in the state's dtype: the same arithmetic as
+    widening all of them first, to the bit, without a newly allocated tensor of every position.
 
     ``few_rows_weights``: the recurrent and projection weights transposed, ``(4 * cell,
     projection)`` and ``(projection, cell)``, contiguous, in the products' dtype. Steps with at
     most `FEW_ROWS_MAX` running rows then multiply by these instead (one row: a matrix-vector
-    product), which computes the same products summed in another order (the results may differ
-    in the last bit of the products' dtype). Why: in bfloat16 PyTorch's product of a few rows by
-    an ``(in, out)`` matrix runs no faster than float32's, though it reads half the bytes,
-    while its matrix-vector kernel over ``(out, in)`` rows does: one row by Original's recurrent
-    matrix took 1.26 ms ``(in, out)``, 0.77 ms as ``torch.mv`` and 1.17 ms in float32; 16 rows
-    1.50 ms against 1.16 ms through ``linear``; at 32 rows and more the ``(in, out)`` layout was
-    faster (2-core AMX Xeon, 1 thread; BENCHMARKS.md, issue 28). In float32 both layouts run at
-    the same speed, so the layer passes these only for narrower products.
+    product): the same products summed in another order (the results may differ in the last bit
+    of the products' dtype), faster in bfloat16 on a CPU. docs/implementation.md ("The fast
+    paths, measured") has the measurements behind each of these choices.
     """
     batch_size, cell_size = c0.shape
     matmul_dtype = recurrent_weight.dtype

@@ -4,8 +4,8 @@ Frozen weights' copies in another dtype (autocast's) or layout, kept between cal
 Under autocast (bfloat16 inference, `elmo_plugin.modules.precision`) every product converts its
 float32 weight to bfloat16 on every call: autocast's own cache keeps a converted weight only for
 the rest of one ``with torch.autocast`` block, and only for weights that require a gradient. For
-a frozen biLM that is the same conversion on every call (4% of an Original batch of 64 for the
-LSTM's weights on a 2-core AMX Xeon, BENCHMARKS.md, issue 28), so `kept_copy` makes it once.
+a frozen biLM that is the same conversion on every call (a few percent of a call,
+docs/implementation.md), so `kept_copy` makes it once.
 
 A copy is the same bits as autocast's own conversion (``weight.to(dtype)``), so keeping it
 changes nothing in the results. It is made again when the weight changes: its storage (``.to``,
