@@ -277,6 +277,19 @@ class ElmoBiLm(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
+    def training_dropout(self) -> float:
+        """
+        The dropout on every LSTM layer's input while training (bilm-tf's ``DropoutWrapper``;
+        ``options.dropout``, which a training run's options set). `Elmo` sets it to 0: a task
+        model puts its dropout on the mixed vectors.
+        """
+        return self.lstm.dropout
+
+    @training_dropout.setter
+    def training_dropout(self, value: float) -> None:
+        self.lstm.dropout = value
+
+    @property
     def stateful(self) -> bool:
         return self.lstm.stateful
 

@@ -30,9 +30,6 @@ def load_pretrained_bilm(
     ``model.tar.gz`` or serialization directory; a ``weight_file`` that is an archive and no
     ``options_file`` also means the archive), or ``model`` (a published model's name or a local
     directory); with none of them, the published English "Original" model.
-
-    The biLM's own training dropout is switched off, as in AllenNLP's ``Elmo``: task models put
-    their dropout on the mixed vectors.
     """
     try:
         bilm = ElmoBiLm.from_model(
@@ -45,7 +42,6 @@ def load_pretrained_bilm(
     except ConfigurationError as error:
         # A biLM that one of the Makefile's targets builds: name the target.
         raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
-    bilm.lstm.dropout = 0.0
     return bilm
 
 
@@ -84,7 +80,8 @@ class Elmo(torch.nn.Module, FromParams):
         The mix to use (``{"type": "single_layer", "layer": -1}``, ...); by default the
         softmax mix of the paper. ``num_layers`` and ``do_layer_norm`` are filled in.
     bilm : `ElmoBiLm`, optional
-        An already built biLM (from Python), instead of files.
+        An already built biLM (from Python), instead of files. Its own training dropout
+        (`ElmoBiLm.training_dropout`) is switched off here, as for a biLM loaded from files.
     module : `torch.nn.Module`, optional
         AllenNLP's name for ``bilm``: an already built biLM, instead of files (then pass
         ``None`` for ``options_file`` and ``weight_file``). As in AllenNLP it may be any module
@@ -138,6 +135,12 @@ class Elmo(torch.nn.Module, FromParams):
             bilm = load_pretrained_bilm(
                 options_file, weight_file, archive_file, requires_grad, model=model
             )
+        if isinstance(bilm, ElmoBiLm):
+            # As in AllenNLP's Elmo, whose biLM has none: the biLM's own training dropout (of a
+            # training run's options) is off however the biLM arrives, and task models put
+            # theirs on the mixed vectors (``dropout``). Another module (AllenNLP's _ElmoBiLm)
+            # is left as it is, as AllenNLP leaves it.
+            bilm.training_dropout = 0.0
         check_frozen(precision, any(p.requires_grad for p in bilm.parameters()))
         self._elmo_lstm = bilm
         if vocab_to_cache is not None:

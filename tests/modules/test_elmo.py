@@ -22,6 +22,7 @@ from allennlp.nn.regularizers import L2Regularizer
 
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
@@ -145,6 +146,33 @@ def test_elmo_matches_allennlp_core(do_layer_norm):
         assert mine.shape == theirs.shape
         assert torch.allclose(mine, theirs, atol=ATOL), (mine - theirs).abs().max()
     assert not torch.allclose(actual["elmo_representations"][0], actual["elmo_representations"][1])
+
+
+def options_with_training_dropout(tmp_path: Path) -> Path:
+    """The golden fixture's options with bilm-tf's training dropout, as its training options and
+    the plugin's own exports have it."""
+    options = json.loads(FIXTURE_OPTIONS.read_text(encoding="utf-8"))
+    options["dropout"] = 0.1
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(options), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("given_as", ["files", "module", "bilm"])
+def test_elmo_turns_off_the_bilms_own_training_dropout_however_it_arrives(tmp_path, given_as):
+    options = options_with_training_dropout(tmp_path)
+    if given_as == "files":
+        elmo = Elmo(str(options), str(FIXTURE_WEIGHTS), 1, dropout=0.0)
+    else:
+        bilm = ElmoBiLm.from_files(options, FIXTURE_WEIGHTS)
+        assert bilm.training_dropout == 0.1
+        elmo = Elmo(None, None, 1, dropout=0.0, **{given_as: bilm})
+    assert elmo.bilm.training_dropout == 0.0
+    elmo.train()  # what a task model's training does
+    ids = character_ids()
+    with torch.no_grad():
+        first, second = (elmo(ids)["elmo_representations"][0] for _ in range(2))
+    assert torch.equal(first, second)
 
 
 def test_elmo_keeps_sentence_boundaries_like_core():
@@ -366,7 +394,6 @@ def test_token_embedder_with_30_characters_per_token(tmp_path):
 
 def test_repeated_tokens_are_encoded_once_with_the_same_vectors(monkeypatch):
     from elmo_plugin.modules import token_cache
-    from elmo_plugin.modules.bilm import ElmoBiLm
 
     bilm = ElmoBiLm.from_files(str(FIXTURE_OPTIONS), str(FIXTURE_WEIGHTS)).eval()
     ids = character_ids([["the", "cat", "the", "."], ["the", ".", KOREAN_LONG]])
