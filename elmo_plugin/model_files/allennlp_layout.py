@@ -12,7 +12,8 @@ calls `convert_allennlp_bilm_state` for it, so the conversion works wherever a m
 biLM, under whatever attribute names.
 
 Keys relative to the biLM (AllenNLP's on the left; F total filters, C cell size, P projection
-size; AllenNLP's LSTM gate blocks are ordered i, f, j, o, ours (TensorFlow's) i, j, f, o):
+size; the gate order, forget bias and highway gate are AllenNLP 0.x's conventions, converted by
+`elmo_plugin.model_files.allennlp_conventions`, which ELMoForManyLangs models share):
 
 | AllenNLP | ours | conversion |
 |---|---|---|
@@ -36,20 +37,32 @@ at once, keys AllenNLP's layout does not have for this biLM (a ``char_conv_7`` f
 widths) or missing ones are a `ConfigurationError` that names them.
 """
 import logging
-import re
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Mapping, Optional, Set
 
 import torch
 from allennlp.common.checks import ConfigurationError
-from torch import nn
+
+from elmo_plugin.model_files import parameter_names as names
+from elmo_plugin.model_files.allennlp_conventions import (
+    highway_key,
+    highways_from_allennlp,
+    lstm_cell_key,
+    lstm_cell_shape,
+    lstm_stack_from_allennlp,
+)
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 logger = logging.getLogger(__name__)
 
+# Where AllenNLP's _ElmoBiLm keeps its parts, relative to the biLM.
+_TOKEN_EMBEDDER = "_token_embedder."
+_HIGHWAYS = _TOKEN_EMBEDDER + "_highways."
+_LSTM = "_elmo_lstm."
 # First components of the keys of each layout, relative to the biLM.
 ALLENNLP_ROOTS = ("_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding")
-PLUGIN_ROOTS = ("character_encoder", "lstm", "format_version")
+PLUGIN_ROOTS = names.ROOTS
 # AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation (see above).
-_CACHE_KEYS = re.compile(r"^(_word_embedding\.weight|_bos_embedding|_eos_embedding)$")
+_CACHE_KEYS = ("_word_embedding.weight", "_bos_embedding", "_eos_embedding")
 _SHOWN_KEYS = 8
 
 
@@ -58,7 +71,7 @@ def _listing(keys: List[str]) -> str:
     return shown + (f", ... ({len(keys)} in all)" if len(keys) > _SHOWN_KEYS else "")
 
 
-def bilm_state_layout(state_dict: Dict[str, torch.Tensor], prefix: str) -> Optional[str]:
+def bilm_state_layout(state_dict: Mapping[str, torch.Tensor], prefix: str) -> Optional[str]:
     """
     ``"allennlp"`` or ``"elmo_plugin"``: the layout of the biLM weights under ``prefix`` in
     ``state_dict``, told by their key names; None if there are none. A mix of both, or keys that
@@ -93,56 +106,48 @@ def bilm_state_layout(state_dict: Dict[str, torch.Tensor], prefix: str) -> Optio
     return None
 
 
-def _reorder_gates(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
-    """AllenNLP's gate blocks (i, f, j, o) along dimension 0 -> TensorFlow's (i, j, f, o)."""
-    i, f, j, o = tensor.split(cell_size, dim=0)
-    return torch.cat([i, j, f, o], dim=0)
-
-
-def allennlp_bilm_key_map(bilm: nn.Module) -> Dict[str, str]:
+def allennlp_bilm_key_map(options: BilmOptions, has_projection: Optional[bool] = None) -> Dict[str, str]:
     """
-    Every key of AllenNLP's layout for a biLM of ``bilm``'s architecture (an `ElmoBiLm`),
-    mapped to the key of ours it becomes, both relative to the biLM.
+    Every key of AllenNLP's layout for a biLM of ``options``' architecture, mapped to the key of
+    ours it becomes, both relative to the biLM. ``has_projection`` as in
+    `parameter_names.state_dict_keys`.
     """
-    encoder = bilm.character_encoder
-    mapping = {"_token_embedder._char_embedding_weights": "character_encoder.char_embedding.weight"}
-    for index in range(len(encoder.convolutions)):
-        for name in ("weight", "bias"):
-            mapping[f"_token_embedder.char_conv_{index}.{name}"] = (
-                f"character_encoder.convolutions.{index}.{name}"
-            )
-    for index in range(len(encoder.highway.layers)):
-        for name in ("weight", "bias"):
-            mapping[f"_token_embedder._highways._layers.{index}.{name}"] = (
-                f"character_encoder.highway.layers.{index}.{name}"
-            )
-    if encoder.projection is not None:
-        for name in ("weight", "bias"):
-            mapping[f"_token_embedder._projection.{name}"] = f"character_encoder.projection.{name}"
-    for direction in ("forward", "backward"):
-        for index in range(len(getattr(bilm.lstm, f"{direction}_layers"))):
-            theirs = f"_elmo_lstm.{direction}_layer_{index}"
-            ours = f"lstm.{direction}_layers.{index}"
-            mapping[f"{theirs}.input_linearity.weight"] = f"{ours}.input_weight"
-            mapping[f"{theirs}.state_linearity.weight"] = f"{ours}.recurrent_weight"
-            mapping[f"{theirs}.state_linearity.bias"] = f"{ours}.bias"
-            mapping[f"{theirs}.state_projection.weight"] = f"{ours}.projection_weight"
+    if has_projection is None:
+        has_projection = options.has_character_projection
+    mapping = {_TOKEN_EMBEDDER + "_char_embedding_weights": names.CHARACTER_EMBEDDING}
+    for kind in names.WEIGHT_AND_BIAS:
+        for index in range(len(options.filters)):
+            mapping[f"{_TOKEN_EMBEDDER}char_conv_{index}.{kind}"] = names.convolution(index, kind)
+        for index in range(options.n_highway):
+            mapping[_HIGHWAYS + highway_key(index, kind)] = names.highway(index, kind)
+        if has_projection:
+            mapping[f"{_TOKEN_EMBEDDER}_projection.{kind}"] = names.projection(kind)
+    for direction in names.DIRECTIONS:
+        for layer in range(options.n_layers):
+            for parameter in names.LSTM_PARAMETERS:
+                mapping[_LSTM + lstm_cell_key(direction, layer, parameter)] = names.lstm(
+                    direction, layer, parameter
+                )
     return mapping
 
 
 def convert_allennlp_bilm_state(
-    state_dict: Dict[str, torch.Tensor], prefix: str, bilm: nn.Module
+    state_dict: Dict[str, torch.Tensor],
+    prefix: str,
+    options: BilmOptions,
+    own_state: Mapping[str, torch.Tensor],
 ) -> None:
     """
     Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by
-    the same weights in the layout of ``bilm`` (an `ElmoBiLm`; see the module documentation).
-    Keys AllenNLP's layout does not have for this architecture, missing keys and shapes that do
-    not fit are a `ConfigurationError` naming the keys.
+    the same weights in our layout (see the module documentation), for the biLM of ``options``
+    whose own state dict (keys relative to it) is ``own_state``. Keys AllenNLP's layout does not
+    have for this architecture, missing keys and shapes that do not fit are a
+    `ConfigurationError` naming the keys.
     """
-    mapping = allennlp_bilm_key_map(bilm)
+    mapping = allennlp_bilm_key_map(options, has_projection=names.projection("weight") in own_state)
     present: Set[str] = {key[len(prefix) :] for key in state_dict if key.startswith(prefix)}
     unknown = sorted(
-        prefix + key for key in present if key not in mapping and not _CACHE_KEYS.match(key)
+        prefix + key for key in present if key not in mapping and key not in _CACHE_KEYS
     )
     missing = sorted(prefix + key for key in mapping if key not in present)
     if unknown or missing:
@@ -153,42 +158,34 @@ def convert_allennlp_bilm_state(
             problems.append(f"missing keys: {_listing(missing)}")
         raise ConfigurationError(
             f"the biLM weights under '{prefix}' are in AllenNLP's layout but do not fit this "
-            f"biLM ({bilm.options.n_layers} LSTM layers, {len(bilm.options.filters)} filter "
-            f"widths, {bilm.options.n_highway} highway layers; is it built from the options "
+            f"biLM ({options.n_layers} LSTM layers, {len(options.filters)} filter "
+            f"widths, {options.n_highway} highway layers; is it built from the options "
             f"the model was trained with?): {'; '.join(problems)}"
         )
-    targets = bilm.state_dict()
-    cell_size = bilm.options.lstm_dim
-    converted: Dict[str, torch.Tensor] = {}
     for theirs, ours in mapping.items():
         value = state_dict[prefix + theirs]
-        transposed = theirs.endswith(("_linearity.weight", "state_projection.weight"))
-        expected = tuple(targets[ours].shape)
-        if transposed:
-            expected = expected[::-1]
+        expected = tuple(own_state[ours].shape)
+        if ours.startswith(names.LSTM + "."):
+            expected = lstm_cell_shape(ours.rsplit(".", 1)[1], expected)
         if tuple(value.shape) != expected:
             raise ConfigurationError(
                 f"{prefix}{theirs} (AllenNLP's layout) has shape {tuple(value.shape)}, but this "
                 f"biLM needs {expected} there; is it built from the options the model was "
                 "trained with?"
             )
-        if theirs.endswith("_char_embedding_weights"):
-            value = value.clone()
-            value[0] = 0.0
-        elif "._highways._layers." in theirs:
-            value = value.clone()
-            half = value.size(0) // 2
-            value[half:] = -value[half:]
-        elif theirs.endswith("_linearity.weight"):
-            value = _reorder_gates(value, cell_size).t()
-        elif theirs.endswith("state_linearity.bias"):
-            layer = bilm.get_submodule(ours.rsplit(".", 1)[0])
-            value = _reorder_gates(value, cell_size).clone()
-            value[2 * cell_size : 3 * cell_size] -= layer.forget_bias
-        elif transposed:
-            value = value.t()
-        converted[prefix + ours] = value.contiguous()
+    # Everything that is not in one of AllenNLP 0.x's conventions is copied as it is...
+    converted = {ours: state_dict[prefix + theirs] for theirs, ours in mapping.items()}
+    # ...but the character embedding's row 0: the id of padding positions, which AllenNLP's
+    # file loader leaves as it finds it and which is our padding_idx (zero; it never reaches an
+    # output).
+    embedding = converted[names.CHARACTER_EMBEDDING].clone()
+    embedding[0] = 0.0
+    converted[names.CHARACTER_EMBEDDING] = embedding
+    converted.update(highways_from_allennlp(state_dict, prefix + _HIGHWAYS, options.n_highway))
+    converted.update(
+        lstm_stack_from_allennlp(state_dict, prefix + _LSTM, options.n_layers, options.lstm_dim)
+    )
     for key in present:
         del state_dict[prefix + key]
-    state_dict.update(converted)
+    state_dict.update({prefix + key: value.contiguous() for key, value in converted.items()})
     logger.info("converted the biLM weights under '%s' from AllenNLP's layout", prefix)

@@ -25,10 +25,11 @@ A model directory holds (what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` re
   run time); skip connections from the second layer on.
 
 The conversion to our modules (whose conventions are TensorFlow's, see
-`elmo_plugin.model_files.bilm_tf.weights`): embeddings get the zero mask row 0 in front (ids are +1-shifted);
-the highway gate becomes bilm-tf's "carry" (``1 - g``: the gate rows and bias negated); the LSTM
-gate blocks are reordered to i, g, f, o, the matrices transposed to ``(in, out)``, and 1.0 taken
-off the forget bias that our layer adds back. Characters are ids of ``char.dic``
+`elmo_plugin.model_files.bilm_tf.weights`): embeddings get the zero mask row 0 in front (ids are
++1-shifted); the highway and the LSTM are AllenNLP 0.x's, converted as AllenNLP's own biLM is
+(`elmo_plugin.model_files.allennlp_conventions`: the highway gate becomes bilm-tf's "carry", the
+LSTM gate blocks are reordered to i, g, f, o, the matrices transposed to ``(in, out)``, and 1.0
+taken off the forget bias that our layer adds back). Characters are ids of ``char.dic``
 (`elmo_plugin.data.elmoformanylangs_character_ids`, with the swapped begin/end-of-word ids of its
 code). Its output layers are the same as ELMo's: the token vector twice, then each LSTM layer.
 
@@ -50,8 +51,16 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files import parameter_names as names
+from elmo_plugin.model_files.allennlp_conventions import (
+    highway_key,
+    highways_from_allennlp,
+    lstm_cell_key,
+    lstm_cell_shape,
+    lstm_stack_from_allennlp,
+)
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +80,8 @@ CHARACTER_DICTIONARY_NAME = "char.dic"
 WORD_DICTIONARY_NAME = "word.dic"
 TOKEN_EMBEDDER_NAME = "token_embedder.pkl"
 ENCODER_NAME = "encoder.pkl"
+# Where its token embedder keeps its (AllenNLP) Highway.
+_HIGHWAYS = "highways."
 # Files that only an ELMoForManyLangs model directory has (a bilm-tf directory holds options.json
 # and weights.hdf5, a training run's a config.json of AllenNLP parameters and model.tar.gz).
 _SIGNATURE_FILES = (TOKEN_EMBEDDER_NAME, ENCODER_NAME, CHARACTER_DICTIONARY_NAME)
@@ -395,12 +406,6 @@ def _with_mask_row(weight: torch.Tensor) -> torch.Tensor:
     return torch.cat([weight.new_zeros(1, weight.size(1)), weight])
 
 
-def _lstm_gates_to_ours(tensor: torch.Tensor, cell_dim: int) -> torch.Tensor:
-    """Gate blocks along dim 0 from AllenNLP's order i, f, g, o to TensorFlow's i, g, f, o."""
-    i, f, g, o = tensor.split(cell_dim, dim=0)
-    return torch.cat([i, g, f, o], dim=0)
-
-
 class ElmoForManyLangsModel:
     """
     An ELMoForManyLangs model directory, read and checked: `options`, its dictionaries
@@ -472,8 +477,8 @@ class ElmoForManyLangsModel:
             expected[f"convolutions.{index}.weight"] = (count, options.char_dim, width)
             expected[f"convolutions.{index}.bias"] = (count,)
         for index in range(options.n_highway):
-            expected[f"highways._layers.{index}.weight"] = (2 * n_filters, n_filters)
-            expected[f"highways._layers.{index}.bias"] = (2 * n_filters,)
+            expected[_HIGHWAYS + highway_key(index, "weight")] = (2 * n_filters, n_filters)
+            expected[_HIGHWAYS + highway_key(index, "bias")] = (2 * n_filters,)
         projection, cell = options.projection_dim, options.cell_dim
         expected["projection.weight"] = (projection, options.word_dim + n_filters)
         expected["projection.bias"] = (projection,)
@@ -495,14 +500,19 @@ class ElmoForManyLangsModel:
                 "word",
             )
 
-        expected = {}
-        for direction in ("forward", "backward"):
-            for layer in range(options.n_layers):
-                prefix = f"{direction}_layer_{layer}"
-                expected[f"{prefix}.input_linearity.weight"] = (4 * cell, projection)
-                expected[f"{prefix}.state_linearity.weight"] = (4 * cell, projection)
-                expected[f"{prefix}.state_linearity.bias"] = (4 * cell,)
-                expected[f"{prefix}.state_projection.weight"] = (projection, cell)
+        # Ours: every layer's input is the projection's width.
+        our_shapes = {
+            "input_weight": (projection, 4 * cell),
+            "recurrent_weight": (projection, 4 * cell),
+            "bias": (4 * cell,),
+            "projection_weight": (cell, projection),
+        }
+        expected = {
+            lstm_cell_key(direction, layer, parameter): lstm_cell_shape(parameter, shape)
+            for direction in names.DIRECTIONS
+            for layer in range(options.n_layers)
+            for parameter, shape in our_shapes.items()
+        }
         _check_shapes(encoder_path, encoder, expected, source)
         return self._convert(embedder, encoder)
 
@@ -511,47 +521,17 @@ class ElmoForManyLangsModel:
     ) -> Dict[str, torch.Tensor]:
         """Their state dicts -> the parameters of our `ElmoBiLm` (see the module documentation)."""
         options = self.options
-        n_filters, cell = options.n_filters, options.cell_dim
         state: Dict[str, torch.Tensor] = {
-            "character_encoder.char_embedding.weight": _with_mask_row(
-                embedder["char_emb_layer.embedding.weight"]
-            ),
-            "character_encoder.projection.weight": embedder["projection.weight"],
-            "character_encoder.projection.bias": embedder["projection.bias"],
+            names.CHARACTER_EMBEDDING: _with_mask_row(embedder["char_emb_layer.embedding.weight"])
         }
         if self.has_word_embedding:
-            state["character_encoder.word_embedding.weight"] = _with_mask_row(
-                embedder["word_emb_layer.embedding.weight"]
-            )
-        for index in range(len(options.filters)):
-            for kind in ("weight", "bias"):
-                state[f"character_encoder.convolutions.{index}.{kind}"] = embedder[
-                    f"convolutions.{index}.{kind}"
-                ]
-        for index in range(options.n_highway):
-            # Theirs: y = g * x + (1 - g) * f(x), g = sigmoid(gate); ours gates the non-linear
-            # part ("carry"), 1 - g = sigmoid(-gate): negate the gate half.
-            for kind in ("weight", "bias"):
-                value = embedder[f"highways._layers.{index}.{kind}"].clone()
-                value[n_filters:] = -value[n_filters:]
-                state[f"character_encoder.highway.layers.{index}.{kind}"] = value
-        for direction in ("forward", "backward"):
-            for layer in range(options.n_layers):
-                theirs = f"{direction}_layer_{layer}"
-                ours = f"lstm.{direction}_layers.{layer}"
-                state[f"{ours}.input_weight"] = _lstm_gates_to_ours(
-                    encoder[f"{theirs}.input_linearity.weight"], cell
-                ).t()
-                state[f"{ours}.recurrent_weight"] = _lstm_gates_to_ours(
-                    encoder[f"{theirs}.state_linearity.weight"], cell
-                ).t()
-                bias = _lstm_gates_to_ours(encoder[f"{theirs}.state_linearity.bias"], cell).clone()
-                # Our layer adds TensorFlow's forget bias of 1.0 at run time; theirs adds none.
-                bias[2 * cell : 3 * cell] -= 1.0
-                state[f"{ours}.bias"] = bias
-                state[f"{ours}.projection_weight"] = encoder[
-                    f"{theirs}.state_projection.weight"
-                ].t()
+            state[names.WORD_EMBEDDING] = _with_mask_row(embedder["word_emb_layer.embedding.weight"])
+        for kind in names.WEIGHT_AND_BIAS:
+            for index in range(len(options.filters)):
+                state[names.convolution(index, kind)] = embedder[f"convolutions.{index}.{kind}"]
+            state[names.projection(kind)] = embedder[f"projection.{kind}"]
+        state.update(highways_from_allennlp(embedder, _HIGHWAYS, options.n_highway))
+        state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.cell_dim))
         return {name: value.contiguous() for name, value in state.items()}
 
 

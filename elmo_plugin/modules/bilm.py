@@ -17,6 +17,7 @@ from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsChar
 from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.model_files import parameter_names as names
 from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
@@ -264,7 +265,7 @@ class ElmoBiLm(nn.Module):
         key = prefix + "format_version"
         # A model trained with AllenNLP's own elmo_token_embedder (see allennlp_layout).
         if bilm_state_layout(state_dict, prefix) == "allennlp":
-            convert_allennlp_bilm_state(state_dict, prefix, self)
+            convert_allennlp_bilm_state(state_dict, prefix, self.options, self.state_dict())
             state_dict[key] = torch.tensor(FORMAT_VERSION)
         if key not in state_dict:
             _upgrade_unversioned_state(state_dict, prefix, self)
@@ -440,22 +441,26 @@ def _upgrade_unversioned_state(state_dict: Dict[str, torch.Tensor], prefix: str,
     whose recurrent matrix is square too (``projection == 4 * cell``) cannot be told at all and
     is an error rather than a guess.
     """
-    for direction in ("forward_layers", "backward_layers"):
-        for index, layer in enumerate(getattr(bilm.lstm, direction)):
-            layer_prefix = f"{prefix}lstm.{direction}.{index}."
-            recurrent = state_dict.get(layer_prefix + "recurrent_weight")
+    # Every layer's recurrent matrix, (projection, 4 * cell) here.
+    current_shape = (bilm.options.projection_dim, 4 * bilm.options.lstm_dim)
+    for direction in names.DIRECTIONS:
+        for layer in range(bilm.options.n_layers):
+            recurrent_key = prefix + names.lstm(direction, layer, "recurrent_weight")
+            recurrent = state_dict.get(recurrent_key)
             if recurrent is None:
                 continue  # missing keys are reported by load_state_dict
-            current_shape = tuple(layer.recurrent_weight.shape)
             if current_shape[0] == current_shape[1]:
                 raise ConfigurationError(
-                    f"cannot convert {layer_prefix}recurrent_weight of an archive without a format "
+                    f"cannot convert {recurrent_key} of an archive without a format "
                     f"version: it is square {current_shape}, so its layout is unknown"
                 )
             if tuple(recurrent.shape) == current_shape:
                 continue
-            logger.info("converting %s* from the (out, in) layout of old archives", layer_prefix)
-            for name in ("input_weight", "recurrent_weight", "projection_weight"):
-                key = layer_prefix + name
+            logger.info(
+                "converting %s from the (out, in) layout of old archives",
+                prefix + names.lstm(direction, layer, "*"),
+            )
+            for name in names.LSTM_MATRICES:
+                key = prefix + names.lstm(direction, layer, name)
                 if key in state_dict:
                     state_dict[key] = state_dict[key].t()

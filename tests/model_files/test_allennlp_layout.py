@@ -232,6 +232,6 @@ def test_a_shape_that_does_not_fit_is_named_with_both_shapes():
 def test_the_key_map_covers_every_parameter_of_both_sides():
     theirs = AllenNlpBiLm(OPTIONS, WEIGHTS)
     ours = our_bilm()
-    mapping = allennlp_bilm_key_map(ours)
+    mapping = allennlp_bilm_key_map(ours.options)
     assert set(mapping) == set(theirs.state_dict())
     assert set(mapping.values()) == set(dict(ours.named_parameters()))

@@ -1,6 +1,7 @@
 """
 bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM
-(`elmo_plugin.modules.bilm.ElmoBiLm`, whose parameter names this module spells out).
+(`elmo_plugin.modules.bilm.ElmoBiLm`; its parameter names are
+`elmo_plugin.model_files.parameter_names`').
 
 The file holds TensorFlow's variables by scope:
 
@@ -30,15 +31,13 @@ import torch
 
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, BilmOptions
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files import parameter_names as names
+from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, BilmOptions
 
 # Scopes whose datasets must all be understood: anything else there means the file and the
 # options describe different models.
 _CHECKED_SCOPES = ("CNN", "CNN_high_", "CNN_proj", "RNN_", "char_embed")
-
-_ENCODER = "character_encoder"
-_DIRECTIONS = ("forward_layers", "backward_layers")
 
 
 def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> str:
@@ -80,12 +79,12 @@ class _WeightReader:
         return torch.from_numpy(np.asarray(dataset[...], dtype=np.float32))
 
     def check_nothing_left(self) -> None:
-        names: List[str] = []
+        datasets: List[str] = []
         self.handle.visititems(
-            lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None
+            lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None
         )
         unused = [
-            name for name in names if name.startswith(_CHECKED_SCOPES) and name not in self.used
+            name for name in datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used
         ]
         if unused:
             raise ConfigurationError(
@@ -119,26 +118,26 @@ def read_bilm_tf_weights(
         reader = _WeightReader(handle, path, options_source)
         char_dim = options.char_embedding_dim
         char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
-        state[f"{_ENCODER}.char_embedding.weight"] = torch.cat(
+        state[names.CHARACTER_EMBEDDING] = torch.cat(
             [char_embed.new_zeros(1, char_dim), char_embed]
         )
         for index, (width, count) in enumerate(options.filters):
             kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
-            state[f"{_ENCODER}.convolutions.{index}.weight"] = kernel[0].permute(2, 1, 0)
-            state[f"{_ENCODER}.convolutions.{index}.bias"] = reader.read(
+            state[names.convolution(index, "weight")] = kernel[0].permute(2, 1, 0)
+            state[names.convolution(index, "bias")] = reader.read(
                 f"CNN/b_cnn_{index}", (count,)
             )
         n_filters = options.n_filters
         square = (n_filters, n_filters)
         for index in range(options.n_highway):
             scope = f"CNN_high_{index}"
-            state[f"{_ENCODER}.highway.layers.{index}.weight"] = torch.cat(
+            state[names.highway(index, "weight")] = torch.cat(
                 [
                     reader.read(f"{scope}/W_transform", square).t(),
                     reader.read(f"{scope}/W_carry", square).t(),
                 ]
             )
-            state[f"{_ENCODER}.highway.layers.{index}.bias"] = torch.cat(
+            state[names.highway(index, "bias")] = torch.cat(
                 [
                     reader.read(f"{scope}/b_transform", (n_filters,)),
                     reader.read(f"{scope}/b_carry", (n_filters,)),
@@ -146,13 +145,13 @@ def read_bilm_tf_weights(
             )
         if options.has_character_projection:
             projection_dim = options.projection_dim
-            state[f"{_ENCODER}.projection.weight"] = reader.read(
+            state[names.projection("weight")] = reader.read(
                 "CNN_proj/W_proj", (n_filters, projection_dim)
             ).t()
-            state[f"{_ENCODER}.projection.bias"] = reader.read("CNN_proj/b_proj", (projection_dim,))
+            state[names.projection("bias")] = reader.read("CNN_proj/b_proj", (projection_dim,))
 
         single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
-        for direction, name in enumerate(_DIRECTIONS):
+        for direction, name in enumerate(names.DIRECTIONS):
             for layer in range(options.n_layers):
                 scope = lstm_scope(direction, layer, single_layer_names)
                 # Every layer's input (the token vectors, or the layer below) is as wide as the
@@ -160,11 +159,10 @@ def read_bilm_tf_weights(
                 input_size = projection_size = options.projection_dim
                 cell_size = options.lstm_dim
                 kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
-                prefix = f"lstm.{name}.{layer}"
-                state[f"{prefix}.input_weight"] = kernel[:input_size]
-                state[f"{prefix}.recurrent_weight"] = kernel[input_size:]
-                state[f"{prefix}.bias"] = reader.read(f"{scope}/B", (4 * cell_size,))
-                state[f"{prefix}.projection_weight"] = reader.read(
+                state[names.lstm(name, layer, "input_weight")] = kernel[:input_size]
+                state[names.lstm(name, layer, "recurrent_weight")] = kernel[input_size:]
+                state[names.lstm(name, layer, "bias")] = reader.read(f"{scope}/B", (4 * cell_size,))
+                state[names.lstm(name, layer, "projection_weight")] = reader.read(
                     f"{scope}/W_P_0", (cell_size, projection_size)
                 )
         reader.check_nothing_left()
@@ -183,32 +181,35 @@ def bilm_tf_arrays(
         return tensor.numpy().astype(np.float32)
 
     arrays: Dict[str, np.ndarray] = {
-        "char_embed": numpy(array(f"{_ENCODER}.char_embedding.weight")[1:])
+        "char_embed": numpy(array(names.CHARACTER_EMBEDDING)[1:])
     }
     for index in range(len(options.filters)):
-        weight = array(f"{_ENCODER}.convolutions.{index}.weight")
+        weight = array(names.convolution(index, "weight"))
         arrays[f"CNN/W_cnn_{index}"] = numpy(weight.permute(2, 1, 0).unsqueeze(0))
-        arrays[f"CNN/b_cnn_{index}"] = numpy(array(f"{_ENCODER}.convolutions.{index}.bias"))
+        arrays[f"CNN/b_cnn_{index}"] = numpy(array(names.convolution(index, "bias")))
     n_filters = options.n_filters
     for index in range(options.n_highway):
         scope = f"CNN_high_{index}"
-        weight = array(f"{_ENCODER}.highway.layers.{index}.weight")
-        bias = array(f"{_ENCODER}.highway.layers.{index}.bias")
+        weight = array(names.highway(index, "weight"))
+        bias = array(names.highway(index, "bias"))
         arrays[f"{scope}/W_transform"] = numpy(weight[:n_filters].t())
         arrays[f"{scope}/W_carry"] = numpy(weight[n_filters:].t())
         arrays[f"{scope}/b_transform"] = numpy(bias[:n_filters])
         arrays[f"{scope}/b_carry"] = numpy(bias[n_filters:])
     if options.has_character_projection:
-        arrays["CNN_proj/W_proj"] = numpy(array(f"{_ENCODER}.projection.weight").t())
-        arrays["CNN_proj/b_proj"] = numpy(array(f"{_ENCODER}.projection.bias"))
-    for direction, name in enumerate(_DIRECTIONS):
+        arrays["CNN_proj/W_proj"] = numpy(array(names.projection("weight")).t())
+        arrays["CNN_proj/b_proj"] = numpy(array(names.projection("bias")))
+    for direction, name in enumerate(names.DIRECTIONS):
         for layer in range(options.n_layers):
             scope = lstm_scope(direction, layer)
-            prefix = f"lstm.{name}.{layer}"
             kernel = torch.cat(
-                [array(f"{prefix}.input_weight"), array(f"{prefix}.recurrent_weight")], dim=0
+                [
+                    array(names.lstm(name, layer, "input_weight")),
+                    array(names.lstm(name, layer, "recurrent_weight")),
+                ],
+                dim=0,
             )
             arrays[f"{scope}/W_0"] = numpy(kernel)
-            arrays[f"{scope}/B"] = numpy(array(f"{prefix}.bias"))
-            arrays[f"{scope}/W_P_0"] = numpy(array(f"{prefix}.projection_weight"))
+            arrays[f"{scope}/B"] = numpy(array(names.lstm(name, layer, "bias")))
+            arrays[f"{scope}/W_P_0"] = numpy(array(names.lstm(name, layer, "projection_weight")))
     return arrays

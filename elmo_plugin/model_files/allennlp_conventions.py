@@ -1,0 +1,117 @@
+"""
+AllenNLP 0.x's conventions for ELMo's LSTM and highway layers, converted to bilm-tf's (which the
+plugin's biLM keeps, see `elmo_plugin.model_files.parameter_names`), written once for the two
+kinds of model that carry them: AllenNLP's own biLM (`elmo_plugin.model_files.allennlp_layout`)
+and ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`), whose encoder is AllenNLP
+0.x's ``ElmoLstm`` of ``LstmCellWithProjection`` layers and whose token embedder uses its
+``Highway``.
+
+- **LSTM gate blocks** are ordered i, f, j, o (input, forget, the new cell content, output) in
+  AllenNLP and i, j, f, o in TensorFlow; the matrices are PyTorch's ``(out, in)`` there and
+  TensorFlow's ``(in, out)`` here.
+- **The forget bias:** TensorFlow's ``LSTMCell`` (and our layer) adds 1.0 to the forget gate at
+  run time; AllenNLP's cell adds nothing. AllenNLP's loader of bilm-tf files adds the 1.0 into
+  the stored bias, and ELMoForManyLangs trained without one, so in both the stored bias is ours
+  plus 1.0 on the forget block.
+- **The highway gate:** AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we
+  ``g * f(x) + (1 - g) * x`` ("carry"), so their gate is ``1 - ours = sigmoid(-z)``: the gate
+  half (the rows after the first F of the ``(2F, F)`` weight, and of the bias) is negated.
+"""
+from typing import Dict, Tuple
+
+import torch
+
+from elmo_plugin.model_files import parameter_names as names
+
+# What TensorFlow's LSTMCell (bilm-tf's, and `ProjectedLstmLayer` by default) adds to the forget
+# gate at run time.
+FORGET_BIAS = 1.0
+
+# The parameters of an LstmCellWithProjection, by our name of the same parameter
+# (`parameter_names.LSTM_PARAMETERS`).
+LSTM_CELL_PARAMETERS = {
+    "input_weight": "input_linearity.weight",
+    "recurrent_weight": "state_linearity.weight",
+    "bias": "state_linearity.bias",
+    "projection_weight": "state_projection.weight",
+}
+
+
+def lstm_cell_key(direction: str, layer: int, parameter: str) -> str:
+    """
+    The key, relative to an ``ElmoLstm``, of the parameter of one of its layers that we call
+    ``parameter`` (`parameter_names.LSTM_PARAMETERS`): ``forward_layer_0.input_linearity.weight``.
+    """
+    return f"{direction}_layer_{layer}.{LSTM_CELL_PARAMETERS[parameter]}"
+
+
+def highway_key(layer: int, kind: str) -> str:
+    """The key, relative to a ``Highway``, of the ``kind`` (weight or bias) of ``layer``."""
+    return f"_layers.{layer}.{kind}"
+
+
+def lstm_cell_shape(parameter: str, our_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """The shape AllenNLP stores our LSTM ``parameter`` of ``our_shape`` in: matrices transposed."""
+    our_shape = tuple(our_shape)
+    return our_shape[::-1] if parameter in names.LSTM_MATRICES else our_shape
+
+
+def _gates_to_tensorflow(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
+    """Gate blocks along dimension 0 from AllenNLP's order (i, f, j, o) to TensorFlow's (i, j, f, o)."""
+    i, f, j, o = tensor.split(cell_size, dim=0)
+    return torch.cat([i, j, f, o], dim=0)
+
+
+def lstm_parameter_from_allennlp(
+    parameter: str, value: torch.Tensor, cell_size: int
+) -> torch.Tensor:
+    """
+    Our LSTM ``parameter`` (`parameter_names.LSTM_PARAMETERS`) from the ``value`` AllenNLP stores
+    for it (`LSTM_CELL_PARAMETERS`), in a cell of ``cell_size``: see the module documentation.
+    """
+    if parameter == "projection_weight":
+        converted = value.t()
+    elif parameter == "bias":
+        converted = _gates_to_tensorflow(value, cell_size).clone()
+        converted[2 * cell_size : 3 * cell_size] -= FORGET_BIAS
+    else:
+        converted = _gates_to_tensorflow(value, cell_size).t()
+    return converted.contiguous()
+
+
+def highway_parameter_from_allennlp(value: torch.Tensor) -> torch.Tensor:
+    """Our highway layer's weight ``(2F, F)`` or bias ``(2F,)`` from AllenNLP's: the gate half negated."""
+    converted = value.clone()
+    half = value.size(0) // 2
+    converted[half:] = -converted[half:]
+    return converted
+
+
+def lstm_stack_from_allennlp(
+    state: Dict[str, torch.Tensor], prefix: str, num_layers: int, cell_size: int
+) -> Dict[str, torch.Tensor]:
+    """
+    Every parameter of our forward and backward LSTM stacks (by `parameter_names.lstm`) from the
+    ``ElmoLstm`` under ``prefix`` in ``state`` (AllenNLP's layout; ``num_layers`` per direction).
+    """
+    return {
+        names.lstm(direction, layer, parameter): lstm_parameter_from_allennlp(
+            parameter, state[prefix + lstm_cell_key(direction, layer, parameter)], cell_size
+        )
+        for direction in names.DIRECTIONS
+        for layer in range(num_layers)
+        for parameter in names.LSTM_PARAMETERS
+    }
+
+
+def highways_from_allennlp(
+    state: Dict[str, torch.Tensor], prefix: str, num_layers: int
+) -> Dict[str, torch.Tensor]:
+    """Every parameter of our highway layers from the ``Highway`` under ``prefix`` in ``state``."""
+    return {
+        names.highway(layer, kind): highway_parameter_from_allennlp(
+            state[prefix + highway_key(layer, kind)]
+        )
+        for layer in range(num_layers)
+        for kind in names.WEIGHT_AND_BIAS
+    }

@@ -1,0 +1,104 @@
+"""
+The names of the biLM's weights in its state dict, spelled once.
+
+`elmo_plugin.modules.bilm.ElmoBiLm` defines these names by the attribute names of its modules;
+everything that reads or writes another layout names our side through this module: bilm-tf's
+HDF5 file (`elmo_plugin.model_files.bilm_tf.weights`), AllenNLP's state dict
+(`elmo_plugin.model_files.allennlp_layout`), ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`)
+and the conversion of the plugin's own earlier archives (in `ElmoBiLm`).
+``tests/model_files/test_parameter_names.py`` checks `state_dict_keys` against
+``ElmoBiLm(options).state_dict()``.
+
+(F: total filters, D: character embedding size, P: projection size, C: cell size; every LSTM
+layer's input is P wide.)
+
+| name | shape |
+|---|---|
+| ``character_encoder.char_embedding.weight`` | (character ids + 1, D); row 0, the id of padding positions, stays zero |
+| ``character_encoder.word_embedding.weight`` | (word ids + 1, word dim): ELMoForManyLangs models with words only |
+| ``character_encoder.convolutions.{i}.weight``, ``.bias`` | (count, D, width), (count,) |
+| ``character_encoder.highway.layers.{k}.weight``, ``.bias`` | (2F, F), (2F,): the transform rows, then the carry gate's |
+| ``character_encoder.projection.weight``, ``.bias`` | (P, F), (P,): where F differs from P (bilm-tf), always in ELMoForManyLangs models |
+| ``lstm.{forward,backward}_layers.{l}.input_weight`` | (P, 4C), TensorFlow's (in, out) and gate order i, j, f, o |
+| ``lstm.{...}_layers.{l}.recurrent_weight`` | (P, 4C) |
+| ``lstm.{...}_layers.{l}.bias`` | (4C,), without the forget bias of 1.0 added at run time |
+| ``lstm.{...}_layers.{l}.projection_weight`` | (C, P) |
+| ``format_version`` | the version of this layout (a buffer, not a parameter) |
+"""
+from typing import List, Optional
+
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+
+CHARACTER_ENCODER = "character_encoder"
+LSTM = "lstm"
+# The buffer that records the layout's version (`elmo_plugin.modules.bilm.FORMAT_VERSION`).
+FORMAT_VERSION = "format_version"
+# The first component of every key: what tells our layout from another one.
+ROOTS = (CHARACTER_ENCODER, LSTM, FORMAT_VERSION)
+
+CHARACTER_EMBEDDING = f"{CHARACTER_ENCODER}.char_embedding.weight"
+WORD_EMBEDDING = f"{CHARACTER_ENCODER}.word_embedding.weight"
+
+# The parameters of a convolution, highway layer or projection (PyTorch's Conv1d and Linear).
+WEIGHT_AND_BIAS = ("weight", "bias")
+# The two LSTM stacks, in bilm-tf's order: its scope RNN_0 is the forward LM, RNN_1 the backward.
+DIRECTIONS = ("forward", "backward")
+# The parameters of each LSTM layer.
+LSTM_PARAMETERS = ("input_weight", "recurrent_weight", "bias", "projection_weight")
+# Those of them that are matrices, (in, out) here and (out, in) in PyTorch's own modules.
+LSTM_MATRICES = ("input_weight", "recurrent_weight", "projection_weight")
+
+
+def convolution(index: int, kind: str) -> str:
+    """The ``kind`` (``"weight"`` or ``"bias"``) of the character convolution ``index``."""
+    return f"{CHARACTER_ENCODER}.convolutions.{index}.{kind}"
+
+
+def highway(index: int, kind: str) -> str:
+    """The ``kind`` (``"weight"`` or ``"bias"``) of highway layer ``index``."""
+    return f"{CHARACTER_ENCODER}.highway.layers.{index}.{kind}"
+
+
+def projection(kind: str) -> str:
+    """The ``kind`` (``"weight"`` or ``"bias"``) of the token vector's projection."""
+    return f"{CHARACTER_ENCODER}.projection.{kind}"
+
+
+def lstm(direction: str, layer: int, parameter: str) -> str:
+    """``parameter`` (one of `LSTM_PARAMETERS`) of LSTM ``layer`` of ``direction`` (`DIRECTIONS`)."""
+    return f"{LSTM}.{direction}_layers.{layer}.{parameter}"
+
+
+def state_dict_keys(
+    options: BilmOptions, has_projection: Optional[bool] = None, has_word_embedding: bool = False
+) -> List[str]:
+    """
+    Every key of the state dict of a biLM of ``options``' architecture, in the biLM's order.
+
+    # Parameters
+
+    options : `BilmOptions`
+        The architecture.
+    has_projection : `bool`, optional
+        Whether the token vector is projected; by default as bilm-tf decides it
+        (`BilmOptions.has_character_projection`). ELMoForManyLangs models always project.
+    has_word_embedding : `bool`, optional (default = `False`)
+        An ELMoForManyLangs model with a word embedding.
+    """
+    if has_projection is None:
+        has_projection = options.has_character_projection
+    # The biLM's own buffer first, then its modules' parameters, as PyTorch lists them.
+    keys = [FORMAT_VERSION, CHARACTER_EMBEDDING]
+    if has_word_embedding:
+        keys.append(WORD_EMBEDDING)
+    keys += [convolution(index, kind) for index in range(len(options.filters)) for kind in WEIGHT_AND_BIAS]
+    keys += [highway(index, kind) for index in range(options.n_highway) for kind in WEIGHT_AND_BIAS]
+    if has_projection:
+        keys += [projection(kind) for kind in WEIGHT_AND_BIAS]
+    keys += [
+        lstm(direction, layer, parameter)
+        for direction in DIRECTIONS
+        for layer in range(options.n_layers)
+        for parameter in LSTM_PARAMETERS
+    ]
+    return keys
