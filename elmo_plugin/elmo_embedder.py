@@ -35,7 +35,7 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
 from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -206,7 +206,7 @@ class ElmoEmbedder:
             self._device = check_cuda_device(cuda_device)
         self.cuda_device = -1 if self._device.type == "cpu" else self._device.index or 0
         files = resolve_model(model, options_file=options_file, weight_file=weight_file)
-        self.elmo_bilm = ElmoBiLm.from_model_files(files, stateful=stateful)
+        self.elmo_bilm = load_bilm(files, stateful=stateful)
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)

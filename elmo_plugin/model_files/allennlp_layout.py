@@ -8,8 +8,9 @@ trained with AllenNLP's embedder is rebuilt with ours when it is loaded (``load_
 conventions. AllenNLP's ``Elmo`` and ours both keep the biLM as ``_elmo_lstm`` and the mixes as
 ``scalar_mix_{k}``, and the token embedder's ``_projection`` (``projection_dim``) is the same
 ``Linear`` in both, so only what lies under the biLM differs. `ElmoBiLm._load_from_state_dict`
-calls `convert_allennlp_bilm_state` for it, so the conversion works wherever a model holds the
-biLM, under whatever attribute names.
+has it converted (`elmo_plugin.model_files.bilm_state.upgrade_bilm_state` calls
+`convert_allennlp_bilm_state`), so the conversion works wherever a model holds the biLM, under
+whatever attribute names.
 
 Keys relative to the biLM (AllenNLP's on the left; F total filters, C cell size, P projection
 size; the gate order, forget bias and highway gate are AllenNLP 0.x's conventions, converted by

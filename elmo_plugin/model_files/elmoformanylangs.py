@@ -60,6 +60,7 @@ from elmo_plugin.model_files.allennlp_conventions import (
     lstm_cell_shape,
     lstm_stack_from_allennlp,
 )
+from elmo_plugin.model_files.bilm_state import with_format_version
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def is_elmoformanylangs_directory(path: PathLike) -> bool:
     Whether ``path`` is (meant to be) an ELMoForManyLangs model directory: it holds one of
     ``token_embedder.pkl``, ``encoder.pkl``, ``char.dic``, or a ``config.json`` with a
     ``config_path``. A directory recognised so that lacks other files is reported as such by
-    `ElmoBiLm.from_elmoformanylangs`, naming them.
+    `ElmoForManyLangsModel`, naming them.
     """
     directory = os.fspath(path)
     if not os.path.isdir(directory):
@@ -410,8 +411,8 @@ class ElmoForManyLangsModel:
     """
     An ELMoForManyLangs model directory, read and checked: `options`, its dictionaries
     (`char_to_id`, and `word_to_id` for a model with a word embedding), and (with
-    ``weights=True``) `state`, the parameters of our `ElmoBiLm`
-    (`ElmoBiLm.from_elmoformanylangs` builds it).
+    ``weights=True``) `state`, the state dict of our `ElmoBiLm` with its own character and word
+    ids (`elmo_plugin.modules.bilm_loading` builds it).
 
     # Parameters
 
@@ -519,7 +520,7 @@ class ElmoForManyLangsModel:
     def _convert(
         self, embedder: Dict[str, torch.Tensor], encoder: Dict[str, torch.Tensor]
     ) -> Dict[str, torch.Tensor]:
-        """Their state dicts -> the parameters of our `ElmoBiLm` (see the module documentation)."""
+        """Their state dicts -> the state dict of our `ElmoBiLm` (see the module documentation)."""
         options = self.options
         state: Dict[str, torch.Tensor] = {
             names.CHARACTER_EMBEDDING: _with_mask_row(embedder["char_emb_layer.embedding.weight"])
@@ -532,7 +533,9 @@ class ElmoForManyLangsModel:
             state[names.projection(kind)] = embedder[f"projection.{kind}"]
         state.update(highways_from_allennlp(embedder, _HIGHWAYS, options.n_highway))
         state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.cell_dim))
-        return {name: value.contiguous() for name, value in state.items()}
+        return with_format_version(
+            {name: value.contiguous() for name, value in state.items()}
+        )
 
 
 def refuse_bilm_tf_export(path: PathLike) -> None:

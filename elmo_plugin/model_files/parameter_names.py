@@ -5,7 +5,7 @@ The names of the biLM's weights in its state dict, spelled once.
 everything that reads or writes another layout names our side through this module: bilm-tf's
 HDF5 file (`elmo_plugin.model_files.bilm_tf.weights`), AllenNLP's state dict
 (`elmo_plugin.model_files.allennlp_layout`), ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`)
-and the conversion of the plugin's own earlier archives (in `ElmoBiLm`).
+and the record of the layout's version (`elmo_plugin.model_files.bilm_state`).
 ``tests/model_files/test_parameter_names.py`` checks `state_dict_keys` against
 ``ElmoBiLm(options).state_dict()``.
 
@@ -31,7 +31,7 @@ from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
 CHARACTER_ENCODER = "character_encoder"
 LSTM = "lstm"
-# The buffer that records the layout's version (`elmo_plugin.modules.bilm.FORMAT_VERSION`).
+# The buffer that records the layout's version (`elmo_plugin.model_files.bilm_state`).
 FORMAT_VERSION = "format_version"
 # The first component of every key: what tells our layout from another one.
 ROOTS = (CHARACTER_ENCODER, LSTM, FORMAT_VERSION)

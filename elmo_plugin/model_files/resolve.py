@@ -1,7 +1,9 @@
 """
 Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo` and
 ``elmo_token_embedder``, so that a model is named the same way everywhere. It turns what the
-user named into files on this machine (`ModelFiles`); `ElmoBiLm.from_model_files` loads them.
+user named into files on this machine (`ModelFiles`): what is in them is
+`elmo_plugin.model_files.stored_bilm`'s to read (and `elmo_plugin.modules.bilm_loading`'s to
+build into a biLM).
 
 A model is one of
 
@@ -80,7 +82,7 @@ class ModelFiles:
     A model resolved to files on this machine (downloaded first if need be): either a bilm-tf
     ``options_file`` and ``weight_file``, or the ``archive_file`` (``model.tar.gz`` or
     serialization directory) of an ``elmo_bilm`` run. ``description`` says where it came from,
-    for logs. `ElmoBiLm.from_model_files` loads it.
+    for logs. `elmo_plugin.model_files.stored_bilm.read_stored_bilm` reads it.
     """
 
     options_file: Optional[str] = None

@@ -12,8 +12,9 @@ from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
+from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.bilm_loading import build_bilm
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,8 @@ def export_to_bilm_tf(
         )
     with open_model_archive(archive_file) as archive:
         weights = archive.load_weights()
-        bilm = ElmoBiLm.from_archive_contents(archive, weights)
+        # Built and loaded, so that an archive of an earlier version is converted as it loads.
+        bilm = build_bilm(read_archive_bilm(archive, weights))
         namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
         vocabulary = BilmTfVocabulary.from_files(archive.vocabulary_directory)
         tokens = vocabulary.get_index_to_token_vocabulary(namespace)

@@ -109,7 +109,7 @@ class ElmoLanguageModel(Model):
         self.bilm_options = BilmOptions.from_dict(options, source="model.options")
         self.bilm = ElmoBiLm(self.bilm_options)
         if initial_weight_file is not None:
-            self.bilm.copy_weights_(
+            self.bilm.load_state_dict(
                 read_bilm_tf_weights(
                     initial_weight_file, self.bilm_options, options_source="model.options"
                 )

@@ -3,34 +3,23 @@ The ELMo biLM as one module: character encoder + bidirectional LSTM, producing e
 """
 import logging
 import os
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
-from allennlp.common.checks import ConfigurationError
 from torch import nn
 
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
-from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
-from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
-from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
 from elmo_plugin.data.character_ids import ElmoCharacterIds
-from elmo_plugin.model_files import parameter_names as names
-from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
+from elmo_plugin.model_files import parameter_names
+from elmo_plugin.model_files.bilm_state import format_version, upgrade_bilm_state
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.resolve import ModelFiles
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 logger = logging.getLogger(__name__)
-
-# The layout of the biLM's state dict, saved in it as the buffer ``format_version`` (so also in
-# every model archive of a model that holds a biLM). Archives written before the format was
-# recorded (elmo_plugin 0.1) have no such entry; `ElmoBiLm` converts them when they are loaded
-# (see `_upgrade_unversioned_state`).
-FORMAT_VERSION = 1
 
 
 class ElmoBiLm(nn.Module):
@@ -56,6 +45,11 @@ class ElmoBiLm(nn.Module):
     character_encoder : `CharacterEncoder`, optional
         The token encoder, when it is not the one ``options`` describe (a different character
         vocabulary, a word embedding); built from ``options`` by default.
+
+    The biLM is built with random weights; ``load_state_dict`` loads a state dict in the
+    current layout (`elmo_plugin.model_files.parameter_names`) or in one saved before (an
+    archive of an earlier version, AllenNLP's own biLM: `elmo_plugin.model_files.bilm_state`).
+    A pretrained model is loaded by `from_model` or `from_files` (`elmo_plugin.modules.bilm_loading`).
     """
 
     def __init__(
@@ -71,13 +65,7 @@ class ElmoBiLm(nn.Module):
             character_ids = ElmoCharacterIds(options.max_characters_per_token)
         self.character_ids = character_ids
         if character_encoder is None:
-            character_encoder = CharacterEncoder(
-                filters=options.filters,
-                char_embedding_dim=options.char_embedding_dim,
-                n_highway=options.n_highway,
-                projection_dim=options.projection_dim,
-                activation=options.activation,
-            )
+            character_encoder = build_character_encoder(options)
         self.character_encoder = character_encoder
         self.lstm = ElmoBiLstm(
             input_size=options.projection_dim,
@@ -98,7 +86,7 @@ class ElmoBiLm(nn.Module):
         self.register_buffer(
             "_eos_ids", torch.tensor(self.character_ids.end_of_sentence_ids), persistent=False
         )
-        self.register_buffer("format_version", torch.tensor(FORMAT_VERSION), persistent=True)
+        self.register_buffer(parameter_names.FORMAT_VERSION, format_version(), persistent=True)
         # Loading weights (a model archive's over those of the files the model was built from)
         # must not leave a token cache computed from the old ones.
         self.register_load_state_dict_post_hook(_recompute_token_cache)
@@ -112,17 +100,19 @@ class ElmoBiLm(nn.Module):
         requires_grad: bool = False,
     ) -> "ElmoBiLm":
         """
-        Builds the biLM from a bilm-tf ``options.json`` and loads ``weight_file`` (bilm-tf HDF5)
-        into it. ``weight_file=None`` keeps the random initialisation.
+        The biLM of a bilm-tf ``options.json`` and ``weight_file`` (bilm-tf HDF5), both local
+        paths; ``weight_file=None`` keeps the random initialisation. Frozen unless
+        ``requires_grad``. For any other kind of model, or files to download, see `from_model`.
         """
-        options = BilmOptions.from_file(options_file)
-        bilm = cls(options, stateful=stateful)
-        if weight_file is not None:
-            bilm.copy_weights_(
-                read_bilm_tf_weights(weight_file, options, options_source=os.fspath(options_file))
-            )
-        bilm.requires_grad_(requires_grad)
-        return bilm
+        # Imported here: the loader builds this class.
+        from elmo_plugin.modules.bilm_loading import load_bilm
+
+        files = ModelFiles(
+            options_file=os.fspath(options_file),
+            weight_file=None if weight_file is None else os.fspath(weight_file),
+            description=f"{os.fspath(options_file)} and {weight_file}",
+        )
+        return load_bilm(files, stateful=stateful, requires_grad=requires_grad)
 
     @classmethod
     def from_model(
@@ -135,146 +125,26 @@ class ElmoBiLm(nn.Module):
         requires_grad: bool = False,
     ) -> "ElmoBiLm":
         """
-        The biLM of a model named as `resolve_model` takes it (a published model's name, a
-        directory, an archive, or bilm-tf files; nothing: the published ``original``), loaded by
-        `from_model_files`.
+        The biLM of a model named as `elmo_plugin.model_files.resolve.resolve_model` takes it: a
+        published model's name, a directory (bilm-tf files, a training run, an ELMoForManyLangs
+        model), an ``elmo_bilm`` ``model.tar.gz``, bilm-tf files (paths or URLs), or already
+        resolved `ModelFiles`; nothing: the published ``original``. Frozen unless
+        ``requires_grad``. See `elmo_plugin.modules.bilm_loading.load_bilm`.
         """
-        files = resolve_model(
-            model, options_file=options_file, weight_file=weight_file, archive_file=archive_file
-        )
-        return cls.from_model_files(files, stateful=stateful, requires_grad=requires_grad)
+        from elmo_plugin.modules.bilm_loading import load_bilm
 
-    @classmethod
-    def from_model_files(
-        cls, files: ModelFiles, stateful: bool = False, requires_grad: bool = False
-    ) -> "ElmoBiLm":
-        """The biLM with its weights from resolved files (`from_files` or `from_archive`)."""
-        logger.info("Loading the ELMo biLM: %s", files.description)
-        if files.elmoformanylangs_directory is not None:
-            return cls.from_elmoformanylangs(
-                files.elmoformanylangs_directory, stateful=stateful, requires_grad=requires_grad
-            )
-        if files.archive_file is not None:
-            return cls.from_archive(files.archive_file, stateful=stateful, requires_grad=requires_grad)
-        return cls.from_files(
-            files.options_file, files.weight_file, stateful=stateful, requires_grad=requires_grad
-        )
-
-    @classmethod
-    def from_elmoformanylangs(
-        cls, directory: PathLike, stateful: bool = False, requires_grad: bool = False
-    ) -> "ElmoBiLm":
-        """
-        The biLM of the ELMoForManyLangs model in ``directory`` (`ElmoForManyLangsModel`), with
-        its own character and word ids: stateless unless ``stateful``, frozen unless
-        ``requires_grad``. Bad input (a missing or truncated file, options and weights or
-        dictionaries and weights that do not fit) is one `ConfigurationError` naming the file.
-        """
-        model = ElmoForManyLangsModel(directory)
-        options = model.options
-        character_ids = ElmoForManyLangsCharacterIds.from_model(model)
-        logger.info(
-            "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
-            model.directory,
-            len(model.char_to_id),
-            f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding",
-            options.n_layers,
-            options.cell_dim,
-            options.projection_dim,
-        )
-        encoder = CharacterEncoder(
-            filters=options.filters,
-            char_embedding_dim=options.char_dim,
-            n_highway=options.n_highway,
-            projection_dim=options.projection_dim,
-            activation=options.activation,
-            num_character_ids=len(model.char_to_id) + 1,
-            padding_id=character_ids.padding_id,
-            num_word_ids=len(model.word_to_id) + 1 if model.word_to_id else 0,
-            word_embedding_dim=options.word_dim,
-            project=True,
-        )
-        bilm = cls(
-            options.to_bilm_options(),
+        return load_bilm(
+            model,
+            options_file=options_file,
+            weight_file=weight_file,
+            archive_file=archive_file,
             stateful=stateful,
-            character_ids=character_ids,  # type: ignore[arg-type]
-            character_encoder=encoder,
+            requires_grad=requires_grad,
         )
-        bilm.copy_weights_(model.state)
-        bilm.requires_grad_(requires_grad)
-        return bilm
-
-    @classmethod
-    def from_archive(
-        cls, archive_file: PathLike, stateful: bool = False, requires_grad: bool = False
-    ) -> "ElmoBiLm":
-        """
-        The biLM of an ``elmo_bilm`` training run: its ``model.tar.gz`` or serialization
-        directory. Only the biLM's weights are read (the language model's softmax is not
-        built); archives of earlier versions of the plugin are converted as they load.
-        """
-        with open_model_archive(archive_file) as archive:
-            return cls.from_archive_contents(
-                archive, stateful=stateful, requires_grad=requires_grad
-            )
-
-    @classmethod
-    def from_archive_contents(
-        cls,
-        archive: ModelArchive,
-        weights: Optional[Dict[str, torch.Tensor]] = None,
-        stateful: bool = False,
-        requires_grad: bool = False,
-    ) -> "ElmoBiLm":
-        """
-        `from_archive` for an archive that is already open (`open_model_archive`); ``weights``
-        is its state dict if the caller has read it already.
-        """
-        model_config = archive.config.get("model", {})
-        if model_config.get("type") != "elmo_bilm":
-            raise ConfigurationError(
-                f"{archive.path} holds a model of type {model_config.get('type')!r}, not an "
-                "elmo_bilm language model"
-            )
-        options = BilmOptions.from_dict(
-            model_config.get("options"), source=f"{archive.path} (config.json: model.options)"
-        )
-        bilm = cls(options, stateful=stateful)
-        if weights is None:
-            weights = archive.load_weights()
-        bilm.load_state_dict(state_dict_under(weights, "bilm."))
-        bilm.requires_grad_(requires_grad)
-        return bilm
-
-    def copy_weights_(self, state: Dict[str, torch.Tensor]) -> None:
-        """
-        Copies every parameter from ``state`` (a state dict in the current format, e.g. read from
-        a bilm-tf file); a missing or extra name, or another shape, is an error.
-        """
-        parameters = dict(self.named_parameters())
-        if set(parameters) != set(state):
-            raise ValueError(
-                f"the weights do not fit this biLM: missing {sorted(set(parameters) - set(state))}, "
-                f"unexpected {sorted(set(state) - set(parameters))}"
-            )
-        with torch.no_grad():
-            for name, parameter in parameters.items():
-                parameter.copy_(state[name])
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        key = prefix + "format_version"
-        # A model trained with AllenNLP's own elmo_token_embedder (see allennlp_layout).
-        if bilm_state_layout(state_dict, prefix) == "allennlp":
-            convert_allennlp_bilm_state(state_dict, prefix, self.options, self.state_dict())
-            state_dict[key] = torch.tensor(FORMAT_VERSION)
-        if key not in state_dict:
-            _upgrade_unversioned_state(state_dict, prefix, self)
-            state_dict[key] = torch.tensor(FORMAT_VERSION)
-        elif int(state_dict[key]) > FORMAT_VERSION:
-            raise ConfigurationError(
-                f"these weights have format version {int(state_dict[key])}, newer than this "
-                f"elmo_plugin reads ({FORMAT_VERSION}); upgrade elmo_plugin"
-            )
+        # Weights saved in an earlier layout are converted wherever a model holds the biLM.
+        upgrade_bilm_state(state_dict, prefix, self.options, self.state_dict())
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
@@ -421,46 +291,23 @@ class ElmoBiLm(nn.Module):
         return {"activations": activations, "mask": mask}
 
 
+def build_character_encoder(options: BilmOptions, **own_ids: Any) -> CharacterEncoder:
+    """
+    The token encoder that ``options`` describe. ``own_ids``: `CharacterEncoder`'s arguments for
+    a model with its own character (and word) ids (``num_character_ids``, ``padding_id``,
+    ``num_word_ids``, ``word_embedding_dim``, ``project``); bilm-tf's byte ids by default.
+    """
+    return CharacterEncoder(
+        filters=options.filters,
+        char_embedding_dim=options.char_embedding_dim,
+        n_highway=options.n_highway,
+        projection_dim=options.projection_dim,
+        activation=options.activation,
+        **own_ids,
+    )
+
+
 def _recompute_token_cache(bilm: ElmoBiLm, incompatible_keys) -> None:
     if bilm.token_cache is not None:
         bilm.token_cache.recompute_(bilm.character_encoder)
 
-
-def _upgrade_unversioned_state(state_dict: Dict[str, torch.Tensor], prefix: str, bilm: ElmoBiLm) -> None:
-    """
-    Converts, in place, the biLM weights of an archive written before the state dict recorded
-    its format. Those archives differ only in the layout of the LSTM matrices:
-
-    - elmo_plugin 0.1 from commit 56023b8 on (the last of them 4a227d1) stored them in
-      TensorFlow's ``(in, out)`` layout, as now;
-    - before that commit, in PyTorch's ``(out, in)`` layout.
-
-    Which one a layer has is read off its recurrent matrix, ``(projection, 4 * cell)`` against
-    ``(4 * cell, projection)``, and then applied to all three matrices of the layer: the
-    projection matrix alone could not tell (it is square when ``cell == projection``). A layer
-    whose recurrent matrix is square too (``projection == 4 * cell``) cannot be told at all and
-    is an error rather than a guess.
-    """
-    # Every layer's recurrent matrix, (projection, 4 * cell) here.
-    current_shape = (bilm.options.projection_dim, 4 * bilm.options.lstm_dim)
-    for direction in names.DIRECTIONS:
-        for layer in range(bilm.options.n_layers):
-            recurrent_key = prefix + names.lstm(direction, layer, "recurrent_weight")
-            recurrent = state_dict.get(recurrent_key)
-            if recurrent is None:
-                continue  # missing keys are reported by load_state_dict
-            if current_shape[0] == current_shape[1]:
-                raise ConfigurationError(
-                    f"cannot convert {recurrent_key} of an archive without a format "
-                    f"version: it is square {current_shape}, so its layout is unknown"
-                )
-            if tuple(recurrent.shape) == current_shape:
-                continue
-            logger.info(
-                "converting %s from the (out, in) layout of old archives",
-                prefix + names.lstm(direction, layer, "*"),
-            )
-            for name in names.LSTM_MATRICES:
-                key = prefix + names.lstm(direction, layer, name)
-                if key in state_dict:
-                    state_dict[key] = state_dict[key].t()

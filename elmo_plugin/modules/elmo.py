@@ -9,40 +9,13 @@ from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferencePrecision, check_frozen
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 from elmo_plugin.model_files.build_hints import with_build_hint
 
 logger = logging.getLogger(__name__)
-
-
-def load_pretrained_bilm(
-    options_file: Optional[str] = None,
-    weight_file: Optional[str] = None,
-    archive_file: Optional[str] = None,
-    requires_grad: bool = False,
-    model: Optional[str] = None,
-) -> ElmoBiLm:
-    """
-    The biLM of a model named as `elmo_plugin.model_files.resolve.resolve_model` takes it: bilm-tf files (``options_file`` +
-    ``weight_file``, paths or URLs), an ``elmo_bilm`` training run (``archive_file``: its
-    ``model.tar.gz`` or serialization directory; a ``weight_file`` that is an archive and no
-    ``options_file`` also means the archive), or ``model`` (a published model's name or a local
-    directory); with none of them, the published English "Original" model.
-    """
-    try:
-        bilm = ElmoBiLm.from_model(
-            model,
-            options_file=options_file,
-            weight_file=weight_file,
-            archive_file=archive_file,
-            requires_grad=requires_grad,
-        )
-    except ConfigurationError as error:
-        # A biLM that one of the Makefile's targets builds: name the target.
-        raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
-    return bilm
 
 
 class Elmo(torch.nn.Module, FromParams):
@@ -132,9 +105,17 @@ class Elmo(torch.nn.Module, FromParams):
                 raise ConfigurationError("Don't provide options_file or weight_file with module")
             bilm = module  # type: ignore[assignment]
         if bilm is None:
-            bilm = load_pretrained_bilm(
-                options_file, weight_file, archive_file, requires_grad, model=model
-            )
+            try:
+                bilm = load_bilm(
+                    model,
+                    options_file=options_file,
+                    weight_file=weight_file,
+                    archive_file=archive_file,
+                    requires_grad=requires_grad,
+                )
+            except ConfigurationError as error:
+                # A biLM that one of the Makefile's targets builds: name the target.
+                raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
         if isinstance(bilm, ElmoBiLm):
             # As in AllenNLP's Elmo, whose biLM has none: the biLM's own training dropout (of a
             # training run's options) is off however the biLM arrives, and task models put

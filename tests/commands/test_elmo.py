@@ -482,6 +482,7 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     import elmo_plugin.commands.elmo as command_module
     import elmo_plugin.elmo_embedder as embedder_module
     import elmo_plugin.model_files.resolve as resolve_module
+    import elmo_plugin.modules.bilm_loading as loading_module
 
     calls: Dict[str, int] = {}
 
@@ -497,7 +498,7 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     counted(embedder_module, "check_sentence_file")
     counted(resolve_module, "check_file_pair")
     counted(resolve_module, "fetch")
-    counted(ElmoBiLm, "from_files")
+    counted(loading_module, "build_bilm")
     for module in (command_module, embedder_module):
         monkeypatch.setattr(
             module,
@@ -515,5 +516,5 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
         "check_cuda_device": 1,
         "check_file_pair": 1,
         "fetch": 2,
-        "from_files": 1,
+        "build_bilm": 1,
     }

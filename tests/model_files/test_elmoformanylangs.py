@@ -378,7 +378,7 @@ def test_a_character_dictionary_that_does_not_fit_the_weights(model_dirs, tmp_pa
     with open(directory / "char.dic", "a", encoding="utf-8") as out:
         out.write("Z\t999\n")
     with pytest.raises(ConfigurationError) as error:
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
     message = str(error.value)
     assert message.startswith(str(directory / "char.dic"))
     assert "does not belong to these weights" in message and "token_embedder.pkl" in message
@@ -389,7 +389,7 @@ def test_a_word_dictionary_of_another_model(model_dirs, tmp_path):
     lines = (directory / "word.dic").read_text(encoding="utf-8").splitlines()
     (directory / "word.dic").write_text("\n".join(lines[:-2]) + "\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"word\.dic: \d+ entries, but the word embedding"):
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
 
 
 def test_a_dictionary_without_the_special_entries(model_dirs, tmp_path):
@@ -398,7 +398,7 @@ def test_a_dictionary_without_the_special_entries(model_dirs, tmp_path):
     kept = [line for line in lines if not line.startswith("<bow>")]
     (directory / "char.dic").write_text("\n".join(kept) + "\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"char\.dic: no entry for <bow>"):
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
 
 
 def test_options_that_do_not_fit_the_weights(model_dirs, tmp_path):
@@ -409,7 +409,7 @@ def test_options_that_do_not_fit_the_weights(model_dirs, tmp_path):
         (model_dirs["no_words"] / "cnn_0_tiny.json").read_text(encoding="utf-8")
     )
     with pytest.raises(ConfigurationError) as error:
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
     message = str(error.value)
     weights = directory / "token_embedder.pkl"
     assert message.startswith(f"{weights}: word_emb_layer.embedding.weight")
@@ -420,7 +420,7 @@ def test_an_options_file_that_is_nowhere(model_dirs, tmp_path):
     directory = _copy_model(model_dirs["words"], tmp_path / "model")
     (directory / "config.json").write_text(json.dumps({"config_path": "/elsewhere/mine.json"}))
     with pytest.raises(ConfigurationError, match=r"config\.json: its config_path '/elsewhere/"):
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
 
 
 def test_the_packaged_options_are_used_when_the_directory_lacks_them(model_dirs, tmp_path):
@@ -431,7 +431,7 @@ def test_the_packaged_options_are_used_when_the_directory_lacks_them(model_dirs,
     )
     # The packaged options describe the full-size model: the tiny weights do not fit them.
     with pytest.raises(ConfigurationError) as error:
-        ElmoBiLm.from_elmoformanylangs(directory)
+        ElmoBiLm.from_model(directory)
     assert "elmoformanylangs' packaged cnn_50_100_512_4096_sample.json" in str(error.value)
     package_configs = Path(importlib.import_module("elmoformanylangs").__file__).parent / "configs"
     from elmo_plugin.model_files.elmoformanylangs import PACKAGED_OPTIONS
@@ -494,7 +494,7 @@ def test_a_tagger_trains_with_the_model_in_its_config(model_dirs, tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["epoch"] == 0 and "validation_accuracy" in metrics
     trained = dict(model.named_parameters())
-    pretrained = dict(ElmoBiLm.from_elmoformanylangs(directory).named_parameters())
+    pretrained = dict(ElmoBiLm.from_model(directory).named_parameters())
     bilm = {n.split("._elmo_lstm.", 1)[1]: p for n, p in trained.items() if "._elmo_lstm." in n}
     assert set(bilm) == set(pretrained)
     for name, parameter in bilm.items():

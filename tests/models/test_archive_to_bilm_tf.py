@@ -310,8 +310,8 @@ def other_model_directory(directory: Path) -> Path:
 
 def test_export_errors(tmp_path, capsys):
     missing = tmp_path / "no_such_model"
-    with pytest.raises(ConfigurationError, match="no model archive or serialization directory"):
-        ElmoBiLm.from_archive(missing)
+    with pytest.raises(ConfigurationError, match="an elmo_bilm model archive not found"):
+        ElmoBiLm.from_model(archive_file=missing)
     assert run_export(missing, tmp_path / "out") == 1
     assert f"elmo-export: error: no model archive or serialization directory at {missing}" in (
         capsys.readouterr().err
@@ -321,14 +321,14 @@ def test_export_errors(tmp_path, capsys):
     for path in (other, other / "model.tar.gz"):
         message = "holds a model of type 'basic_classifier', not an elmo_bilm language model"
         with pytest.raises(ConfigurationError, match=message):
-            ElmoBiLm.from_archive(path)
+            ElmoBiLm.from_model(archive_file=path)
         assert run_export(path, tmp_path / "out") == 1
         assert message in capsys.readouterr().err
 
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ConfigurationError, match="no config.json and no best.th"):
-        ElmoBiLm.from_archive(empty)
+        ElmoBiLm.from_model(archive_file=empty)
     not_an_archive = tmp_path / "model.tar.gz"
     not_an_archive.write_text("not a tar file")
     assert run_export(not_an_archive, tmp_path / "out") == 1

@@ -33,6 +33,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.model_files import parameter_names as names
+from elmo_plugin.model_files.bilm_state import with_format_version
 from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, BilmOptions
 
 # Scopes whose datasets must all be understood: anything else there means the file and the
@@ -100,7 +101,8 @@ def read_bilm_tf_weights(
 ) -> Dict[str, torch.Tensor]:
     """
     Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from
-    ``options`` (every parameter, by name; see the module documentation). Raises
+    ``options`` (every parameter, by name, and the layout's ``format_version``; see the module
+    documentation), for its ``load_state_dict``. Raises
     `ConfigurationError` naming the file, the dataset and both shapes if the file does not fit the
     options, and naming the datasets the options leave unused.
     """
@@ -166,7 +168,7 @@ def read_bilm_tf_weights(
                     f"{scope}/W_P_0", (cell_size, projection_size)
                 )
         reader.check_nothing_left()
-    return state
+    return with_format_version(state)
 
 
 def bilm_tf_arrays(

@@ -1,0 +1,66 @@
+"""
+The layouts a biLM's state dict may have been saved in, and their conversion to the current one
+as the dict is loaded: `elmo_plugin.modules.bilm.ElmoBiLm` calls `upgrade_bilm_state` from its
+``_load_from_state_dict``, so that it happens wherever a model holds the biLM (a task model's
+archive, an ``elmo_bilm`` archive through AllenNLP's ``load_archive``, ``Elmo.load_state_dict``).
+
+- **The current layout** (`elmo_plugin.model_files.parameter_names`) records its version in the
+  state dict, as the buffer ``format_version`` = `FORMAT_VERSION`. A newer version is refused.
+- **elmo_plugin 0.1's archives** (before the version was recorded; the last of them,
+  commit 4a227d1, is ``tests/fixtures/legacy_elmo_bilm``) have the same layout without the
+  record, and load as they are.
+- **AllenNLP's own biLM** (a model trained with AllenNLP's ``elmo_token_embedder``):
+  `elmo_plugin.model_files.allennlp_layout`.
+
+Development snapshots before commit 56023b8, which no release wrote, kept the LSTM matrices in
+PyTorch's ``(out, in)`` layout; they are no longer read (a matrix of the wrong shape fails to
+load, naming it).
+"""
+from typing import Dict, Mapping
+
+import torch
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.model_files import parameter_names as names
+from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+
+# The version of the current layout, saved in every biLM's state dict (and so in every model
+# archive of a model that holds a biLM).
+FORMAT_VERSION = 1
+
+
+def format_version() -> torch.Tensor:
+    """The value of the ``format_version`` entry of a state dict in the current layout."""
+    return torch.tensor(FORMAT_VERSION)
+
+
+def with_format_version(parameters: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """The state dict of a biLM whose ``parameters`` (keys of `parameter_names`) were just read."""
+    return {**parameters, names.FORMAT_VERSION: format_version()}
+
+
+def upgrade_bilm_state(
+    state_dict: Dict[str, torch.Tensor],
+    prefix: str,
+    options: BilmOptions,
+    own_state: Mapping[str, torch.Tensor],
+) -> None:
+    """
+    Converts, in place, the biLM weights under ``prefix`` in ``state_dict`` from the layout they
+    were saved in (see the module documentation) to the current one, for the biLM of ``options``
+    whose own state dict (keys relative to it, for the names and shapes it expects) is
+    ``own_state``. Raises `ConfigurationError` for weights of a newer version, and for AllenNLP
+    weights that do not fit the biLM.
+    """
+    key = prefix + names.FORMAT_VERSION
+    if bilm_state_layout(state_dict, prefix) == "allennlp":
+        convert_allennlp_bilm_state(state_dict, prefix, options, own_state)
+    elif key in state_dict and int(state_dict[key]) > FORMAT_VERSION:
+        raise ConfigurationError(
+            f"these weights have format version {int(state_dict[key])}, newer than this "
+            f"elmo_plugin reads ({FORMAT_VERSION}); upgrade elmo_plugin"
+        )
+    # AllenNLP's weights are converted now, elmo_plugin 0.1's never needed it: both are the
+    # current layout from here on.
+    state_dict[key] = format_version()

@@ -1,0 +1,107 @@
+"""
+A biLM as its files store it: what `elmo_plugin.modules.bilm.ElmoBiLm` is built from (the
+options, and for an ELMoForManyLangs model its dictionaries) and the state dict it loads, read
+from any of the model files that `elmo_plugin.model_files.resolve` names. Building the biLM is
+`elmo_plugin.modules.bilm_loading`'s: the model files know nothing of the network.
+"""
+import logging
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import torch
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
+from elmo_plugin.model_files.resolve import ModelFiles
+
+logger = logging.getLogger(__name__)
+
+# The language model's submodule that holds the biLM (`elmo_plugin.models.elmo_language_model`).
+_BILM_PREFIX = "bilm."
+
+
+@dataclass
+class StoredBilm:
+    """
+    A biLM read from its files.
+
+    # Parameters
+
+    options : `BilmOptions`
+        Its architecture.
+    state : `Dict[str, torch.Tensor]`, optional
+        Its state dict, in the current layout (`elmo_plugin.model_files.parameter_names`) or in
+        one that `ElmoBiLm.load_state_dict` converts as it loads (an archive of an earlier
+        version, see `elmo_plugin.model_files.bilm_state`). None: no weights (a random
+        initialisation).
+    elmoformanylangs : `ElmoForManyLangsModel`, optional
+        For an ELMoForManyLangs model: its dictionaries, from which its own character and word
+        ids and its token encoder's sizes come.
+    """
+
+    options: BilmOptions
+    state: Optional[Dict[str, torch.Tensor]]
+    elmoformanylangs: Optional[ElmoForManyLangsModel] = None
+
+
+def read_stored_bilm(files: ModelFiles) -> StoredBilm:
+    """
+    The biLM of resolved model files (`elmo_plugin.model_files.resolve.resolve_model`): an
+    ELMoForManyLangs directory, an ``elmo_bilm`` training run, or bilm-tf files (a
+    ``weight_file`` of None: the options only). Bad files are a `ConfigurationError` naming them.
+    """
+    if files.elmoformanylangs_directory is not None:
+        return read_elmoformanylangs_bilm(files.elmoformanylangs_directory)
+    if files.archive_file is not None:
+        with open_model_archive(files.archive_file) as archive:
+            return read_archive_bilm(archive)
+    options = BilmOptions.from_file(files.options_file)
+    if files.weight_file is None:
+        return StoredBilm(options, None)
+    state = read_bilm_tf_weights(
+        files.weight_file, options, options_source=os.fspath(files.options_file)
+    )
+    return StoredBilm(options, state)
+
+
+def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
+    """The biLM of the ELMoForManyLangs model in ``directory`` (`ElmoForManyLangsModel`)."""
+    model = ElmoForManyLangsModel(directory)
+    options = model.options
+    logger.info(
+        "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
+        model.directory,
+        len(model.char_to_id),
+        f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding",
+        options.n_layers,
+        options.cell_dim,
+        options.projection_dim,
+    )
+    return StoredBilm(options.to_bilm_options(), model.state, elmoformanylangs=model)
+
+
+def read_archive_bilm(
+    archive: ModelArchive, weights: Optional[Dict[str, torch.Tensor]] = None
+) -> StoredBilm:
+    """
+    The biLM of an ``elmo_bilm`` training run, open as ``archive`` (`open_model_archive`): its
+    options from the config, its part of the weights (``weights``, the archive's state dict, if
+    the caller has read it already). The language model's softmax is not read.
+    """
+    model_config = archive.config.get("model", {})
+    if model_config.get("type") != "elmo_bilm":
+        raise ConfigurationError(
+            f"{archive.path} holds a model of type {model_config.get('type')!r}, not an "
+            "elmo_bilm language model"
+        )
+    options = BilmOptions.from_dict(
+        model_config.get("options"), source=f"{archive.path} (config.json: model.options)"
+    )
+    if weights is None:
+        weights = archive.load_weights()
+    return StoredBilm(options, state_dict_under(weights, _BILM_PREFIX))
