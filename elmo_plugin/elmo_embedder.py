@@ -34,7 +34,7 @@ from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
-from elmo_plugin.model_files.resolve import ModelFiles, resolve_model
+from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.util import remove_sentence_boundaries
@@ -187,6 +187,12 @@ class ElmoEmbedder:
         LSTM's cell state and the outputs float32; elsewhere it logs one warning (here, when the
         embedder is built) and computes exactly what float32 does. See
         `elmo_plugin.modules.precision`.
+    argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
+        How errors about the model spell its arguments: ``options_file=`` here, a command's own
+        options (``--options-file``) when ``allennlp elmo`` builds the embedder.
+
+    The checks run once each, the cheap ones first, so that a missing GPU does not wait for a
+    model download: the device, then the model, resolved (downloaded) and loaded once.
     """
 
     def __init__(
@@ -197,6 +203,7 @@ class ElmoEmbedder:
         stateful: bool = False,
         model: Optional[Union[PathLike, ModelFiles]] = None,
         precision: str = "float32",
+        argument_names: ArgumentNames = PYTHON_ARGUMENTS,
     ) -> None:
         self._precision = InferencePrecision(precision)
         # The device first: a missing GPU should not wait for a model download.
@@ -205,8 +212,13 @@ class ElmoEmbedder:
         else:
             self._device = check_cuda_device(cuda_device)
         self.cuda_device = -1 if self._device.type == "cpu" else self._device.index or 0
-        files = resolve_model(model, options_file=options_file, weight_file=weight_file)
-        self.elmo_bilm = load_bilm(files, stateful=stateful)
+        self.elmo_bilm = load_bilm(
+            model,
+            options_file=options_file,
+            weight_file=weight_file,
+            stateful=stateful,
+            argument_names=argument_names,
+        )
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)

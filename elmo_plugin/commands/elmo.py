@@ -26,12 +26,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.elmo_embedder import (
-    DEFAULT_BATCH_SIZE,
-    ElmoEmbedder,
-    EmbeddingJob,
-    check_cuda_device,
-)
+from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, EmbeddingJob
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,
@@ -39,7 +34,7 @@ from elmo_plugin.model_files.catalogue import (
     describe_published_models,
 )
 from elmo_plugin.modules.precision import PRECISIONS
-from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError, resolve_model
+from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError
 from elmo_plugin.commands.common import (
     EXIT_USAGE,
     exit_with_error,
@@ -216,7 +211,7 @@ def elmo_command(args: argparse.Namespace) -> None:
 
     Each check runs once, the cheap ones first, so that a mistyped path or a missing GPU does
     not wait for a model download: the input file and output path (`EmbeddingJob.prepare`),
-    the GPU, then the model, resolved once and handed to the embedder as files.
+    then the GPU and the model, which `ElmoEmbedder` checks, resolves and loads once.
     """
     include_sentence_indices = getattr(args, "include_sentence_indices", False)
     if include_sentence_indices and args.use_sentence_keys:
@@ -241,19 +236,15 @@ def elmo_command(args: argparse.Namespace) -> None:
             use_sentence_keys=args.use_sentence_keys,
             include_sentence_indices=include_sentence_indices,
         )
-        device = check_cuda_device(args.cuda_device)
-        files = resolve_model(
+        embedder = ElmoEmbedder(
             # Empty strings count as not given (an unset shell variable in a script).
-            getattr(args, "model", None) or None,
+            model=getattr(args, "model", None) or None,
             options_file=args.options_file or None,
             weight_file=args.weight_file or None,
-            argument_names=COMMAND_ARGUMENTS,
-        )
-        embedder = ElmoEmbedder(
-            model=files,
-            cuda_device=device,
+            cuda_device=args.cuda_device,
             stateful=args.stateful,
             precision=getattr(args, "precision", "float32"),
+            argument_names=COMMAND_ARGUMENTS,
         )
         try:
             embedder.run(job)

@@ -1,7 +1,7 @@
 """
 Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo` and
 ``elmo_token_embedder``, so that a model is named the same way everywhere. It turns what the
-user named into files on this machine (`ModelFiles`): what is in them is
+user named into files on this machine (`ModelFiles`), once per model: what is in them is
 `elmo_plugin.model_files.stored_bilm`'s to read (and `elmo_plugin.modules.bilm_loading`'s to
 build into a biLM).
 
@@ -26,7 +26,7 @@ import logging
 import os
 import tarfile
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Optional
 
 from allennlp.common.checks import ConfigurationError
 
@@ -118,7 +118,7 @@ def check_file_pair(
 
 
 def resolve_model(
-    model: Optional[Union[PathLike, ModelFiles]] = None,
+    model: Optional[PathLike] = None,
     options_file: Optional[PathLike] = None,
     weight_file: Optional[PathLike] = None,
     archive_file: Optional[PathLike] = None,
@@ -130,12 +130,11 @@ def resolve_model(
 
     # Parameters
 
-    model : `str`, `PathLike` or `ModelFiles`, optional
+    model : `str` or `PathLike`, optional
         A published model's name (`PUBLISHED_MODELS`), a directory with ``options.json`` and
         ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
-        ELMoForManyLangs model directory. A
-        `ModelFiles` (already resolved) is returned as it is. Nothing: `DEFAULT_MODEL`. A name
-        wins over a directory of the same name; write ``./small`` for the directory.
+        ELMoForManyLangs model directory. Nothing: `DEFAULT_MODEL`. A name wins over a directory
+        of the same name; write ``./small`` for the directory.
     options_file : `PathLike`, optional
         A bilm-tf ``options.json``: a path or anything ``cached_path`` downloads (a URL,
         ``s3://``, ``hf://``). With ``weight_file``, it wins over ``model``.
@@ -156,10 +155,6 @@ def resolve_model(
         For an unknown name, a path that holds no model, a bad combination of arguments, and a
         download that failed or was not the expected file (naming the URL), all on one line.
     """
-    if isinstance(model, ModelFiles) and all(
-        given is None for given in (options_file, weight_file, archive_file)
-    ):
-        return model
     cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
     if archive_file is None and options_file is None and weight_file is not None:
         if is_model_archive(weight_file):
@@ -217,7 +212,7 @@ def _fetch(
 
 
 def _log_ignored_model(model, winner: str, argument_names: ArgumentNames) -> None:
-    if model is not None and not isinstance(model, ModelFiles):
+    if model is not None:
         logger.warning(
             "%s %s is not used: %s name the model", argument_names.model, os.fspath(model), winner
         )

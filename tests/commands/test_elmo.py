@@ -479,7 +479,6 @@ def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
 
 
 def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
-    import elmo_plugin.commands.elmo as command_module
     import elmo_plugin.elmo_embedder as embedder_module
     import elmo_plugin.model_files.resolve as resolve_module
     import elmo_plugin.modules.bilm_loading as loading_module
@@ -493,28 +492,29 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
             calls[name] = calls.get(name, 0) + 1
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(module, name, wrapper)
+        # Wherever the function was imported by name, so that no call goes uncounted.
+        for holder in list(sys.modules.values()):
+            if getattr(holder, "__name__", "").startswith("elmo_plugin") and (
+                getattr(holder, name, None) is original
+            ):
+                monkeypatch.setattr(holder, name, wrapper)
 
     counted(embedder_module, "check_sentence_file")
+    counted(embedder_module, "check_cuda_device")
+    counted(resolve_module, "resolve_model")
     counted(resolve_module, "check_file_pair")
     counted(resolve_module, "fetch")
+    counted(loading_module, "read_stored_bilm")
     counted(loading_module, "build_bilm")
-    for module in (command_module, embedder_module):
-        monkeypatch.setattr(
-            module,
-            "check_cuda_device",
-            lambda device, original=embedder_module.check_cuda_device: (
-                calls.__setitem__("check_cuda_device", calls.get("check_cuda_device", 0) + 1)
-                or original(device)
-            ),
-        )
     input_file = write_lines(tmp_path / "in.txt", LINES)
     assert run_elmo(input_file, tmp_path / "out.hdf5", "--top") == 0
     # fetch: the options file and the weight file, once each.
     assert calls == {
         "check_sentence_file": 1,
         "check_cuda_device": 1,
+        "resolve_model": 1,
         "check_file_pair": 1,
         "fetch": 2,
+        "read_stored_bilm": 1,
         "build_bilm": 1,
     }
