@@ -57,7 +57,7 @@ def lstm_cell_shape(parameter: str, our_shape: Tuple[int, ...]) -> Tuple[int, ..
 
 
 def _gates_to_tensorflow(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
-    """Gate blocks along dimension 0 from AllenNLP's order (i, f, j, o) to TensorFlow's (i, j, f, o)."""
+    """Gate blocks along dim 0: AllenNLP's (i, f, j, o) to TensorFlow's (i, j, f, o)."""
     i, f, j, o = tensor.split(cell_size, dim=0)
     return torch.cat([i, j, f, o], dim=0)
 
@@ -80,7 +80,7 @@ def lstm_parameter_from_allennlp(
 
 
 def highway_parameter_from_allennlp(value: torch.Tensor) -> torch.Tensor:
-    """Our highway layer's weight ``(2F, F)`` or bias ``(2F,)`` from AllenNLP's: the gate half negated."""
+    """Our highway layer's weight ``(2F, F)`` or bias ``(2F,)`` from AllenNLP's: gate half negated."""
     converted = value.clone()
     half = value.size(0) // 2
     converted[half:] = -converted[half:]

@@ -60,7 +60,9 @@ _TOKEN_EMBEDDER = "_token_embedder."
 _HIGHWAYS = _TOKEN_EMBEDDER + "_highways."
 _LSTM = "_elmo_lstm."
 # First components of the keys of each layout, relative to the biLM.
-ALLENNLP_ROOTS = ("_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding")
+ALLENNLP_ROOTS = (
+    "_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding"
+)
 PLUGIN_ROOTS = names.ROOTS
 # AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation (see above).
 _CACHE_KEYS = ("_word_embedding.weight", "_bos_embedding", "_eos_embedding")
@@ -107,7 +109,9 @@ def bilm_state_layout(state_dict: Mapping[str, torch.Tensor], prefix: str) -> Op
     return None
 
 
-def allennlp_bilm_key_map(options: BilmOptions, has_projection: Optional[bool] = None) -> Dict[str, str]:
+def allennlp_bilm_key_map(
+    options: BilmOptions, has_projection: Optional[bool] = None
+) -> Dict[str, str]:
     """
     Every key of AllenNLP's layout for a biLM of ``options``' architecture, mapped to the key of
     ours it becomes, both relative to the biLM. ``has_projection`` as in

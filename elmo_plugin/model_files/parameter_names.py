@@ -65,7 +65,7 @@ def projection(kind: str) -> str:
 
 
 def lstm(direction: str, layer: int, parameter: str) -> str:
-    """``parameter`` (one of `LSTM_PARAMETERS`) of LSTM ``layer`` of ``direction`` (`DIRECTIONS`)."""
+    """``parameter`` (`LSTM_PARAMETERS`) of LSTM ``layer`` of ``direction`` (`DIRECTIONS`)."""
     return f"{LSTM}.{direction}_layers.{layer}.{parameter}"
 
 
@@ -91,8 +91,10 @@ def state_dict_keys(
     keys = [FORMAT_VERSION, CHARACTER_EMBEDDING]
     if has_word_embedding:
         keys.append(WORD_EMBEDDING)
-    keys += [convolution(index, kind) for index in range(len(options.filters)) for kind in WEIGHT_AND_BIAS]
-    keys += [highway(index, kind) for index in range(options.n_highway) for kind in WEIGHT_AND_BIAS]
+    for index in range(len(options.filters)):
+        keys += [convolution(index, kind) for kind in WEIGHT_AND_BIAS]
+    for index in range(options.n_highway):
+        keys += [highway(index, kind) for kind in WEIGHT_AND_BIAS]
     if has_projection:
         keys += [projection(kind) for kind in WEIGHT_AND_BIAS]
     keys += [

@@ -49,7 +49,8 @@ class ElmoBiLm(nn.Module):
     The biLM is built with random weights; ``load_state_dict`` loads a state dict in the
     current layout (`elmo_plugin.model_files.parameter_names`) or in one saved before (an
     archive of an earlier version, AllenNLP's own biLM: `elmo_plugin.model_files.bilm_state`).
-    A pretrained model is loaded by `from_model` or `from_files` (`elmo_plugin.modules.bilm_loading`).
+    A pretrained model is loaded by `from_model` or `from_files`
+    (`elmo_plugin.modules.bilm_loading`).
     """
 
     def __init__(

@@ -115,7 +115,8 @@ class Elmo(torch.nn.Module, FromParams):
                 )
             except ConfigurationError as error:
                 # A biLM that one of the Makefile's targets builds: name the target.
-                raise with_build_hint(error, options_file, weight_file, archive_file, model) from None
+                paths = (options_file, weight_file, archive_file, model)
+                raise with_build_hint(error, *paths) from None
         if isinstance(bilm, ElmoBiLm):
             # As in AllenNLP's Elmo, whose biLM has none: the biLM's own training dropout (of a
             # training run's options) is off however the biLM arrives, and task models put

@@ -51,7 +51,9 @@ def test_the_names_of_an_elmoformanylangs_encoder(word_embedding):
         project=True,
     )
     bilm = ElmoBiLm(options, character_encoder=encoder)
-    expected = names.state_dict_keys(options, has_projection=True, has_word_embedding=word_embedding)
+    expected = names.state_dict_keys(
+        options, has_projection=True, has_word_embedding=word_embedding
+    )
     assert expected == list(bilm.state_dict())
 
 
