@@ -235,7 +235,7 @@ class ElmoBiLm(nn.Module):
             encoded = self._encode_unique(flat_ids)
         tokens = encoded.new_zeros(batch_size * num_tokens, encoded.size(-1))
         tokens[flat_mask] = encoded
-        return tokens.view(batch_size, num_tokens, -1)
+        return tokens.view(batch_size, num_tokens, encoded.size(-1))
 
     def stream_direction(
         self, direction: int, character_ids: torch.Tensor

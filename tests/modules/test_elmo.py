@@ -416,3 +416,16 @@ def test_repeated_tokens_are_encoded_once_with_the_same_vectors(monkeypatch):
     rows.clear()
     assert torch.allclose(bilm.encode_tokens(ids, mask), deduplicated, atol=1e-5, rtol=0)
     assert rows == [int(mask.sum())]
+
+
+def test_an_empty_batch_gives_empty_layers_and_representations():
+    # (0, T, 50) ids: a batch with no sentences (issue 40 found it raising in the biLM).
+    bilm = ElmoBiLm.from_files(FIXTURE_OPTIONS, FIXTURE_WEIGHTS)
+    empty = torch.zeros(0, 5, 50, dtype=torch.long)
+    output = bilm(empty)
+    assert [tuple(layer.shape) for layer in output["activations"]] == [(0, 7, 32)] * 3
+    assert tuple(output["mask"].shape) == (0, 7)
+    elmo = Elmo(FIXTURE_OPTIONS, FIXTURE_WEIGHTS, 2, dropout=0.0)
+    mixed = elmo(empty)
+    assert [tuple(r.shape) for r in mixed["elmo_representations"]] == [(0, 5, 32)] * 2
+    assert tuple(mixed["mask"].shape) == (0, 5)
