@@ -24,7 +24,8 @@ ALLENNLP := $(VENV)/bin/allennlp
 
 venv: $(STAMP)
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
+		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(TORCH),cuda)

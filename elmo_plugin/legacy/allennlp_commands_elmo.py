@@ -1,0 +1,39 @@
+"""
+``allennlp.commands.elmo``: AllenNLP 0.9's module (removed in 1.0), provided by elmo_plugin.
+
+This file is loaded under that name by the finder that the plugin's ``.pth`` file installs (see
+`elmo_plugin.legacy`); what it offers is defined in `elmo_plugin.legacy.allennlp_09`, so that the
+classes are the same objects whichever name they were imported by.
+
+    from allennlp.commands.elmo import ElmoEmbedder
+    embedder = ElmoEmbedder(options_file, weight_file, cuda_device)   # or ElmoEmbedder()
+    vectors = embedder.embed_sentence(["First", "sentence", "."])      # (3, 3, 1024) numpy
+"""
+# The names 0.9's module defined, and the helpers it imported that scripts took from it.
+from allennlp.common.checks import ConfigurationError  # noqa: F401
+from allennlp.common.tqdm import Tqdm  # noqa: F401
+from allennlp.common.util import lazy_groups_of  # noqa: F401
+from allennlp.commands.subcommand import Subcommand  # noqa: F401
+from allennlp.nn.util import remove_sentence_boundaries  # noqa: F401
+
+from elmo_plugin.data.character_ids import batch_to_ids  # noqa: F401
+from elmo_plugin.legacy.allennlp_09 import (  # noqa: F401
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_OPTIONS_FILE,
+    DEFAULT_WEIGHT_FILE,
+    Elmo,
+    ElmoEmbedder,
+    elmo_command,
+    empty_embedding,
+    logger,
+)
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_OPTIONS_FILE",
+    "DEFAULT_WEIGHT_FILE",
+    "Elmo",
+    "ElmoEmbedder",
+    "elmo_command",
+    "empty_embedding",
+]
