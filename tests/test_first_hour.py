@@ -8,7 +8,9 @@ A new user's first hour (issue 27), as typed:
   deprecated``, the plugin's "already registered ... overwriting" notices);
 - the "own environment" block (``<!-- own-environment -->``) installs the plugin's wheel into a
   fresh Python 3.11 virtual environment, and ``allennlp elmo`` runs from another directory
-  through a plugins file, with the vectors of this checkout (slow: CI runs it, ``make test-all``).
+  through a plugins file, with the vectors of this checkout (slow: CI runs it, ``make test-all``);
+  ``from allennlp.commands.elmo import ElmoEmbedder`` works there through the wheel's ``.pth``
+  file (issue 38), and after ``pip uninstall elmo_plugin`` fails as it did before the plugin.
 
 The blocks are read from README.md, so an edit of the README that breaks them fails here.
 """
@@ -164,3 +166,44 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
                               ("1", "I went to the bank to deposit money .")):
             expected = embedder.embed_sentence(sentence.split())
             np.testing.assert_allclose(written[key][()], expected, atol=1e-6)
+
+    # `from allennlp.commands.elmo import ElmoEmbedder` (issue 38) in a fresh interpreter of the
+    # new environment: through the wheel's .pth file, which imports nothing at start-up.
+    site_packages = Path(where.stdout.strip()).parents[1]
+    pth = site_packages / "elmo_plugin_allennlp_commands_elmo.pth"
+    assert pth.is_file()
+    legacy_script = (
+        "import sys; heavy = {m.split('.')[0] for m in sys.modules} & {'torch', 'allennlp', 'elmo_plugin'}\n"
+        "from allennlp.commands.elmo import ElmoEmbedder, DEFAULT_BATCH_SIZE; import numpy\n"
+        f"vectors = ElmoEmbedder({str(FIXTURE_OPTIONS)!r}, {str(FIXTURE_WEIGHTS)!r}).embed_sentence(['a', 'b'])\n"
+        "numpy.save('legacy.npy', vectors); print(sorted(heavy), DEFAULT_BATCH_SIZE)\n"
+    )
+    legacy = subprocess.run(
+        [str(env_bin / "python"), "-c", legacy_script],
+        cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert legacy.returncode == 0, legacy.stderr[-3000:]
+    assert legacy.stdout.split() == ["[]", "64"]
+    np.testing.assert_allclose(np.load(elsewhere / "legacy.npy"), embedder.embed_sentence(["a", "b"]), atol=1e-6)
+
+    # Uninstalling the plugin removes the .pth: the module is gone again, the failure is the plain
+    # one, and interpreter start-up says nothing.
+    uninstall = subprocess.run(
+        [str(env_bin / "pip"), "uninstall", "-y", "elmo_plugin"],
+        cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert uninstall.returncode == 0, uninstall.stderr[-3000:]
+    assert not pth.exists() and not (site_packages / "elmo_plugin").exists()
+    gone = subprocess.run(
+        [str(env_bin / "python"), "-c", "import allennlp.commands.elmo"],
+        cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert gone.returncode == 1
+    assert gone.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: No module named 'allennlp.commands.elmo'"
+    )
+    quiet = subprocess.run(
+        [str(env_bin / "python"), "-c", "pass"],
+        cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")

@@ -23,6 +23,7 @@ LEVELS: List[Set[str]] = [
     {"tasks"},
     {"elmo_embedder"},
     {"commands"},
+    {"legacy"},
     {"__init__"},
 ]
 
