@@ -173,9 +173,11 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
     pth = site_packages / "elmo_plugin_allennlp_commands_elmo.pth"
     assert pth.is_file()
     legacy_script = (
-        "import sys; heavy = {m.split('.')[0] for m in sys.modules} & {'torch', 'allennlp', 'elmo_plugin'}\n"
+        "import sys\n"
+        "heavy = {m.split('.')[0] for m in sys.modules} & {'torch', 'allennlp', 'elmo_plugin'}\n"
         "from allennlp.commands.elmo import ElmoEmbedder, DEFAULT_BATCH_SIZE; import numpy\n"
-        f"vectors = ElmoEmbedder({str(FIXTURE_OPTIONS)!r}, {str(FIXTURE_WEIGHTS)!r}).embed_sentence(['a', 'b'])\n"
+        f"embedder = ElmoEmbedder({str(FIXTURE_OPTIONS)!r}, {str(FIXTURE_WEIGHTS)!r})\n"
+        "vectors = embedder.embed_sentence(['a', 'b'])\n"
         "numpy.save('legacy.npy', vectors); print(sorted(heavy), DEFAULT_BATCH_SIZE)\n"
     )
     legacy = subprocess.run(
@@ -184,7 +186,8 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
     )
     assert legacy.returncode == 0, legacy.stderr[-3000:]
     assert legacy.stdout.split() == ["[]", "64"]
-    np.testing.assert_allclose(np.load(elsewhere / "legacy.npy"), embedder.embed_sentence(["a", "b"]), atol=1e-6)
+    expected = embedder.embed_sentence(["a", "b"])
+    np.testing.assert_allclose(np.load(elsewhere / "legacy.npy"), expected, atol=1e-6)
 
     # Uninstalling the plugin removes the .pth: the module is gone again, the failure is the plain
     # one, and interpreter start-up says nothing.

@@ -51,7 +51,9 @@ _STATELESS_NOTICE = (
 _notice_given = False
 
 
-def published_model_name(options_file: Optional[PathLike], weight_file: Optional[PathLike]) -> Optional[str]:
+def published_model_name(
+    options_file: Optional[PathLike], weight_file: Optional[PathLike]
+) -> Optional[str]:
     """The name of the published model whose two files at AllenNLP's bucket these are, or None."""
     if options_file is None or weight_file is None:
         return None

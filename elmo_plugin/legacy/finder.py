@@ -40,8 +40,6 @@ class AllennlpCommandsElmoFinder(importlib.abc.MetaPathFinder):
 def install() -> None:
     """Makes ``allennlp.commands.elmo`` importable in this interpreter (once), after every finder
     already there, so that a real ``allennlp/commands/elmo.py`` would still win."""
-    if not any(
-        getattr(entry, "__name__", "") in ("AllennlpCommandsElmoFinder", "ElmoPluginAllennlpCommandsElmo")
-        for entry in sys.meta_path
-    ):
+    installed = ("AllennlpCommandsElmoFinder", "ElmoPluginAllennlpCommandsElmo")  # ours, the .pth's
+    if not any(getattr(entry, "__name__", "") in installed for entry in sys.meta_path):
         sys.meta_path.append(AllennlpCommandsElmoFinder)

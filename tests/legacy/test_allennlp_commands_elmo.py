@@ -46,7 +46,8 @@ def embedder() -> ElmoEmbedder:
 def test_the_module_path_works_in_a_fresh_interpreter_that_never_imports_the_plugin(tmp_path):
     script = f"""
 import sys
-started_with = sorted({{m.split('.')[0] for m in sys.modules}} & {{'torch', 'allennlp', 'elmo_plugin', 'numpy'}})
+heavy = {{'torch', 'allennlp', 'elmo_plugin', 'numpy'}}
+started_with = sorted({{m.split('.')[0] for m in sys.modules}} & heavy)
 from allennlp.commands.elmo import ElmoEmbedder
 import allennlp.commands.elmo, numpy
 vectors = ElmoEmbedder({OPTIONS!r}, {WEIGHTS!r}).embed_sentence(["a", "b"])
@@ -87,14 +88,17 @@ def test_the_finder_answers_only_for_that_module_and_loses_to_a_real_file():
     # Appended after the path finder (the .pth's, or install()'s where the environment has no
     # .pth): a real allennlp/commands/elmo.py would be found first. Installed once.
     names = [getattr(entry, "__name__", "") for entry in sys.meta_path]
-    ours = [i for i, n in enumerate(names) if n in ("ElmoPluginAllennlpCommandsElmo", "AllennlpCommandsElmoFinder")]
+    ours = [
+        index for index, name in enumerate(names)
+        if name in ("ElmoPluginAllennlpCommandsElmo", "AllennlpCommandsElmoFinder")
+    ]
     finder.install()
     assert len(ours) == 1 and len(sys.meta_path) == len(names)
     assert ours[0] > names.index("PathFinder")
 
 
 def test_the_pth_line_checks_the_name_and_the_plugin_before_importing_anything():
-    with open(REPO_ROOT / "elmo_plugin" / "legacy" / "elmo_plugin_allennlp_commands_elmo.pth") as pth:
+    with open(REPO_ROOT / "elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth") as pth:
         lines = [line for line in pth if line.startswith("import")]
     assert len(lines) == 1
     name = "ElmoPluginAllennlpCommandsElmo"
@@ -168,7 +172,10 @@ def test_no_files_is_0_9s_default_the_published_original(model_server, cache_dir
 def test_published_files_at_allennlps_bucket_are_published_models():
     name = allennlp_09.published_model_name
     assert name(legacy_module.DEFAULT_OPTIONS_FILE, legacy_module.DEFAULT_WEIGHT_FILE) == "original"
-    flair_small = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_"
+    flair_small = (  # how flair's ELMoEmbeddings(model="small") names the published Small
+        "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x1024_128_2048cnn_1xhighway/"
+        "elmo_2x1024_128_2048cnn_1xhighway_"
+    )
     assert name(flair_small + "options.json", flair_small + "weights.hdf5") == "small"
     assert name(legacy_module.DEFAULT_OPTIONS_FILE, flair_small + "weights.hdf5") is None
     assert name(OPTIONS, WEIGHTS) is None
@@ -267,7 +274,8 @@ def test_0_9s_batch_embedding_works(tmp_path, flags, keys):
         "test / this is a first sentence",
         "Take a look , then , at Tuesday 's elections in New York City , New Jersey and Virginia :",
     ]
-    args = zero_nine_arguments(write_lines(tmp_path / "in.txt", sentences), tmp_path / "out.hdf5", **flags)
+    sentences_path = write_lines(tmp_path / "in.txt", sentences)
+    args = zero_nine_arguments(sentences_path, tmp_path / "out.hdf5", **flags)
     legacy_module.elmo_command(args)
     args.input_file.close()
     with h5py.File(tmp_path / "out.hdf5", "r") as output:
@@ -275,7 +283,8 @@ def test_0_9s_batch_embedding_works(tmp_path, flags, keys):
         for index, sentence in enumerate(sentences):
             assert output[str(index)].shape == (3, len(sentence.split()), 32)
         if "sentence_to_index" in keys:
-            assert json.loads(output["sentence_to_index"][0]) == {s: str(i) for i, s in enumerate(sentences)}
+            mapping = json.loads(output["sentence_to_index"][0])
+            assert mapping == {sentence: str(i) for i, sentence in enumerate(sentences)}
 
 
 def test_0_9s_sentence_keys_and_duplicates(tmp_path):
@@ -296,7 +305,8 @@ def test_0_9s_sentence_keys_and_duplicates(tmp_path):
 
 
 def test_0_9s_empty_lines_raise_configuration_errors(tmp_path):
-    args = zero_nine_arguments(write_lines(tmp_path / "in.txt", ["A", "", "", "B"]), tmp_path / "out.hdf5")
+    sentences_path = write_lines(tmp_path / "in.txt", ["A", "", "", "B"])
+    args = zero_nine_arguments(sentences_path, tmp_path / "out.hdf5")
     with pytest.raises(ConfigurationError):
         legacy_module.elmo_command(args)
     args.input_file.close()

@@ -20,7 +20,11 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 # The module flair imports; see test_allennlp_commands_elmo.py for the .pth in a fresh interpreter.
 finder.install()
 
-SENTENCES = ["The cat sat on the mat .", "Maria lives in Paris .", "I went to the bank to deposit money ."]
+SENTENCES = [
+    "The cat sat on the mat .",
+    "Maria lives in Paris .",
+    "I went to the bank to deposit money .",
+]
 
 
 @pytest.mark.parametrize("mode", ["all", "top", "average"])
@@ -54,7 +58,8 @@ def write_tiny_ner(directory: Path, seed: int = 0) -> None:
     for split, size in (("train", 120), ("dev", 8), ("test", 8)):
         lines = []
         for _ in range(size):
-            lines += [f"{rng.choice(people)} B-PER", "lives O", "in O", f"{rng.choice(places)} B-LOC", ". O", ""]
+            person, place = rng.choice(people), rng.choice(places)
+            lines += [f"{person} B-PER", "lives O", "in O", f"{place} B-LOC", ". O", ""]
         (directory / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -71,8 +76,12 @@ def test_a_flair_sequence_tagger_with_elmo_embeddings_trains_one_epoch_and_predi
     corpus = ColumnCorpus(tmp_path, {0: "text", 1: "ner"}, train_file="train.txt",
                           dev_file="dev.txt", test_file="test.txt")
     tags = corpus.make_label_dictionary("ner", add_unk=False)
-    embeddings = ELMoEmbeddings(options_file=str(FIXTURE_OPTIONS), weight_file=str(FIXTURE_WEIGHTS))
-    tagger = SequenceTagger(hidden_size=16, embeddings=embeddings, tag_dictionary=tags, tag_type="ner")
+    embeddings = ELMoEmbeddings(
+        options_file=str(FIXTURE_OPTIONS), weight_file=str(FIXTURE_WEIGHTS)
+    )
+    tagger = SequenceTagger(
+        hidden_size=16, embeddings=embeddings, tag_dictionary=tags, tag_type="ner"
+    )
     # flair 0.15 cannot save a model with ELMoEmbeddings (it has no to_params(): NotImplementedError
     # with any ELMo), so nothing is saved: the final model is evaluated.
     result = ModelTrainer(tagger, corpus).train(
@@ -82,4 +91,5 @@ def test_a_flair_sequence_tagger_with_elmo_embeddings_trains_one_epoch_and_predi
     assert result["test_score"] == 1.0  # the pattern is easy: one epoch learns it
     sentence = Sentence("Peter lives in Rome .")
     tagger.predict(sentence)
-    assert [(span.text, span.tag) for span in sentence.get_spans("ner")] == [("Peter", "PER"), ("Rome", "LOC")]
+    spans = [(span.text, span.tag) for span in sentence.get_spans("ner")]
+    assert spans == [("Peter", "PER"), ("Rome", "LOC")]

@@ -62,7 +62,12 @@ SMALL_SEQVEC_OPTIONS["lstm"].update(dim=64, projection_dim=16)
 # UniProt-style FASTA headers (seqvec takes the field after the first "|"), one sequence over
 # several lines, lower case (seqvec upper-cases), and the rare or ambiguous letters X, U, B, Z.
 FASTA = """>sp|P0A7|ribosomal
-MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDLDAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWSTPSELGHAGLNGDILVWNPVLEDAFELSSMGIRVDADTLKHQLALTGDEDRLELEWHQALLRGEMPQTIGGGIGQSRLTMLLLQLPHIGQVQAGVWPAACRKQLHLPQISLM
+MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVK
+ALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWE
+RVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDL
+DAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWSTPSELGHAGLNGDILVWN
+PVLEDAFELSSMGIRVDADTLKHQLALTGDEDRLELEWHQALLRGEMPQTIGGGIGQSRL
+TMLLLQLPHIGQVQAGVWPAACRKQLHLPQISLM
 >sp|Q9XY|short
 mseqwence
 >sp|X123|rare
@@ -71,7 +76,7 @@ MXUBZAGLKHHHHHH
 MA
 """
 SEQUENCES = {
-    "P0A7": FASTA.split("\n")[1],
+    "P0A7": "".join(FASTA.split(">")[1].splitlines()[1:]),
     "Q9XY": "MSEQWENCE",
     "X123": "MXUBZAGLKHHHHHH",
     "P999": "MA",
@@ -115,7 +120,9 @@ def test_seqvecs_embedder_gives_the_plugins_vectors(tmp_path):
         assert vectors.shape == (len(SEQUENCES[identifier]), 3 * 32)
         np.testing.assert_allclose(vectors, expected[identifier], rtol=0, atol=1e-6)
     # Per protein: the mean over residues of the sum of the layers.
-    per_protein = dict(get_embeddings(tmp_path / "proteins.fasta", model, cpu=True, per_protein=True))
+    per_protein = dict(
+        get_embeddings(tmp_path / "proteins.fasta", model, cpu=True, per_protein=True)
+    )
     for identifier, vector in per_protein.items():
         summed = expected[identifier].reshape(len(SEQUENCES[identifier]), 3, 32).sum(axis=1)
         np.testing.assert_allclose(vector, summed.mean(axis=0), rtol=0, atol=1e-5)
