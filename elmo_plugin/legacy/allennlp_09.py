@@ -92,6 +92,7 @@ class ElmoEmbedder(_StatelessElmoEmbedder):
         results); ``False`` starts every batch from zero, without the warning.
     **kwargs
         The plugin's other arguments (``model``, ``precision``), see `elmo_plugin.ElmoEmbedder`.
+        ``model=`` alone names the model (the default files do not count as named).
     """
 
     def __init__(
@@ -108,10 +109,14 @@ class ElmoEmbedder(_StatelessElmoEmbedder):
             if not _notice_given:
                 logger.warning(_STATELESS_NOTICE)
                 _notice_given = True
-        published = published_model_name(options_file, weight_file)
-        if published is not None and kwargs.get("model") is None:
-            options_file = weight_file = None
-            kwargs["model"] = published
+        if kwargs.get("model") is not None:
+            if (options_file, weight_file) == (DEFAULT_OPTIONS_FILE, DEFAULT_WEIGHT_FILE):
+                options_file = weight_file = None  # the defaults only stand for "no model named"
+        else:
+            published = published_model_name(options_file, weight_file)
+            if published is not None:
+                options_file = weight_file = None
+                kwargs["model"] = published
         super().__init__(options_file, weight_file, cuda_device, stateful=stateful, **kwargs)
         # 0.9's private ``elmo_bilm._elmo_lstm._states``, which flair's ELMoEmbeddings moves to
         # its device when a model holding one is unpickled or copied (its __setstate__).

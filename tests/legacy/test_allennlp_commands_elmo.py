@@ -23,7 +23,13 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder as PluginEmbedder
 from elmo_plugin.legacy import allennlp_09, finder
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT, write_lines
+from tests.helpers import (
+    FIXTURE_OPTIONS,
+    FIXTURE_WEIGHTS,
+    REPO_ROOT,
+    make_random_bilm_files,
+    write_lines,
+)
 from tests.test_elmo_embedder import golden_sentences_and_top_layers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -167,6 +173,13 @@ def test_no_files_is_0_9s_default_the_published_original(model_server, cache_dir
     expected = PluginEmbedder(OPTIONS, WEIGHTS).embed_sentence(SENTENCE.split())
     np.testing.assert_array_equal(default.embed_sentence(SENTENCE.split()), expected)
     np.testing.assert_array_equal(spelled_out.embed_sentence(SENTENCE.split()), expected)
+
+
+def test_the_plugins_model_argument_is_not_overridden_by_0_9s_default_files(tmp_path):
+    files = make_random_bilm_files(tmp_path)
+    named = ElmoEmbedder(model=str(files.options_file.parent), stateful=False)
+    expected = PluginEmbedder(model=str(files.options_file.parent)).embed_sentence(["a", "b"])
+    np.testing.assert_array_equal(named.embed_sentence(["a", "b"]), expected)
 
 
 def test_published_files_at_allennlps_bucket_are_published_models():
