@@ -18,18 +18,28 @@ state on every node, since DDP keeps the weights equal. Two things of AllenNLP's
 `MultiNodeCheckpointer`, registered as ``default`` in AllenNLP's place (same parameters, same
 files), prunes in the first process of every node, and on ``--recover`` the processes agree on
 the newest checkpoint that every node has and all resume from it; a node's later checkpoints,
-of batches that will now be trained again, are removed, with a warning that says so. On one
-node, or without ``torch.distributed``, it behaves exactly as AllenNLP's.
+of batches that will now be trained again, are removed, with a warning that says so.
+
+It also accepts ``save_every_num_seconds`` in distributed training, which AllenNLP's refuses
+("not supported in distributed training"): the biLM configs' ``checkpoint_seconds`` (in
+``bilm_small`` and ``bilm_original``) would otherwise stop every multi-node run before its first
+batch. The processes must save at the same batch, and their clocks do not agree, so the clock of
+global rank 0 decides for all: after every batch one all-reduce of a single number tells the
+others (AllenNLP's trainer already does one per batch to stop an epoch together).
+
+On one node, or without ``torch.distributed``, it behaves exactly as AllenNLP's.
 """
 import logging
 import os
-from typing import List, Optional, Tuple
+import time
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
 from allennlp.common import util as common_util
 from allennlp.nn import util as nn_util
 from allennlp.training.checkpointer import Checkpointer, TrainerCheckpoint
+from allennlp.training.trainer import Trainer
 
 from elmo_plugin.common.registration import replace_registration
 
@@ -60,6 +70,46 @@ class MultiNodeCheckpointer(Checkpointer):
     node and, in distributed training, resumes all processes from the newest checkpoint that
     every node has (module documentation).
     """
+
+    def __init__(
+        self,
+        serialization_dir: Union[str, os.PathLike],
+        save_completed_epochs: bool = True,
+        save_every_num_seconds: Optional[float] = None,
+        save_every_num_batches: Optional[int] = None,
+        keep_most_recent_by_count: Optional[int] = 2,
+        keep_most_recent_by_age: Optional[int] = None,
+    ) -> None:
+        distributed = common_util.is_distributed()
+        super().__init__(
+            serialization_dir,
+            save_completed_epochs=save_completed_epochs,
+            # AllenNLP's refuses seconds in distributed training; they are handled here.
+            save_every_num_seconds=None if distributed else save_every_num_seconds,
+            save_every_num_batches=save_every_num_batches,
+            keep_most_recent_by_count=keep_most_recent_by_count,
+            keep_most_recent_by_age=keep_most_recent_by_age,
+        )
+        self._seconds_by_rank_0 = save_every_num_seconds if distributed else None
+
+    def maybe_save_checkpoint(
+        self, trainer: Trainer, num_epochs_completed: int, num_batches_in_epoch_completed: int
+    ) -> bool:
+        if self._seconds_by_rank_0 is not None:
+            due = self._rank == 0 and time.time() - self._last_save_time >= self._seconds_by_rank_0
+            # Every process calls this after every batch it trains, and at the end of each epoch.
+            if dist.get_backend() == "nccl":
+                device = torch.device("cuda", torch.cuda.current_device())
+            else:
+                device = torch.device("cpu")
+            decision = torch.tensor(int(due), device=device)
+            dist.all_reduce(decision, dist.ReduceOp.MAX)
+            if decision.item():
+                self.save_checkpoint(trainer)
+                return True
+        return super().maybe_save_checkpoint(
+            trainer, num_epochs_completed, num_batches_in_epoch_completed
+        )
 
     @property
     def _is_primary(self) -> bool:

@@ -170,6 +170,13 @@ def _node(rank: int, port: int, tmp: str) -> None:
             checkpointer.save_checkpoint(_Trainer(epochs))
         kept = sorted(p.name for p in directory.glob("model_state_*.th"))
 
+        # save_every_num_seconds (AllenNLP's Checkpointer refuses it here): rank 0's clock
+        # decides, so both save at the same batch although only rank 0's hour has passed.
+        timed = MultiNodeCheckpointer(directory, save_every_num_seconds=3600)
+        if rank == 0:
+            timed._last_save_time -= 7200
+        saved_by_time = [timed.maybe_save_checkpoint(_Trainer(5), 4, 7) for _ in range(2)]
+
         # Node 1 has no checkpoint at all: nobody resumes.
         empty = Path(tmp) / f"empty{rank}"
         if rank == 0:
@@ -182,6 +189,7 @@ def _node(rank: int, port: int, tmp: str) -> None:
             "left": left,
             "kept": kept,
             "fresh_start": nothing is None,
+            "saved_by_time": saved_by_time,
         }
         (Path(tmp) / f"result{rank}.json").write_text(json.dumps(result), encoding="utf-8")
     finally:
@@ -208,4 +216,5 @@ def test_two_gloo_processes_agree(tmp_path: Path):
     assert [r["left"] for r in results] == [["model_state_e1_b0.th"]] * 2
     assert [r["kept"] for r in results] == [["model_state_e2_b0.th", "model_state_e3_b0.th"]] * 2
     assert [r["fresh_start"] for r in results] == [True, True]
+    assert [r["saved_by_time"] for r in results] == [[True, False], [True, False]]
     assert list((tmp_path / "empty0").glob("*.th")) == []
