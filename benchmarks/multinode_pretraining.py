@@ -55,15 +55,15 @@ def run(name: str, args: argparse.Namespace, root: Path) -> Dict:
                     + ["--node-rank", str(rank)] for rank in range(2)]
     else:
         commands = [_command(args.config, root / name, overrides)]
-    (root / name).mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     processes = [subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL,
-                                  stderr=open(root / name / f"stderr{i}.log", "w"))
+                                  stderr=open(root / f"{name}-stderr{i}.log", "w"))
                  for i, command in enumerate(commands)]
     codes = [process.wait() for process in processes]
     wall = time.perf_counter() - start
     if any(codes):
-        sys.exit(f"{name}: exit codes {codes}; see {root / name}/stderr*.log")
+        sys.exit(f"{name}: exit codes {codes}; see {root}/{name}-stderr*.log")
     directory = root / name / "node0" if name == "two-nodes" else root / name
     metrics = json.loads((directory / "metrics.json").read_text())
     return {"run": name, "processes": len(commands), "threads each": threads,
