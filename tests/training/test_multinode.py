@@ -65,7 +65,8 @@ HAND_SHARDS: Dict[Tuple[int, int, int], Dict[Tuple[int, int, int], List[int]]] =
 def _fake_process(monkeypatch, num_nodes: int, processes: int, node: int, local_rank: int):
     """torch.distributed as seen in the process (node, local rank) of AllenNLP's training."""
     monkeypatch.setattr(sharded_reader.common_util, "is_distributed", lambda: True)
-    monkeypatch.setattr(sharded_reader.dist, "get_world_size", lambda *a, **k: num_nodes * processes)
+    world_size = num_nodes * processes
+    monkeypatch.setattr(sharded_reader.dist, "get_world_size", lambda *a, **k: world_size)
     # allennlp/commands/train.py, _train_worker: global_rank = node_rank * procs + process_rank.
     global_rank = node * processes + local_rank
     monkeypatch.setattr(sharded_reader.dist, "get_rank", lambda *a, **k: global_rank)
@@ -76,7 +77,9 @@ def _line_numbers(instances) -> List[int]:
 
 
 @pytest.mark.parametrize("layout", sorted(HAND_SHARDS))
-def test_each_process_of_each_node_reads_its_hand_computed_lines(tmp_path: Path, monkeypatch, layout):
+def test_each_process_of_each_node_reads_its_hand_computed_lines(
+    tmp_path: Path, monkeypatch, layout
+):
     num_nodes, processes, workers = layout
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"s{i} x\n" for i in range(10)), encoding="utf-8")
@@ -131,7 +134,8 @@ def test_which_process_saves_and_prunes_checkpoints():
 
 
 def _save(directory: Path, epochs: int, batches: int = 0) -> None:
-    torch.save({"weight": torch.tensor(float(epochs))}, directory / f"model_state_e{epochs}_b{batches}.th")
+    weights = {"weight": torch.tensor(float(epochs))}
+    torch.save(weights, directory / f"model_state_e{epochs}_b{batches}.th")
     torch.save(
         {"epochs_completed": epochs, "batches_in_epoch_completed": batches},
         directory / f"training_state_e{epochs}_b{batches}.th",

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 import torch
@@ -131,7 +131,8 @@ def test_two_node_pretraining_makes_an_archive_from_disjoint_halves(tmp_path: Pa
     assert isinstance(model, ElmoLanguageModel)
     exported = tmp_path / "bilm"
     assert run_export(tmp_path / "node0", exported) == 0
-    assert {"options.json", "weights.hdf5", "vocabulary.txt"} <= {p.name for p in exported.iterdir()}
+    written = {path.name for path in exported.iterdir()}
+    assert {"options.json", "weights.hdf5", "vocabulary.txt"} <= written
     _assert_same_weights_on_both_nodes(tmp_path)
 
     # Node r read shard r of 2 (torch.distributed's global rank and world size)...
@@ -145,11 +146,13 @@ def test_two_node_pretraining_makes_an_archive_from_disjoint_halves(tmp_path: Pa
     for rank in range(NODES):
         reader = BilmCorpusReader(shuffle=False)
         reader._set_distributed_info(DistributedInfo(NODES, rank))
-        halves.append([" ".join(t.text for t in i["tokens"].tokens) for i in reader.read(str(SAMPLE_TRAIN))])
+        instances = reader.read(str(SAMPLE_TRAIN))
+        halves.append([" ".join(t.text for t in i["tokens"].tokens) for i in instances])
         assert read[rank][0][:2] == (len(halves[rank]), sum(len(s.split()) for s in halves[rank]))
     # One file, fewer files than nodes: node r reads lines r, r + 2, ... (the sample corpus
     # repeats some sentences, so positions, not texts, show that the halves are disjoint).
-    lines = [" ".join(line.split()) for line in SAMPLE_TRAIN.read_text(encoding="utf-8").splitlines()]
+    text = SAMPLE_TRAIN.read_text(encoding="utf-8")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
     assert all(lines) and len(lines) == 4000
     assert halves == [lines[0::2], lines[1::2]]
     # The same number of batches per epoch (63 each: 2,000 sentences in buckets of 32), so no
