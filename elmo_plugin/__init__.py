@@ -18,6 +18,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   ``linear_decay_over_corpus``; trainer callbacks ``keep_freed_memory``,
   ``check_training_settings``, ``count_batches_per_epoch``; the trainer ``gradient_descent``
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
+  the checkpointer ``default`` (replaces AllenNLP's by the same one made right for several nodes);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
 

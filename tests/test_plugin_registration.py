@@ -50,6 +50,7 @@ REGISTERED = {
         "count_batches_per_epoch",
     ],
     "allennlp.training.Trainer": ["gradient_descent"],
+    "allennlp.training.Checkpointer": ["default"],
     "allennlp.training.metrics.Metric": ["klue_ner_f1"],
     "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
     "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize"],

@@ -1,10 +1,11 @@
 """
 Replacing an AllenNLP registration without AllenNLP's INFO line about it.
 
-The plugin replaces three of AllenNLP's registrations on purpose (``elmo_characters``,
-``elmo_token_embedder``, ``reduce_on_plateau``). ``Registrable.register(name, exist_ok=True)``
-logs each replacement at INFO level ("... has already been registered as ..., but
-exist_ok=True, so overwriting with ..."), which would print three lines before the output of
+The plugin replaces some of AllenNLP's registrations on purpose (``elmo_characters``,
+``elmo_token_embedder``, ``reduce_on_plateau``, the trainer ``gradient_descent``, the
+checkpointer ``default``). ``Registrable.register(name, exist_ok=True)`` logs each replacement
+at INFO level ("... has already been registered as ..., but exist_ok=True, so overwriting
+with ..."), which would print a line for each before the output of
 every ``allennlp`` command. `replace_registration` registers the same way but lets only that one
 record through at DEBUG level (``ALLENNLP_LOG_LEVEL=DEBUG`` shows it), by a filter on
 AllenNLP's registrable logger that exists only during the call.

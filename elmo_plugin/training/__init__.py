@@ -1,4 +1,5 @@
 from elmo_plugin.training.callbacks import CheckTrainingSettingsCallback, KeepFreedMemoryCallback
+from elmo_plugin.training.checkpointer import MultiNodeCheckpointer
 from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
 from elmo_plugin.training.trainer import DeviceCheckingGradientDescentTrainer
 from elmo_plugin.training.learning_rate_schedulers import ReduceOnPlateauLearningRateScheduler
@@ -7,6 +8,7 @@ __all__ = [
     "CheckTrainingSettingsCallback",
     "CountBatchesPerEpochCallback",
     "LinearDecayOverCorpus",
+    "MultiNodeCheckpointer",
     "KeepFreedMemoryCallback",
     "DeviceCheckingGradientDescentTrainer",
     "ReduceOnPlateauLearningRateScheduler",

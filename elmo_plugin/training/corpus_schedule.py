@@ -21,6 +21,8 @@ import math
 from typing import Any, Iterator, List, Optional
 
 import torch
+import torch.distributed as dist
+from allennlp.common import util as common_util
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import lazy_groups_of
 from allennlp.data.data_loaders import MultiProcessDataLoader
@@ -151,6 +153,32 @@ def _batches_in(instances: List[Any], loader: MultiProcessDataLoader) -> int:
     return math.floor(rows) if loader.drop_last else math.ceil(rows)
 
 
+def agree_on_batches_per_epoch(batches: int) -> int:
+    """
+    In distributed training, the fewest batches of any process (``batches`` is this process's
+    count of its own shard), the same in every process; ``batches`` otherwise.
+
+    Each process reads its own part of the corpus, and the parts can differ by a batch or more.
+    AllenNLP's trainer ends every process's epoch when the first one runs out of batches (the
+    others' last batches are skipped), so the processes all make that many updates; and they
+    must decay the learning rate alike, or DDP's equal gradients would give different weights.
+    """
+    if not common_util.is_distributed():
+        return batches
+    counts: List[Optional[int]] = [None] * dist.get_world_size()
+    dist.all_gather_object(counts, batches)
+    fewest = min(count for count in counts if count is not None)
+    if fewest != max(count for count in counts if count is not None):
+        logger.info(
+            "Batches per epoch in the %d processes: %s; all decay the learning rate over %d (the "
+            "trainer stops every epoch when the first process runs out)",
+            len(counts),
+            counts,
+            fewest,
+        )
+    return fewest
+
+
 @TrainerCallback.register("count_batches_per_epoch")
 class CountBatchesPerEpochCallback(TrainerCallback):
     """
@@ -165,7 +193,7 @@ class CountBatchesPerEpochCallback(TrainerCallback):
         if not isinstance(scheduler, LinearDecayOverCorpus) or scheduler.num_steps_per_epoch:
             return
         logger.info("Counting the training data's batches for the learning rate schedule")
-        batches = count_batches_per_epoch(trainer.data_loader)
+        batches = agree_on_batches_per_epoch(count_batches_per_epoch(trainer.data_loader))
         accumulation = getattr(trainer, "_num_gradient_accumulation_steps", 1) or 1
         updates = math.ceil(batches / accumulation)
         scheduler.set_num_steps_per_epoch(updates)
