@@ -20,6 +20,10 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
+- for ``allennlp train``: the configs' native function ``elmo_output_dim``
+  (`elmo_plugin.training.config_functions`), the console report
+  (`elmo_plugin.training.console`) and the checks before training
+  (`elmo_plugin.training.train_command`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
@@ -61,6 +65,14 @@ from elmo_plugin.tasks import (
     UniversalPropBankSrlReader,
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
+from elmo_plugin.training import config_functions, console, train_command
+
+# `allennlp train` with the plugin: configs that read the ELMo width from the model, a console
+# that reads as a report (ELMO_PLUGIN_VERBOSE=1 shows AllenNLP's), one line for a mistake in
+# the input, checked before the run directory is made (see each module).
+config_functions.install()
+console.install()
+train_command.install()
 
 __all__ = [
     "BilmOptions",

@@ -14,6 +14,9 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
 
+# The first bytes of every HDF5 file (a weights.hdf5 given where the options belong).
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
 # Character ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift that
 # `elmo_plugin.data.character_ids` applies): 256 bytes and 5 special ids.
 NUM_TRAINING_CHARACTER_IDS = 261
@@ -152,13 +155,26 @@ class BilmOptions:
         path = os.fspath(options_file)
         if not os.path.isfile(path):
             raise ConfigurationError(f"options file not found: {path}")
-        with open(path, encoding="utf-8") as handle:
-            try:
-                options = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise ConfigurationError(
-                    f"{path}:{error.lineno}: not valid JSON ({error.msg})"
-                ) from None
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if data.startswith(HDF5_SIGNATURE):
+            raise ConfigurationError(
+                f"{path} is not an options.json: this looks like an HDF5 weight file; did you "
+                "swap --options-file and --weight-file (options_file and weight_file)?"
+            )
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ConfigurationError(
+                f"{path}: not an options.json (not UTF-8 text: byte {error.start} is "
+                f"0x{data[error.start]:02x}); give the bilm-tf options.json of the model"
+            ) from None
+        try:
+            options = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigurationError(
+                f"{path}:{error.lineno}: not valid JSON ({error.msg})"
+            ) from None
         return cls.from_dict(options, source=path)
 
     def to_dict(self, n_characters: Optional[int] = None) -> Dict[str, Any]:
