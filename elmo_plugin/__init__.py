@@ -23,7 +23,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
 - for ``allennlp train``: the configs' native function ``elmo_output_dim``
   (`elmo_plugin.training.config_functions`), the console report
   (`elmo_plugin.training.console`) and the checks before training
-  (`elmo_plugin.training.train_command`)
+  (`elmo_plugin.commands.train_command`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
@@ -65,7 +65,8 @@ from elmo_plugin.tasks import (
     UniversalPropBankSrlReader,
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
-from elmo_plugin.training import config_functions, console, train_command
+from elmo_plugin.commands import train_command
+from elmo_plugin.training import config_functions, console
 
 # `allennlp train` with the plugin: configs that read the ELMo width from the model, a console
 # that reads as a report (ELMO_PLUGIN_VERBOSE=1 shows AllenNLP's), one line for a mistake in

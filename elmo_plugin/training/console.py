@@ -10,7 +10,7 @@ console only:
 
 - log records below WARNING are not shown, except the plugin's report
   (`REPORT_LOGGER`: one line per epoch, `EpochSummaryCallback`, and the end of the run,
-  `elmo_plugin.training.train_command`); warnings that call for no action (`_NOT_ACTIONABLE`)
+  `elmo_plugin.commands.train_command`); warnings that call for no action (`_NOT_ACTIONABLE`)
   neither. ``out.log`` keeps everything, as before;
 - progress bars, on a terminal: the training bar (loss, perplexity) as before; the validation
   bar disappears when it is done (``leave=False``); "loading instances" bars are not shown.

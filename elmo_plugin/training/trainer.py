@@ -16,7 +16,7 @@ for every batch, which torch 2.x deprecates: every training run printed a Future
 AllenNLP's trainer module; every other warning is shown as before.
 
 ``allennlp train`` with the plugin checks the device before it creates the serialization
-directory (`elmo_plugin.training.train_command`); here it is checked again for Python callers.
+directory (`elmo_plugin.commands.train_command`); here it is checked again for Python callers.
 """
 import contextlib
 import functools

@@ -61,7 +61,9 @@ local paths = import "../paths.libsonnet";
         tokens: { type: "embedding", embedding_dim: $.word_dim },
         token_characters: {
           type: "character_encoding",
-          embedding: { embedding_dim: 16 },
+          // Rows for the characters (AllenNLP's default namespace is "tokens": with fewer words than
+          // characters, as in a tiny data set, an index error).
+          embedding: { embedding_dim: 16, vocab_namespace: "token_characters" },
           encoder: { type: "cnn", embedding_dim: 16, num_filters: $.character_dim, ngram_filter_sizes: [3] },
         },
       } + (

@@ -348,7 +348,7 @@ class BilmCorpusReader(ShardedDatasetReader):
 
     def _read(self, file_path) -> Iterator[Instance]:
         # An error about the data ends `allennlp train`; the plugin's train command then removes
-        # the serialization directory it made (`elmo_plugin.training.train_command`).
+        # the serialization directory it made (`elmo_plugin.commands.train_command`).
         yield from self._read_corpus(file_path)
 
     def _read_corpus(self, file_path) -> Iterator[Instance]:
