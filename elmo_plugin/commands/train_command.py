@@ -30,6 +30,7 @@ import glob
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -102,13 +103,14 @@ def _check_data_path(key: str, path: str, reader_type: str) -> None:
         except ConfigurationError as error:
             raise ConfigurationError(f"{key}: {error}") from None
         return
-    if _GLOB_CHARACTERS & set(path):
-        if not glob.glob(os.path.expanduser(path)):
-            raise ConfigurationError(f"{key}: no file matches {path}")
+    # A reader may take a part of a file: "train.tsv[:90%]" (klue_ner).
+    part = re.match(r"^(.*?)\[[^\[\]]*\]$", path)
+    base = part.group(1) if part else path
+    if os.path.exists(os.path.expanduser(path)) or os.path.exists(os.path.expanduser(base)):
         return
-    if not os.path.exists(os.path.expanduser(path)):
-        error = missing_task_data(path)
-        raise ConfigurationError(f"{key}: {error}") from None
+    if _GLOB_CHARACTERS & set(path) and glob.glob(os.path.expanduser(path)):
+        return
+    raise ConfigurationError(f"{key}: {missing_task_data(base)}") from None
 
 
 def _elmo_models(config: Any) -> Iterator[Dict[str, Any]]:

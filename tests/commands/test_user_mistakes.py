@@ -175,6 +175,22 @@ def test_missing_task_data(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
+def test_missing_data_read_in_part_names_the_file(tmp_path, capsys, monkeypatch):
+    # klue_ner reads "train.tsv[:90%]": the file named is train.tsv.
+    config = tmp_path / "c.jsonnet"
+    config.write_text(
+        f'(import "{TASKS}/klue_ner.libsonnet")(use_elmo=false, data_root="{tmp_path}/data")\n',
+        encoding="utf-8",
+    )
+    status, _, err = run_allennlp(["train", config, "-s", tmp_path / "run"], capsys, monkeypatch)
+    assert_one_line(
+        status, err,
+        f"train_data_path: the data file {tmp_path}/data/ko/ner/klue/original/train.tsv does not exist",
+    )
+    assert "KLUE-NER" in err
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     "overrides, expected",
     [
