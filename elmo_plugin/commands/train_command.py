@@ -155,15 +155,20 @@ def check_before_training(params: Params) -> None:
     from elmo_plugin.training.trainer import check_training_device
 
     config = params.as_dict(quiet=True)
+
+    def section(key: str) -> Dict[str, Any]:
+        value = config.get(key)
+        return value if isinstance(value, dict) else {}
+
     plugin_readers = _plugin_readers()
-    reader = (config.get("dataset_reader") or {}).get("type")
-    validation_reader = (config.get("validation_dataset_reader") or {}).get("type", reader)
+    reader = section("dataset_reader").get("type")
+    validation_reader = section("validation_dataset_reader").get("type", reader)
     for key in _DATA_KEYS:
         path = config.get(key)
         reader_type = reader if key == "train_data_path" else validation_reader
         if isinstance(path, str) and reader_type in plugin_readers:
             _check_data_path(key, path, reader_type)
-    vocabulary = config.get("vocabulary") or {}
+    vocabulary = section("vocabulary")
     if vocabulary.get("type") == "from_bilm_tf_file":
         path = vocabulary.get("vocabulary_file")
         if isinstance(path, str) and "://" not in path and not os.path.isfile(path):
@@ -173,7 +178,7 @@ def check_before_training(params: Params) -> None:
             )
     for elmo in _elmo_models(config.get("model")):
         _check_elmo(elmo)
-    trainer = config.get("trainer") or {}
+    trainer = section("trainer")
     if "cuda_device" in trainer:
         check_training_device(trainer["cuda_device"])
 
