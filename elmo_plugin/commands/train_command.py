@@ -208,7 +208,9 @@ def _duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{seconds:02d}"
 
 
-def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float) -> None:
+def report_end(
+    params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float
+) -> None:
     """The end of a run on the console: what, the held-out metrics, the time, the model."""
     metrics_file = os.path.join(serialization_dir, "metrics.json")
     try:
@@ -221,10 +223,9 @@ def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str,
     trained = f"{epochs + 1} epoch(s)" if isinstance(epochs, int) else "training"
     report.info("Trained %s (%s): %s in %s", model_type, config, trained, _duration(seconds))
     validation_metric = (params_dict.get("trainer") or {}).get("validation_metric", "-loss")
-    tracked = [
-        name.lstrip("+-")
-        for name in (validation_metric if isinstance(validation_metric, list) else [validation_metric])
-    ]
+    if not isinstance(validation_metric, list):
+        validation_metric = [validation_metric]
+    tracked = [name.lstrip("+-") for name in validation_metric]
     names = reported_metric_names(metrics, tracked)
     best = metrics_line(metrics, "best_validation_", names)
     if best:

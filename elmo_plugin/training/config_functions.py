@@ -40,7 +40,9 @@ def _describe(model: Optional[str], options_file: Optional[str], weight_file: Op
     return f"weight_file {weight_file}"
 
 
-def _read_width(model: Optional[str], options_file: Optional[str], weight_file: Optional[str]) -> int:
+def _read_width(
+    model: Optional[str], options_file: Optional[str], weight_file: Optional[str]
+) -> int:
     """The output width of the biLM these arguments name, read from its options alone."""
     from elmo_plugin.common.archive import open_model_archive
     from elmo_plugin.model_files.bilm_tf.options import BilmOptions
@@ -97,12 +99,20 @@ def elmo_output_dim(
     the file, and the ``make`` target for the repository's own biLMs), or an ``output_dim`` that
     is not the model's (naming both numbers and the model).
     """
+    if output_dim is not None and (
+        isinstance(output_dim, bool) or not isinstance(output_dim, (int, float))
+    ):
+        raise ConfigurationError(
+            f"elmo output_dim must be a number (or left out: it is read from the model), got "
+            f"{json.dumps(output_dim)}"
+        )
     width = _read_width(model, options_file, weight_file)
     if output_dim is not None and output_dim != width:
         shown = int(output_dim) if float(output_dim).is_integer() else output_dim
         raise ConfigurationError(
-            f"elmo output_dim is {shown}, but the biLM ({_describe(model, options_file, weight_file)}) "
-            f"gives {width}: remove output_dim (the configs read it from the model) or correct it"
+            f"elmo output_dim is {shown}, but the biLM "
+            f"({_describe(model, options_file, weight_file)}) gives {width}: remove output_dim "
+            "(the configs read it from the model) or correct it"
         )
     return width
 

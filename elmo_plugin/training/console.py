@@ -171,7 +171,9 @@ def _number(value: Any) -> str:
 
 def metrics_line(metrics: Dict[str, Any], prefix: str, names: List[str]) -> str:
     """``name value`` pairs of ``metrics[prefix + name]`` for the names present."""
-    parts = [f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics]
+    parts = [
+        f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics
+    ]
     return ", ".join(parts)
 
 
@@ -193,7 +195,12 @@ class EpochSummaryCallback(TrainerCallback):
         self._started = time.monotonic()
 
     def on_epoch(
-        self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
+        self,
+        trainer: Any,
+        metrics: Dict[str, Any],
+        epoch: int,
+        is_primary: bool = True,
+        **kwargs: Any,
     ) -> None:
         if not is_primary or epoch < 0:
             return
