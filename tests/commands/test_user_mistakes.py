@@ -102,11 +102,18 @@ def test_swapped_options_and_weight_files_are_named(tmp_path, capsys, monkeypatc
     assert status == 1
     assert err.strip().splitlines()[-1] == (
         f"allennlp elmo: error: {FIXTURE_WEIGHTS} is not an options.json: this looks like an HDF5 "
-        "weight file; did you swap --options-file and --weight-file (options_file and "
-        "weight_file)?"
+        "weight file; did you swap --options-file and --weight-file?"
     )
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_swapped_files_from_python_name_pythons_arguments():
+    from elmo_plugin.elmo_embedder import ElmoEmbedder
+
+    with pytest.raises(ConfigurationError) as raised:
+        ElmoEmbedder(options_file=str(FIXTURE_WEIGHTS), weight_file=str(FIXTURE_OPTIONS))
+    assert str(raised.value).endswith("did you swap options_file and weight_file?")
 
 
 def test_an_options_file_that_is_not_text_is_named(tmp_path):

@@ -17,6 +17,23 @@ from elmo_plugin.common.paths import PathLike
 # The first bytes of every HDF5 file (a weights.hdf5 given where the options belong).
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
+class SwappedModelFilesError(ConfigurationError):
+    """
+    An HDF5 file given as the options (the weight file in the options' place). The message
+    spells the arguments as Python does; `elmo_plugin.modules.bilm_loading.load_bilm` spells
+    them as the caller does (``--options-file`` for ``allennlp elmo``).
+    """
+
+    def __init__(
+        self, path: str, options_name: str = "options_file", weights_name: str = "weight_file"
+    ) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} is not an options.json: this looks like an HDF5 weight file; did you swap "
+            f"{options_name} and {weights_name}?"
+        )
+
+
 # Character ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift that
 # `elmo_plugin.data.character_ids` applies): 256 bytes and 5 special ids.
 NUM_TRAINING_CHARACTER_IDS = 261
@@ -158,10 +175,7 @@ class BilmOptions:
         with open(path, "rb") as handle:
             data = handle.read()
         if data.startswith(HDF5_SIGNATURE):
-            raise ConfigurationError(
-                f"{path} is not an options.json: this looks like an HDF5 weight file; did you "
-                "swap --options-file and --weight-file (options_file and weight_file)?"
-            )
+            raise SwappedModelFilesError(path)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
