@@ -2,7 +2,8 @@
 elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
 
 Importing the package registers its components with AllenNLP (``--include-package elmo_plugin``
-or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and does nothing else:
+or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and sets up how
+``allennlp train`` reads configs and reports (the last item), and does nothing else:
 
 - token indexers ``elmo_characters`` (replaces AllenNLP's; configurable characters per token) and
   ``elmoformanylangs_characters`` (an ELMoForManyLangs model's own character and word ids)
@@ -20,10 +21,10 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
-- for ``allennlp train``: the configs' native function ``elmo_output_dim``
-  (`elmo_plugin.training.config_functions`), the console report
-  (`elmo_plugin.training.console`) and the checks before training
-  (`elmo_plugin.commands.train_command`)
+- for ``allennlp train`` (wrapping three AllenNLP functions, see each module): the configs'
+  native function ``elmo_output_dim`` (`elmo_plugin.training.config_functions`), the console
+  report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
+  the checks before training with one-line errors (`elmo_plugin.commands.train_command`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
