@@ -21,7 +21,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
-- for ``allennlp train`` (wrapping three AllenNLP functions, see each module): the configs'
+- for ``allennlp train`` (wrapping five AllenNLP functions, see each module): the configs'
   native function ``elmo_output_dim`` (`elmo_plugin.training.config_functions`), the console
   report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
   the checks before training with one-line errors (`elmo_plugin.commands.train_command`)
