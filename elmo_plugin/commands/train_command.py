@@ -247,6 +247,14 @@ def report_end(
         )
 
 
+def _log_to_files(message: str) -> None:
+    """``message`` into the run's log files that are still open (out.log of a kept directory)."""
+    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
 def _from_command(frame: Any) -> bool:
     from allennlp.commands import train
 
@@ -305,6 +313,7 @@ def _wrap(original: Any) -> Any:
         except ConfigurationError as error:
             if not from_command:
                 raise
+            _log_to_files(f"allennlp train: error: {error}")
             sys.stderr.flush()
             sys.stdout.flush()
             sys.stderr.write(f"allennlp train: error: {error}\n")
