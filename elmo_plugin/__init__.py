@@ -2,7 +2,8 @@
 elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
 
 Importing the package registers its components with AllenNLP (``--include-package elmo_plugin``
-or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and does nothing else:
+or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and sets up how
+``allennlp train`` reads configs and reports (the last item), and does nothing else:
 
 - token indexers ``elmo_characters`` (replaces AllenNLP's; configurable characters per token) and
   ``elmoformanylangs_characters`` (an ELMoForManyLangs model's own character and word ids)
@@ -21,6 +22,10 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   the checkpointer ``default`` (replaces AllenNLP's by the same one made right for several nodes);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
+- for ``allennlp train`` (wrapping five AllenNLP functions, see each module): the configs'
+  native function ``elmo_output_dim`` (`elmo_plugin.training.config_functions`), the console
+  report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
+  the checks before training with one-line errors (`elmo_plugin.commands.train_command`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
@@ -62,6 +67,15 @@ from elmo_plugin.tasks import (
     UniversalPropBankSrlReader,
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
+from elmo_plugin.commands import train_command
+from elmo_plugin.training import config_functions, console
+
+# `allennlp train` with the plugin: configs that read the ELMo width from the model, a console
+# that reads as a report (ELMO_PLUGIN_VERBOSE=1 shows AllenNLP's), one line for a mistake in
+# the input, checked before the run directory is made (see each module).
+config_functions.install()
+console.install()
+train_command.install()
 
 __all__ = [
     "BilmOptions",

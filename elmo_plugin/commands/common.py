@@ -3,8 +3,9 @@ What the plugin's ``allennlp`` subcommands share: argument types, and how they r
 problem: one line ``allennlp NAME: error: ...`` on stderr and an exit status, never a traceback.
 """
 import argparse
+import difflib
 import sys
-from typing import Callable, NoReturn, Tuple, Type, TypeVar
+from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import SigTermReceived
@@ -30,6 +31,63 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return number
+
+
+class _StrictSubcommandParser(argparse.ArgumentParser):
+    """
+    The parser of one of the plugin's subcommands (see `strict_subparser`): arguments it does not
+    know are its own usage error, with the closest option it has, instead of the top-level
+    ``allennlp`` parser's.
+    """
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace=None):
+        # A mistyped long option first: it is the mistake, whatever else then seems missing.
+        known = {option for action in self._actions for option in action.option_strings}
+        for arg in args if args is not None else sys.argv[1:]:
+            if arg == "--":
+                break
+            if arg.startswith("--") and arg.split("=", 1)[0] not in known:
+                self.error(unrecognized_arguments_message(self, [arg]))
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized_arguments_message(self, extras))
+        return namespace, extras
+
+
+def unrecognized_arguments_message(parser: argparse.ArgumentParser, extras: List[str]) -> str:
+    """``unrecognized arguments: ...``, with "did you mean --x?" for each mistyped option."""
+    known = [option for action in parser._actions for option in action.option_strings]
+    guesses = []
+    for extra in extras:
+        if not extra.startswith("-"):
+            continue
+        flag = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        if close and close[0] not in guesses:
+            guesses.append(close[0])
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if guesses:
+        message += f" (did you mean {' or '.join(guesses)}?)"
+    return message
+
+
+def strict_subparser(subparser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """
+    Makes a plugin subcommand's parser report what it does not know itself, and take long
+    options only as spelled out (no prefix matching: ``--al`` is not ``--all``).
+
+    argparse hands the arguments a subparser does not know back to the top-level parser, which
+    then prints the top-level ``allennlp`` usage and no hint. The subparser is made by
+    `argparse._SubParsersAction.add_parser` with the top-level parser's class (AllenNLP's
+    ``ArgumentParserWithDefaults``); its class is changed here to a subclass of that one that
+    checks for unknown arguments itself (``allennlp elmo``'s usage and "did you mean --model?").
+    The ``--include-package`` that AllenNLP adds afterwards is known to it as usual.
+    """
+    subparser.__class__ = type(
+        "StrictSubcommandParser", (_StrictSubcommandParser, type(subparser)), {}
+    )
+    subparser.allow_abbrev = False
+    return subparser
 
 
 def exit_with_error(command: str, message: str, status: int = EXIT_ERROR, usage: str = "") -> NoReturn:

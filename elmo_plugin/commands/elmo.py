@@ -40,6 +40,7 @@ from elmo_plugin.commands.common import (
     exit_with_error,
     positive_int,
     run_reporting_errors,
+    strict_subparser,
 )
 
 logger = logging.getLogger(__name__)
@@ -93,12 +94,12 @@ class ElmoCommand(Subcommand):
     """
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = parser.add_parser(
+        subparser = strict_subparser(parser.add_parser(
             self.name,
             description=_DESCRIPTION,
             help="Embed a file of tokenized sentences with a pretrained ELMo biLM (HDF5 output).",
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        ))
         subparser.add_argument(
             "input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8"
         )

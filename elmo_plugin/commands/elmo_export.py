@@ -7,7 +7,7 @@ import logging
 
 from allennlp.commands.subcommand import Subcommand
 
-from elmo_plugin.commands.common import run_reporting_errors
+from elmo_plugin.commands.common import run_reporting_errors, strict_subparser
 from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
 
 logger = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class ElmoExportCommand(Subcommand):
             "AllenNLP's own), it exports that model's biLM, fine-tuned or not, as options.json "
             "and weights.hdf5."
         )
-        subparser = parser.add_parser(self.name, description=description, help=description)
+        subparser = strict_subparser(parser.add_parser(self.name, description=description, help=description))
         subparser.add_argument("model", help="model.tar.gz or the serialization directory")
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(

@@ -22,7 +22,7 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
-from elmo_plugin.commands.common import positive_int, run_reporting_errors
+from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
 from elmo_plugin.data.corpus_tokenization import (
     SUMMARY_FILE,
     TOKENIZER_CHOICES,
@@ -62,12 +62,12 @@ class ElmoTokenizeCommand(Subcommand):
     """``allennlp elmo-tokenize``: see the module documentation and ``--help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = parser.add_parser(
+        subparser = strict_subparser(parser.add_parser(
             self.name,
             description=_DESCRIPTION,
             help="Tokenize raw Korean text files into morphemes, one sentence per line.",
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        ))
         add_glob_and_output_arguments(
             subparser,
             "input_glob",

@@ -13,7 +13,7 @@ from allennlp.commands.subcommand import Subcommand
 
 from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
 from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
-from elmo_plugin.commands.common import positive_int, run_reporting_errors
+from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
 
 _DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
 pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first, then the tokens
@@ -41,12 +41,12 @@ class ElmoVocabCommand(Subcommand):
     """``allennlp elmo-vocab``: see the module documentation and ``allennlp elmo-vocab --help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = parser.add_parser(
+        subparser = strict_subparser(parser.add_parser(
             self.name,
             description=_DESCRIPTION,
             help="Write the bilm-tf vocabulary file (tokens by frequency) of a tokenized corpus.",
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        ))
         add_glob_and_output_arguments(
             subparser,
             "corpus_glob",

@@ -37,7 +37,6 @@ def with_build_hint(error: ConfigurationError, *paths: Optional[str]) -> Configu
             return ConfigurationError(
                 f"{error} -- this is the biLM that `{target}` exports: run `{target}` in the "
                 "repository first (README, \"Pretrain your own\"), or give the config's elmo "
-                "argument another biLM. allennlp train has already created its serialization "
-                "directory: rerun with -f to replace it (or remove it)"
+                "argument another biLM"
             )
     return error

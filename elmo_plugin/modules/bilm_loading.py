@@ -15,7 +15,7 @@ from typing import Optional, Union
 
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions, SwappedModelFilesError
 from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 from elmo_plugin.model_files.resolve import (
     PYTHON_ARGUMENTS,
@@ -74,7 +74,14 @@ def load_bilm(
             argument_names=argument_names,
         )
     logger.info("Loading the ELMo biLM: %s", files.description)
-    return build_bilm(read_stored_bilm(files), stateful=stateful, requires_grad=requires_grad)
+    try:
+        stored = read_stored_bilm(files)
+    except SwappedModelFilesError as error:
+        # Named as the caller names the two arguments (the command's --options-file).
+        raise SwappedModelFilesError(
+            error.path, argument_names.options_file, argument_names.weight_file
+        ) from None
+    return build_bilm(stored, stateful=stateful, requires_grad=requires_grad)
 
 
 def build_bilm(stored: StoredBilm, stateful: bool = False, requires_grad: bool = False) -> ElmoBiLm:

@@ -15,9 +15,8 @@ for every batch, which torch 2.x deprecates: every training run printed a Future
 ``warnings.catch_warnings()`` with an ignore filter for exactly that message from exactly
 AllenNLP's trainer module; every other warning is shown as before.
 
-``allennlp train`` creates its serialization directory before any plugin code runs (the plugin is
-imported after the command's arguments are parsed and the config is read, and nothing of it runs
-before the directory is made), so the message also says how to rerun.
+``allennlp train`` with the plugin checks the device before it creates the serialization
+directory (`elmo_plugin.commands.train_command`); here it is checked again for Python callers.
 """
 import contextlib
 import functools
@@ -30,6 +29,7 @@ from allennlp.training.gradient_descent_trainer import GradientDescentTrainer
 from allennlp.training.trainer import Trainer
 
 from elmo_plugin.common.registration import replace_registration
+from elmo_plugin.training.console import EpochSummaryCallback, validating
 
 
 def _cuda_index(device: Any) -> int:
@@ -47,17 +47,13 @@ def _cuda_index(device: Any) -> int:
     return int(device)
 
 
-def check_training_device(cuda_device: Union[int, str, torch.device, List[Any], None], serialization_dir: str) -> None:
+def check_training_device(cuda_device: Union[int, str, torch.device, List[Any], None], serialization_dir: str = "") -> None:
     """Raises a `ConfigurationError` if ``cuda_device`` names a GPU that torch cannot use."""
     devices = cuda_device if isinstance(cuda_device, list) else [cuda_device]
     for device in devices:
         index = _cuda_index(device)
         if index < 0:
             continue
-        rerun = (
-            f"allennlp train has already created {serialization_dir}: rerun with -f to replace it "
-            "(or remove it)"
-        )
         if not torch.cuda.is_available():
             reason = (
                 f"torch {torch.__version__} is a CPU build"
@@ -67,12 +63,12 @@ def check_training_device(cuda_device: Union[int, str, torch.device, List[Any], 
             raise ConfigurationError(
                 f"trainer.cuda_device is {device!r}, but {reason}: train on the CPU with "
                 "-o '{\"trainer.cuda_device\": -1}' (the configs' cuda_device argument), or set up "
-                f"a CUDA build of torch where there is a GPU (make TORCH=cuda). {rerun}"
+                "a CUDA build of torch where there is a GPU (make TORCH=cuda)"
             )
         if index >= torch.cuda.device_count():
             raise ConfigurationError(
                 f"trainer.cuda_device is {device!r}, but only {torch.cuda.device_count()} CUDA "
-                f"GPU(s) are visible (0 to {torch.cuda.device_count() - 1}). {rerun}"
+                f"GPU(s) are visible (0 to {torch.cuda.device_count() - 1})"
             )
 
 
@@ -103,10 +99,16 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         check_training_device(kwargs.get("cuda_device"), kwargs.get("serialization_dir", "the serialization directory"))
         return super().from_partial_objects(*args, **kwargs)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The console's line per epoch (elmo_plugin.training.console), beside AllenNLP's table.
+        if not any(isinstance(callback, EpochSummaryCallback) for callback in self._callbacks):
+            self._callbacks.append(EpochSummaryCallback(self._serialization_dir))
+
     def _train_epoch(self, epoch: int) -> Dict[str, float]:
         with _without_the_autocast_deprecation():
             return super()._train_epoch(epoch)
 
     def _validation_loss(self, epoch: int) -> Tuple[float, Optional[float], int]:
-        with _without_the_autocast_deprecation():
+        with _without_the_autocast_deprecation(), validating():
             return super()._validation_loss(epoch)

@@ -317,6 +317,23 @@ def test_recognition_and_the_resolver(model_dirs, tmp_path):
     assert not any(p.requires_grad for p in bilm.parameters())
 
 
+def test_a_task_config_reads_the_width_from_its_config(model_dirs, tmp_path):
+    # Issue 37: `elmo={model: DIR}` in a task config, the width read from the model's config.
+    from allennlp.common import Params
+
+    from elmo_plugin.training.config_functions import elmo_output_dim
+
+    directory = str(model_dirs["words"])
+    width = ElmoBiLm.from_model(directory).get_output_dim()
+    assert elmo_output_dim(directory, None, None, None) == width == 16
+    ner = Path(__file__).parents[2] / "training_configs" / "tasks" / "ner_wikiann.libsonnet"
+    (tmp_path / "c.jsonnet").write_text(
+        f'(import "{ner}")(use_elmo=true, elmo={{model: "{directory}"}})\n', encoding="utf-8"
+    )
+    params = Params.from_file(str(tmp_path / "c.jsonnet"))
+    assert params["model"]["encoder"]["input_size"] == 100 + 64 + width
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: one ConfigurationError that names the file.
 

@@ -11,22 +11,22 @@
 // Change them in a config of your own, e.g. for another biLM (imports are found relative to the
 // file that imports, so from a config outside the repository give the repository's path):
 //   (import "/path/to/elmo_plugin/training_configs/tasks/ner_wikiann.libsonnet")(
-//     use_elmo=true, elmo={ model: "runs/my_bilm/bilm", output_dim: 512 })
-// `elmo` needs `output_dim` and either `model` or `options_file` + `weight_file`;
-// `max_characters_per_token` (50) and `do_layer_norm` (false) have defaults.
+//     use_elmo=true, elmo={ model: "runs/my_bilm/bilm" })
+// `elmo` needs either `model` or `options_file` + `weight_file`; its width is read from the
+// model (an `output_dim` given must agree with it); `max_characters_per_token` (50) and
+// `do_layer_norm` (false) have defaults.
 // or change single values of a config with AllenNLP's -o (`-o '{"trainer.num_epochs": 1}'`).
 local paths = import "../paths.libsonnet";
 {
   shared_data:: paths.shared_data,
 
   // The biLMs: `model` is what elmo_token_embedder loads (a directory with options.json and
-  // weights.hdf5, a training run, or a published model's name), `output_dim` its size
-  // (2 x projection_dim), `max_characters_per_token` its bytes per token.
+  // weights.hdf5, a training run, or a published model's name), `max_characters_per_token` its
+  // bytes per token; its width is read from it (`output_dim` below).
   english_elmo:: {
     // `make pretrain-small` exports it there.
     options_file: paths.english_bilm + "/options.json",
     weight_file: paths.english_bilm + "/weights.hdf5",
-    output_dim: 256,
     max_characters_per_token: 50,
     do_layer_norm: false,
   },
@@ -34,7 +34,6 @@ local paths = import "../paths.libsonnet";
     // `make pretrain-ko` exports it there.
     options_file: paths.korean_bilm + "/options.json",
     weight_file: paths.korean_bilm + "/weights.hdf5",
-    output_dim: 256,
     max_characters_per_token: 30,
     // As in the Korean course.
     do_layer_norm: true,
@@ -62,7 +61,9 @@ local paths = import "../paths.libsonnet";
         tokens: { type: "embedding", embedding_dim: $.word_dim },
         token_characters: {
           type: "character_encoding",
-          embedding: { embedding_dim: 16 },
+          // Rows for the characters (AllenNLP's default namespace is "tokens": with fewer words than
+          // characters, as in a tiny data set, an index error).
+          embedding: { embedding_dim: 16, vocab_namespace: "token_characters" },
           encoder: { type: "cnn", embedding_dim: 16, num_filters: $.character_dim, ngram_filter_sizes: [3] },
         },
       } + (
@@ -102,11 +103,20 @@ local paths = import "../paths.libsonnet";
   embedding_dim(use_elmo, elmo)::
     $.word_dim + $.character_dim + (if use_elmo then $.output_dim(elmo) else 0),
 
+  // The biLM's output width, read from the model by the plugin (elmo_plugin/training/
+  // config_functions.py) when the config is read; a given `output_dim` must agree with it.
+  // Without the plugin (std.native gives null) only a given `output_dim` works.
   output_dim(elmo)::
-    if std.objectHas(elmo, "output_dim") then elmo.output_dim
-    else error "elmo needs `output_dim`, the biLM's output size (2 x projection_dim: 256 for "
-               + "make pretrain-small's biLM, 1024 for the published Original); got "
-               + std.manifestJson(elmo),
+    local read_width = std.native("elmo_output_dim");
+    if read_width != null then
+      read_width(std.manifestJsonEx({
+        [field]: elmo[field]
+        for field in ["model", "options_file", "weight_file", "output_dim"]
+        if std.objectHas(elmo, field)
+      }, ""))
+    else if std.objectHas(elmo, "output_dim") then elmo.output_dim
+    else error "elmo needs `output_dim`, the biLM's output size (2 x projection_dim), when the "
+               + "config is read without elmo_plugin; got " + std.manifestJson(elmo),
 
   // The paper's penalty on the layer weights, lambda * ||s||^2 (lambda = 0.001).
   regularizer(use_elmo)::

@@ -347,12 +347,9 @@ class BilmCorpusReader(ShardedDatasetReader):
     # -- reading ------------------------------------------------------------------------------
 
     def _read(self, file_path) -> Iterator[Instance]:
-        try:
-            yield from self._read_corpus(file_path)
-        except ConfigurationError as error:
-            if self.serialization_dir is None:
-                raise
-            raise ConfigurationError(f"{error}{self._rerun_hint()}") from None
+        # An error about the data ends `allennlp train`; the plugin's train command then removes
+        # the serialization directory it made (`elmo_plugin.commands.train_command`).
+        yield from self._read_corpus(file_path)
 
     def _read_corpus(self, file_path) -> Iterator[Instance]:
         pattern = (
@@ -521,20 +518,6 @@ class BilmCorpusReader(ShardedDatasetReader):
                 counts.sentences += 1
                 counts.tokens += len(tokens)
                 yield tokens
-
-    def _rerun_hint(self) -> str:
-        """
-        Appended to errors about the data in ``allennlp train`` (which gives the reader its
-        ``serialization_dir``). AllenNLP creates that directory before any plugin code runs: it
-        reads the config, creates the directory, builds the reader, and the reader reads only
-        when training starts. A plugin could only check the data earlier by replacing AllenNLP's
-        ``train`` command, which it cannot do either (AllenNLP parses the arguments of its own
-        commands before it imports plugins). So the error says how to start again.
-        """
-        return (
-            f" (allennlp train had already created {self.serialization_dir}: rerun with -f to "
-            "start again, or remove it)"
-        )
 
     @staticmethod
     def _any_sentence(files: List[str]) -> bool:

@@ -14,6 +14,26 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
 
+# The first bytes of every HDF5 file (a weights.hdf5 given where the options belong).
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+class SwappedModelFilesError(ConfigurationError):
+    """
+    An HDF5 file given as the options (the weight file in the options' place). The message
+    spells the arguments as Python does; `elmo_plugin.modules.bilm_loading.load_bilm` spells
+    them as the caller does (``--options-file`` for ``allennlp elmo``).
+    """
+
+    def __init__(
+        self, path: str, options_name: str = "options_file", weights_name: str = "weight_file"
+    ) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} is not an options.json: this looks like an HDF5 weight file; did you swap "
+            f"{options_name} and {weights_name}?"
+        )
+
+
 # Character ids as stored in a bilm-tf weight file's ``char_embed`` (before the +1 shift that
 # `elmo_plugin.data.character_ids` applies): 256 bytes and 5 special ids.
 NUM_TRAINING_CHARACTER_IDS = 261
@@ -152,13 +172,23 @@ class BilmOptions:
         path = os.fspath(options_file)
         if not os.path.isfile(path):
             raise ConfigurationError(f"options file not found: {path}")
-        with open(path, encoding="utf-8") as handle:
-            try:
-                options = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise ConfigurationError(
-                    f"{path}:{error.lineno}: not valid JSON ({error.msg})"
-                ) from None
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if data.startswith(HDF5_SIGNATURE):
+            raise SwappedModelFilesError(path)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ConfigurationError(
+                f"{path}: not an options.json (not UTF-8 text: byte {error.start} is "
+                f"0x{data[error.start]:02x}); give the bilm-tf options.json of the model"
+            ) from None
+        try:
+            options = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigurationError(
+                f"{path}:{error.lineno}: not valid JSON ({error.msg})"
+            ) from None
         return cls.from_dict(options, source=path)
 
     def to_dict(self, n_characters: Optional[int] = None) -> Dict[str, Any]:

@@ -59,12 +59,8 @@ def _known_layout(path: str) -> Optional[Tuple[str, str, str, str]]:
 def missing_task_data(path: str) -> ConfigurationError:
     """The error for a data file that does not exist (see the module documentation)."""
     layout = _known_layout(path)
-    rerun = (
-        "allennlp train has already created its serialization directory: rerun with -f to "
-        "replace it (or remove it)"
-    )
     if layout is None:
-        return ConfigurationError(f"the data file {path} does not exist; {rerun}")
+        return ConfigurationError(f"the data file {path} does not exist")
     data_root, folder, configs, source = layout
     return ConfigurationError(
         f"the data file {path} does not exist. The task configs ({configs}) read it under their "
@@ -73,7 +69,7 @@ def missing_task_data(path: str) -> ConfigurationError:
         f"folder of yours and pass data_root in a config of your own, e.g. "
         f'(import "/path/to/elmo_plugin/training_configs/tasks/{configs.split(",")[0]}.libsonnet")'
         f'(use_elmo=false, data_root="/path/to/data"), or give the paths with -o '
-        f"'{{\"train_data_path\": ..., \"validation_data_path\": ...}}'. {rerun}"
+        f"'{{\"train_data_path\": ..., \"validation_data_path\": ...}}'"
     )
 
 

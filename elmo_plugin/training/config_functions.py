@@ -1,0 +1,170 @@
+"""
+Functions that the plugin's jsonnet configs call while they are read: ``std.native(NAME)``.
+
+A task config with ELMo needs the biLM's output width for arithmetic (the encoder's
+``input_size`` is the word, character and ELMo widths added up). The width is in the model's
+files (``options.json``, an ``elmo_bilm`` run's config, an ELMoForManyLangs ``config.json``), and
+jsonnet cannot read a file whose name is a variable (``import`` takes only a literal). jsonnet
+offers "native functions" for this, which the program that evaluates the config provides; AllenNLP
+evaluates configs with ``_jsonnet.evaluate_file`` from `allennlp.common.params` without any.
+`install` gives that function (and ``evaluate_snippet``, for ``-o`` overrides) the plugin's
+functions, for every config read while the plugin is imported; nothing else about reading
+changes, and a config that calls no native function reads exactly as before.
+
+``std.native(NAME)`` is ``null`` where the plugin is not installed, so a config can fall back
+(``task_common.libsonnet`` then needs ``output_dim``). What training writes to ``config.json``
+holds the numbers, so archives load without these functions.
+
+- ``elmo_output_dim(ELMO_JSON)``: the width of the biLM that ``elmo_token_embedder`` would load
+  from the ``model``, ``options_file`` and ``weight_file`` of the JSON object, without loading its
+  weights; its ``output_dim``, if given, must agree with it.
+
+The functions take one string (JSON) and return a number: the ``_jsonnet`` 0.20 binding mishandles
+native functions with several parameters of longer names ("binding parameter a second time")
+and ``null`` arguments (a reference count error on ``None``), so neither is used.
+"""
+import functools
+import json
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from allennlp.common.checks import ConfigurationError
+
+NativeCallbacks = Dict[str, Tuple[Tuple[str, ...], Callable[..., Any]]]
+
+
+def _describe(model: Optional[str], options_file: Optional[str], weight_file: Optional[str]) -> str:
+    if options_file is not None:
+        return f"options_file {options_file}"
+    if model is not None:
+        return f"model {model}"
+    return f"weight_file {weight_file}"
+
+
+def _read_width(
+    model: Optional[str], options_file: Optional[str], weight_file: Optional[str]
+) -> int:
+    """The output width of the biLM these arguments name, read from its options alone."""
+    from elmo_plugin.common.archive import open_model_archive
+    from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+    from elmo_plugin.model_files.build_hints import with_build_hint
+    from elmo_plugin.model_files.catalogue import DEFAULT_MODEL, PUBLISHED_MODELS
+    from elmo_plugin.model_files.download import is_remote
+    from elmo_plugin.model_files.elmoformanylangs import read_options
+    from elmo_plugin.model_files.resolve import resolve_model
+
+    try:
+        if options_file is not None and weight_file is not None:
+            # Only the options are needed: no download of the weights for a remote pair.
+            if is_remote(options_file):
+                from allennlp.common.file_utils import cached_path
+
+                options_file = cached_path(options_file)
+            return BilmOptions.from_file(options_file).output_dim
+        if options_file is None and weight_file is None:
+            name = model if model is not None else DEFAULT_MODEL
+            published = PUBLISHED_MODELS.get(name.lower())
+            if published is not None:
+                return published.output_dim
+        files = resolve_model(model=model, options_file=options_file, weight_file=weight_file)
+        if files.elmoformanylangs_directory is not None:
+            return read_options(files.elmoformanylangs_directory).to_bilm_options().output_dim
+        if files.archive_file is not None:
+            with open_model_archive(files.archive_file) as archive:
+                model_config = archive.config.get("model", {})
+                if model_config.get("type") != "elmo_bilm":
+                    raise ConfigurationError(
+                        f"{archive.path} holds a model of type {model_config.get('type')!r}, "
+                        "not an elmo_bilm language model"
+                    )
+                return BilmOptions.from_dict(
+                    model_config.get("options"), source=f"{archive.path} (config.json)"
+                ).output_dim
+        return BilmOptions.from_file(files.options_file).output_dim
+    except ConfigurationError as error:
+        raise with_build_hint(error, options_file, weight_file, model) from None
+
+
+def elmo_output_dim(
+    model: Optional[str],
+    options_file: Optional[str],
+    weight_file: Optional[str],
+    output_dim: Optional[float],
+) -> int:
+    """
+    The ``elmo_output_dim`` native function (see the module documentation).
+
+    # Raises
+
+    `ConfigurationError` (as jsonnet's error, on one line): a model that cannot be read (naming
+    the file, and the ``make`` target for the repository's own biLMs), or an ``output_dim`` that
+    is not the model's (naming both numbers and the model).
+    """
+    if output_dim is not None and (
+        isinstance(output_dim, bool) or not isinstance(output_dim, (int, float))
+    ):
+        raise ConfigurationError(
+            f"elmo output_dim must be a number (or left out: it is read from the model), got "
+            f"{json.dumps(output_dim)}"
+        )
+    width = _read_width(model, options_file, weight_file)
+    if output_dim is not None and output_dim != width:
+        shown = int(output_dim) if float(output_dim).is_integer() else output_dim
+        raise ConfigurationError(
+            f"elmo output_dim is {shown}, but the biLM "
+            f"({_describe(model, options_file, weight_file)}) gives {width}: remove output_dim "
+            "(the configs read it from the model) or correct it"
+        )
+    return width
+
+
+def _elmo_output_dim_native(elmo_json: str) -> int:
+    elmo = json.loads(elmo_json)
+    return elmo_output_dim(
+        elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file"), elmo.get("output_dim")
+    )
+
+
+# Kept for the life of the process: the binding keeps no reference to the parameter names.
+_NATIVE_CALLBACKS: NativeCallbacks = {"elmo_output_dim": (("elmo",), _elmo_output_dim_native)}
+
+
+def native_callbacks() -> NativeCallbacks:
+    """The plugin's native functions, as ``_jsonnet.evaluate_file`` takes them."""
+    return _NATIVE_CALLBACKS
+
+
+def _with_natives(evaluate: Callable[..., str]) -> Callable[..., str]:
+    @functools.wraps(evaluate)
+    def evaluate_with_natives(*args: Any, **kwargs: Any) -> str:
+        callbacks = dict(native_callbacks())
+        callbacks.update(kwargs.pop("native_callbacks", None) or {})
+        return evaluate(*args, native_callbacks=callbacks, **kwargs)
+
+    evaluate_with_natives._elmo_plugin_natives = True  # type: ignore[attr-defined]
+    return evaluate_with_natives
+
+
+def install() -> None:
+    """Gives AllenNLP's jsonnet evaluation the plugin's native functions (once)."""
+    from allennlp.common import params
+
+    try:
+        import _jsonnet  # noqa: F401  (without it AllenNLP reads plain JSON: nothing to add)
+    except ImportError:
+        return
+    for name in ("evaluate_file", "evaluate_snippet"):
+        evaluate = getattr(params, name)
+        if not getattr(evaluate, "_elmo_plugin_natives", False):
+            setattr(params, name, _with_natives(evaluate))
+
+
+def jsonnet_error_line(error: BaseException) -> str:
+    """The first line of a jsonnet error, without its ``RUNTIME ERROR:`` prefix."""
+    line = str(error).strip().split("\n", 1)[0]
+    for prefix in ("RUNTIME ERROR: ", "STATIC ERROR: "):
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return line
+
+
+__all__ = ["elmo_output_dim", "install", "jsonnet_error_line", "native_callbacks"]

@@ -1,0 +1,227 @@
+"""
+What ``allennlp train`` shows on the console while the plugin is imported: a report a person
+reads, with the full detail in the serialization directory's ``out.log``.
+
+AllenNLP sends every log record of training to the console and to ``out.log`` alike: the echo of
+every config value (``allennlp.common.params``), the first batch's tensors ("Batch inputs"), the
+list of trainable parameters, a metrics table per epoch, and a nested "loading instances"
+progress bar whose cursor movements (``ESC[A``) end up in redirected output. Here, on the
+console only:
+
+- log records below WARNING are not shown, except the plugin's report
+  (`REPORT_LOGGER`: one line per epoch, `EpochSummaryCallback`, and the end of the run,
+  `elmo_plugin.commands.train_command`); warnings that call for no action (`_NOT_ACTIONABLE`)
+  neither. ``out.log`` keeps everything, as before;
+- progress bars, on a terminal: the training bar (loss, perplexity) as before; the validation
+  bar disappears when it is done (``leave=False``); "loading instances" bars are not shown.
+  Redirected to a file or a pipe, no bar (bars redraw themselves with carriage returns and
+  cursor movements): the lines of the report say how far training is; AllenNLP's
+  ``--file-friendly-logging`` still prints a bar line every 10 seconds.
+
+``ELMO_PLUGIN_VERBOSE=1`` (or AllenNLP's own ``ALLENNLP_DEBUG`` / ``ALLENNLP_LOG_LEVEL=DEBUG``)
+keeps AllenNLP's console as it was. The switch is an environment variable because the plugin
+cannot add flags to AllenNLP's ``train`` command (AllenNLP parses them before it imports
+plugins).
+"""
+import contextlib
+import logging
+import os
+import re
+import sys
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+from allennlp.training.callbacks.callback import TrainerCallback
+
+VERBOSE_VARIABLE = "ELMO_PLUGIN_VERBOSE"
+# The logger of the console report: its INFO records are shown.
+REPORT_LOGGER = "elmo_plugin.report"
+
+report = logging.getLogger(REPORT_LOGGER)
+
+# Warnings that describe a choice of the config and ask for nothing: kept in out.log only.
+_NOT_ACTIONABLE = (
+    re.compile(r"You provided a validation dataset but patience was set to None"),
+)
+
+
+def verbose() -> bool:
+    """Whether the console shows everything (see the module documentation)."""
+    if os.environ.get(VERBOSE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    if os.environ.get("ALLENNLP_DEBUG"):
+        return True
+    return os.environ.get("ALLENNLP_LOG_LEVEL", "").upper() == "DEBUG"
+
+
+class ConsoleFilter(logging.Filter):
+    """Lets the plugin's report and actionable warnings through to a console handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == REPORT_LOGGER or record.name.startswith(REPORT_LOGGER + "."):
+            return True
+        if record.levelno < logging.WARNING:
+            return False
+        message = record.getMessage()
+        return not any(pattern.search(message) for pattern in _NOT_ACTIONABLE)
+
+
+class ConsoleFormatter(logging.Formatter):
+    """The report as plain lines; everything else as AllenNLP formats it."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s - %(levelname)s - %(name)s - %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == REPORT_LOGGER:
+            return record.getMessage()
+        return super().format(record)
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    return type(handler) is logging.StreamHandler and getattr(handler, "stream", None) in (
+        sys.stdout,
+        sys.stderr,
+        sys.__stdout__,
+        sys.__stderr__,
+    )
+
+
+def quiet_console_handlers(logger: Optional[logging.Logger] = None) -> None:
+    """Puts `ConsoleFilter` and `ConsoleFormatter` on ``logger``'s (root's) console handlers."""
+    if verbose():
+        return
+    logger = logger or logging.getLogger()
+    for handler in logger.handlers:
+        if _is_console(handler) and not any(isinstance(f, ConsoleFilter) for f in handler.filters):
+            handler.addFilter(ConsoleFilter())
+            handler.setFormatter(ConsoleFormatter())
+
+
+# Set while the trainer validates: its progress bar then leaves no line behind.
+_validating = False
+
+
+@contextlib.contextmanager
+def validating() -> Iterator[None]:
+    global _validating
+    saved, _validating = _validating, True
+    try:
+        yield
+    finally:
+        _validating = saved
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _quiet_tqdm(original: Any) -> Any:
+    def tqdm(*args: Any, **kwargs: Any) -> Any:
+        from allennlp.common import logging as common_logging
+
+        if not verbose():
+            if str(kwargs.get("desc", "")).startswith("loading instances"):
+                kwargs["disable"] = True
+            elif not common_logging.FILE_FRIENDLY_LOGGING and not _is_terminal(sys.stderr):
+                # Redirected: no bar (a bar redraws itself with carriage returns); the epoch
+                # lines report the progress, --file-friendly-logging a bar line every 10 s.
+                kwargs["disable"] = True
+            elif _validating:
+                kwargs.setdefault("leave", False)
+        return original(*args, **kwargs)
+
+    tqdm._elmo_plugin_console = True  # type: ignore[attr-defined]
+    return staticmethod(tqdm)
+
+
+def _quiet_global_logging(original: Any) -> Any:
+    def prepare_global_logging(*args: Any, **kwargs: Any) -> None:
+        original(*args, **kwargs)
+        quiet_console_handlers()
+
+    prepare_global_logging._elmo_plugin_console = True  # type: ignore[attr-defined]
+    return prepare_global_logging
+
+
+def install() -> None:
+    """
+    Wraps AllenNLP's ``prepare_global_logging`` (which sets up training's log handlers) and
+    ``Tqdm.tqdm`` as the module documentation says; does nothing twice.
+    """
+    from allennlp.common import logging as common_logging
+    from allennlp.common.tqdm import Tqdm
+
+    if not getattr(common_logging.prepare_global_logging, "_elmo_plugin_console", False):
+        common_logging.prepare_global_logging = _quiet_global_logging(
+            common_logging.prepare_global_logging
+        )
+    if not getattr(Tqdm.tqdm, "_elmo_plugin_console", False):
+        Tqdm.tqdm = _quiet_tqdm(Tqdm.tqdm)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    return str(value)
+
+
+def metrics_line(metrics: Dict[str, Any], prefix: str, names: List[str]) -> str:
+    """``name value`` pairs of ``metrics[prefix + name]`` for the names present."""
+    parts = [
+        f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics
+    ]
+    return ", ".join(parts)
+
+
+def reported_metric_names(metrics: Dict[str, Any], tracked: List[str]) -> List[str]:
+    """Perplexity and loss first, then the metrics the trainer selects the best epoch by."""
+    names = [name for name in ("ppl", "loss") if any(k.endswith("_" + name) for k in metrics)]
+    return names + [name for name in tracked if name not in names]
+
+
+class EpochSummaryCallback(TrainerCallback):
+    """
+    One line per epoch on the console (`REPORT_LOGGER`): the epoch, its training and validation
+    perplexity or loss and the metric that selects the best epoch, whether it is the best so far,
+    and how long it took. The plugin's ``gradient_descent`` trainer adds it to every run (as
+    AllenNLP adds its ``ConsoleLoggerCallback``, whose table now goes to ``out.log`` only).
+    """
+
+    def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
+        self._started = time.monotonic()
+
+    def on_epoch(
+        self,
+        trainer: Any,
+        metrics: Dict[str, Any],
+        epoch: int,
+        is_primary: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if not is_primary or epoch < 0:
+            return
+        now = time.monotonic()
+        seconds, self._started = now - getattr(self, "_started", now), now
+        tracker = getattr(trainer, "_metric_tracker", None)
+        tracked = [name for _, name in getattr(tracker, "tracked_metrics", [])]
+        names = reported_metric_names(metrics, tracked)
+        parts = [f"epoch {epoch + 1}/{getattr(trainer, '_num_epochs', '?')}"]
+        training = metrics_line(metrics, "training_", names)
+        if training:
+            parts.append(f"training {training}")
+        validation = metrics_line(metrics, "validation_", names)
+        if validation:
+            parts.append(f"validation {validation}")
+        best = " (best so far)" if metrics.get("best_epoch") == epoch and validation else ""
+        report.info("%s%s [%s]", " | ".join(parts), best, _duration(seconds))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"
