@@ -21,7 +21,8 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
 
-The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
+The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
+``allennlp elmo`` writes, either layout, sharded or not), `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
 """
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
@@ -39,6 +40,7 @@ from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, read_embeddings
 from elmo_plugin.models import ElmoLanguageModel
 from elmo_plugin.modules import (
     Elmo,
@@ -83,6 +85,9 @@ __all__ = [
     "BilmTfVocabulary",
     "build_lm_vocabulary",
     "ElmoEmbedder",
+    "EmbeddingsFile",
+    "MissingShardError",
+    "read_embeddings",
     "ElmoLanguageModel",
     "CharacterSpanCrfTagger",
     "ElmoBiLm",
