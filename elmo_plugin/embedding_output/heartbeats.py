@@ -122,6 +122,12 @@ class Heartbeats:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def remove_own_file(self) -> None:
+        try:
+            os.remove(heartbeat_path(self.directory, self.rank))
+        except OSError:
+            pass
+
     def remove_files(self) -> None:
         """Rank 0, after a successful run: every rank's heartbeat file."""
         for rank in range(self.world_size):

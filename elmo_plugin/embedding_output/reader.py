@@ -185,7 +185,8 @@ class EmbeddingsFile:
 
     def sentences(self) -> List[str]:
         """The text of every line, in order (flat layout: its ``sentences``; per-sentence: from
-        ``sentence_to_index``)."""
+        ``sentence_to_index``, which maps a repeated sentence to its last line only, so the
+        earlier lines of a repeated sentence are ``""`` there)."""
         if self.layout == FLAT:
             if SENTENCES not in self._file:
                 raise ConfigurationError(

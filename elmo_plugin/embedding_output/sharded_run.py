@@ -164,6 +164,16 @@ class _ShardedRank:
         failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
         if not failed:
             return
+        # Every rank knows: no heartbeats are needed any more, and a shards directory that
+        # holds nothing else goes too (a mistyped input leaves nothing behind).
+        if self.heartbeats is not None:
+            self.heartbeats.stop()
+            self.heartbeats.remove_own_file()
+            try:
+                os.rmdir(self.directory)
+            except OSError:
+                pass  # another rank's file is still there, or finished shards
+            self.heartbeats = None
         if self.process.is_first:
             if outcome is not None:
                 raise outcome
