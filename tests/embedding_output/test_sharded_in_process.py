@@ -147,3 +147,66 @@ def test_plan_balances_ranks_by_tokens(tmp_path):
     with open(path, "rb") as handle:
         handle.seek(second[0].byte_offset)
         assert handle.readline().decode().split() == lines[22].split()
+
+
+DISK_FULL_CHILD = r"""
+import contextlib, io, json, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+from allennlp.commands import main
+limit, argv = json.loads(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+sys.argv = ["allennlp"] + argv
+stderr = io.StringIO()
+with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(prog="allennlp")
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+print(json.dumps([code, stderr.getvalue()]))
+"""
+
+
+@pytest.mark.slow
+def test_disk_full_on_a_shard_is_one_line_and_keeps_finished_shards(tmp_path, one_rank, capsys):
+    import json
+    import subprocess
+    import sys
+
+    from tests.embedding_output.sharding_helpers import MODEL_ARGS, environment
+    from tests.helpers import REPO_ROOT
+
+    # Two pieces of 64 lines: short sentences (a small shard), then long ones (a shard over the
+    # file-size limit).
+    lines = [f"w{index}" for index in range(64)] + [" ".join(["long"] * 20)] * 64
+    input_file = write_lines(tmp_path / "in.txt", lines)
+    output = tmp_path / "out.hdf5"
+    args = ["--all", "--batch-size", "2", "--shard-tokens", "1"]
+    argv = ["elmo", str(input_file), str(output), *args, *MODEL_ARGS]
+    (tmp_path / ".allennlp_plugins").write_text("elmo_plugin\n", encoding="utf-8")
+    env = environment(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(free_port()))
+    child = subprocess.run(
+        [sys.executable, "-c", DISK_FULL_CHILD, json.dumps([300_000, argv])],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    code, stderr = json.loads(child.stdout.strip().splitlines()[-1])
+    assert code == 1
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    shards = Path(f"{output}.shards")
+    failed = shards / "lines-00000000064-00000000128.hdf5"
+    assert errors == [
+        f"allennlp elmo: error: cannot write the shard {failed}: File too large (its partial "
+        "file was removed; the shards already finished are kept: make room and run the same "
+        "command again to resume)"
+    ], stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert not output.exists()
+    assert [path.name for path in shards_of(output)] == ["lines-00000000000-00000000064.hdf5"]
+    assert not list(shards.glob(".lines-*"))
+
+    capsys.readouterr()
+    assert run_elmo(input_file, output, *args) == 0
+    assert "64 of them reused" in capsys.readouterr().out
+    assert_same_output(plain_run(tmp_path, input_file, *args), output)
