@@ -7,7 +7,7 @@ from typing import Dict, List, Sequence, Tuple
 import h5py
 import numpy as np
 
-from elmo_plugin.embedding_output.layout import OFFSETS, SENTENCES
+from elmo_plugin.embedding_output.layout import OFFSETS, SENTENCES, to_storage
 
 # Rows buffered before an append: about 64 MB at 1024 float32 dims (--top of the published
 # models). Appends this large cost the same per row however long the file already is, and the
@@ -107,7 +107,8 @@ class FlatWriter:
         for layer, dataset in enumerate(self._datasets):
             parts = [array[layer] if several else array for array in self._buffer]
             dataset.resize(start + rows, axis=0)
-            dataset[start : start + rows] = np.concatenate(parts, axis=0)
+            # Converted before HDF5 sees it: HDF5's own float32 -> float16 conversion is slow.
+            dataset[start : start + rows] = to_storage(np.concatenate(parts, axis=0), dataset.dtype)
         first = self.num_sentences
         self._offsets.resize(first + len(lengths) + 1, axis=0)
         self._offsets[first + 1 :] = start + np.cumsum(lengths)

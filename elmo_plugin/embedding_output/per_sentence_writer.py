@@ -5,6 +5,8 @@ order.
 import h5py
 import numpy as np
 
+from elmo_plugin.embedding_output.layout import to_storage
+
 
 class PerSentenceWriter:
     """
@@ -31,7 +33,7 @@ class PerSentenceWriter:
 
     def add(self, line_index: int, text: str, array: np.ndarray) -> None:
         key = text if self._use_sentence_keys else str(line_index)
-        self._file.create_dataset(key, data=array.astype(self._dtype, copy=False))
+        self._file.create_dataset(key, data=to_storage(array, self._dtype))
         self.num_sentences += 1
 
     def finish(self) -> None:
