@@ -182,7 +182,9 @@ def part_creation(args: argparse.Namespace, work: Path) -> Dict[str, float]:
             started = time.perf_counter()
             with h5py.File(path, "w") as handle:
                 if layout == "flat":
-                    writer = FlatWriter(handle, ["top"], dim, np.dtype(dtype), write_sentences=False)
+                    writer = FlatWriter(
+                        handle, ["top"], dim, np.dtype(dtype), write_sentences=False
+                    )
                 else:
                     writer = PerSentenceWriter(handle, np.dtype(dtype))
                 for line in range(count):
@@ -200,7 +202,8 @@ def part_creation(args: argparse.Namespace, work: Path) -> Dict[str, float]:
 def part_scale(args: argparse.Namespace, work: Path) -> None:
     print(f"\n### Flat layout from {args.scale_sizes[0]:,} to {args.scale_sizes[-1]:,} sentences "
           f"(--top --layout flat --float16; stand-in biLM: {args.stand_in})\n")
-    print("| sentences | tokens | processes | wall s | s per 1k sentences | peak RSS per process (MB) |")
+    print("| sentences | tokens | processes | wall s | s per 1k sentences "
+          "| peak RSS per process (MB) |")
     print("|---:|---:|---:|---:|---:|---|")
     for size in args.scale_sizes:
         corpus = work / f"scale-{size}.txt"
@@ -221,7 +224,8 @@ def part_scale(args: argparse.Namespace, work: Path) -> None:
 def part_throughput(args: argparse.Namespace, work: Path) -> None:
     corpus = work / "throughput.txt"
     tokens = write_corpus(corpus, args.throughput_sentences, seed=1)
-    print(f"\n### Embedding throughput, 1 and 2 processes ({args.throughput_sentences:,} sentences, "
+    print(f"\n### Embedding throughput, 1 and 2 processes "
+          f"({args.throughput_sentences:,} sentences, "
           f"{tokens:,} tokens, --top, model {args.options_file}, {args.threads} thread(s) each)\n")
     print("| processes | wall s (with start) | tokens/s |")
     print("|---:|---:|---:|")
@@ -230,7 +234,8 @@ def part_throughput(args: argparse.Namespace, work: Path) -> None:
         elmo = ["elmo", str(corpus), str(output), "--top", "--layout", "flat",
                 "--batch-size", "64", *model_args(args)]
         result = run_child(args, elmo, nproc, "fixture", work / "memory")
-        print(f"| {nproc} | {result['wall_s']:.1f} | {tokens / result['wall_s']:,.0f} |", flush=True)
+        rate = tokens / result["wall_s"]
+        print(f"| {nproc} | {result['wall_s']:.1f} | {rate:,.0f} |", flush=True)
         output.unlink()
         shutil.rmtree(f"{output}.shards", ignore_errors=True)
 

@@ -180,7 +180,8 @@ def _assemble_per_sentence(
                 shape = shard[key].shape
                 layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
                 layout[...] = h5py.VirtualSource(relative, key, shape=shape)
-                out.create_virtual_dataset(text if use_sentence_keys else key, layout, fillvalue=np.nan)
+                name = text if use_sentence_keys else key
+                out.create_virtual_dataset(name, layout, fillvalue=np.nan)
                 if index_datasets:
                     first, last = sentence_lines.get(text, (line_index, line_index))
                     sentence_lines[text] = (min(first, line_index), max(last, line_index))

@@ -40,7 +40,9 @@ def _fsync(path: str, directory: bool = False) -> None:
         os.close(descriptor)
 
 
-def write_shard(path: str, piece: Piece, fingerprint: str, fill: Callable[[Hdf5Output], None]) -> None:
+def write_shard(
+    path: str, piece: Piece, fingerprint: str, fill: Callable[[Hdf5Output], None]
+) -> None:
     """
     Writes the shard ``path`` of ``piece``: ``fill`` writes the datasets into the open file,
     then the completion mark is added, the file synced and renamed (see the module
@@ -108,7 +110,8 @@ def shard_problem(
                     if name not in shard or shard[name].shape != (piece.num_tokens, dim):
                         return f"its dataset {name!r} is missing or not ({piece.num_tokens}, {dim})"
                 offsets = shard[OFFSETS]
-                if offsets.shape != (piece.num_sentences + 1,) or int(offsets[-1]) != piece.num_tokens:
+                rows = int(offsets[-1]) if len(offsets) else -1
+                if offsets.shape != (piece.num_sentences + 1,) or rows != piece.num_tokens:
                     return "its offsets do not match the lines"
                 return None
             rows = 0

@@ -307,7 +307,9 @@ class _ShardedRank:
             float16=settings.float16,
         )
         group_lines = job.batch_size * DEFAULT_SORT_CHUNK_BATCHES
-        plan = plan_input(job.input_path, group_lines, settings.piece_tokens, self.process.world_size)
+        plan = plan_input(
+            job.input_path, group_lines, settings.piece_tokens, self.process.world_size
+        )
         return job, plan
 
     def _show_progress(self, progress_bar, own: int) -> None:

@@ -60,7 +60,9 @@ def torchrun_command(
     return launcher + [ALLENNLP, "elmo", *map(str, elmo_args), *MODEL_ARGS]
 
 
-def torchrun(elmo_args: Sequence[str], nproc: int = 2, timeout: float = 300) -> subprocess.CompletedProcess:
+def torchrun(
+    elmo_args: Sequence[str], nproc: int = 2, timeout: float = 300
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         torchrun_command(elmo_args, nproc),
         capture_output=True,

@@ -38,7 +38,8 @@ def test_flat_layout_reads_as_per_sentence(tmp_path, mode):
     lines = corpus(150)
     input_file = write_lines(tmp_path / "in.txt", lines)
     assert run_elmo(input_file, tmp_path / "ps.hdf5", mode, "--batch-size", "3") == 0
-    assert run_elmo(input_file, tmp_path / "flat.hdf5", mode, "--batch-size", "3", "--layout", "flat") == 0
+    flat_args = [mode, "--batch-size", "3", "--layout", "flat"]
+    assert run_elmo(input_file, tmp_path / "flat.hdf5", *flat_args) == 0
     with EmbeddingsFile(tmp_path / "ps.hdf5") as per_sentence, EmbeddingsFile(
         tmp_path / "flat.hdf5"
     ) as flat:
@@ -50,16 +51,21 @@ def test_flat_layout_reads_as_per_sentence(tmp_path, mode):
             assert flat[index].dtype == np.float32
         assert flat.sentences() == lines
         assert per_sentence.sentences() == lines
-        np.testing.assert_array_equal(flat.by_sentence(lines[7]), per_sentence.by_sentence(lines[7]))
+        np.testing.assert_array_equal(
+            flat.by_sentence(lines[7]), per_sentence.by_sentence(lines[7])
+        )
     with h5py.File(tmp_path / "flat.hdf5", "r") as handle:
-        names = {"--all": ["layer_0", "layer_1", "layer_2"], "--top": ["top"], "--average": ["average"]}[mode]
+        names = {
+            "--all": ["layer_0", "layer_1", "layer_2"], "--top": ["top"], "--average": ["average"]
+        }[mode]
         assert sorted(handle) == sorted(names + ["offsets", "sentences"])
         total = sum(len(line.split()) for line in lines)
         assert handle[names[0]].shape == (total, 32)
         offsets = handle["offsets"][()]
         assert offsets[0] == 0 and offsets[-1] == total
         assert list(np.diff(offsets)) == [len(line.split()) for line in lines]
-    np.testing.assert_array_equal(read_embeddings(tmp_path / "flat.hdf5", -1), per_sentence_last(tmp_path))
+    last = read_embeddings(tmp_path / "flat.hdf5", -1)
+    np.testing.assert_array_equal(last, per_sentence_last(tmp_path))
 
 
 def per_sentence_last(tmp_path):
@@ -73,7 +79,8 @@ def test_flat_values_are_the_embedders(tmp_path, embedder):
     assert run_elmo(input_file, tmp_path / "flat.hdf5", "--all", "--layout", "flat") == 0
     with EmbeddingsFile(tmp_path / "flat.hdf5") as flat:
         for index, line in enumerate(lines):
-            np.testing.assert_allclose(flat[index], embedder.embed_sentence(line.split()), atol=1e-5, rtol=0)
+            expected = embedder.embed_sentence(line.split())
+            np.testing.assert_allclose(flat[index], expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("layout", ["per-sentence", "flat"])
@@ -91,7 +98,8 @@ def test_float16_storage_is_float32_rounded(tmp_path, layout):
 
 def test_flat_refuses_sentence_keys(tmp_path, capsys):
     input_file = write_lines(tmp_path / "in.txt", ["a b", "c"])
-    assert run_elmo(input_file, tmp_path / "o.hdf5", "--top", "--layout", "flat", "--use-sentence-keys") == 1
+    args = ["--top", "--layout", "flat", "--use-sentence-keys"]
+    assert run_elmo(input_file, tmp_path / "o.hdf5", *args) == 1
     assert "flat layout" in capsys.readouterr().err
     assert not (tmp_path / "o.hdf5").exists()
 

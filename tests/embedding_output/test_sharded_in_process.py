@@ -99,7 +99,8 @@ def test_changed_model_recomputes_everything(tmp_path, one_rank, capsys):
 def test_missing_shard_is_an_error_naming_it(tmp_path, one_rank, layout):
     input_file = write_lines(tmp_path / "in.txt", corpus(100))
     output = tmp_path / "out.hdf5"
-    assert run_elmo(input_file, output, "--top", "--batch-size", "2", "--layout", layout, "--shard-tokens", "50") == 0
+    args = ["--top", "--batch-size", "2", "--layout", layout, "--shard-tokens", "50"]
+    assert run_elmo(input_file, output, *args) == 0
     shard = shards_of(output)[-1]
     os.remove(shard)
     # Plain h5py reads NaN where the shard was: the trap the reader guards against.
@@ -113,7 +114,8 @@ def test_missing_shard_is_an_error_naming_it(tmp_path, one_rank, layout):
 def test_truncated_shard_is_an_error_naming_it(tmp_path, one_rank):
     input_file = write_lines(tmp_path / "in.txt", corpus(100))
     output = tmp_path / "out.hdf5"
-    assert run_elmo(input_file, output, "--top", "--batch-size", "2", "--layout", "flat", "--shard-tokens", "50") == 0
+    args = ["--top", "--batch-size", "2", "--layout", "flat", "--shard-tokens", "50"]
+    assert run_elmo(input_file, output, *args) == 0
     shard = shards_of(output)[0]
     with open(shard, "r+b") as handle:
         handle.truncate(shard.stat().st_size // 2)
@@ -174,7 +176,6 @@ def test_disk_full_on_a_shard_is_one_line_and_keeps_finished_shards(tmp_path, on
     import sys
 
     from tests.embedding_output.sharding_helpers import MODEL_ARGS, environment
-    from tests.helpers import REPO_ROOT
 
     # Two pieces of 64 lines: short sentences (a small shard), then long ones (a shard over the
     # file-size limit).

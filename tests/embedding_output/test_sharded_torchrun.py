@@ -55,7 +55,9 @@ def test_two_nodes_equal_one_process(tmp_path):
     port = free_port()
     nodes = [
         subprocess.Popen(
-            torchrun_command([input_file, output, *args], nproc=1, nnodes=2, node_rank=rank, port=port),
+            torchrun_command(
+                [input_file, output, *args], nproc=1, nnodes=2, node_rank=rank, port=port
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -65,7 +67,8 @@ def test_two_nodes_equal_one_process(tmp_path):
         for rank in (0, 1)
     ]
     outputs = [node.communicate(timeout=300) for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    errors = outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    assert [node.returncode for node in nodes] == [0, 0], errors
     assert "300 sentences by 2 processes" in outputs[0][0]
     assert_same_output(expected, output)
 
@@ -136,7 +139,9 @@ def test_rank_lost_on_another_node_stops_the_others(tmp_path):
     port = free_port()
     nodes = [
         subprocess.Popen(
-            torchrun_command([input_file, output, *args], nproc=1, nnodes=2, node_rank=rank, port=port),
+            torchrun_command(
+                [input_file, output, *args], nproc=1, nnodes=2, node_rank=rank, port=port
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
