@@ -50,7 +50,7 @@ def check_shards(
 ) -> None:
     """A `ConfigurationError` naming the first shard of ``plan`` that is not as it must be."""
     for piece in plan.pieces:
-        path = os.path.join(directory, piece.name)
+        path = os.path.join(directory, piece.shard_name(fingerprint))
         problem = shard_problem(path, piece, fingerprint, layout, dataset_names, dim)
         if problem is not None:
             raise ConfigurationError(
@@ -73,6 +73,7 @@ def assemble_output(
     index_datasets: Sequence[str],
     write_sentences: bool,
     use_sentence_keys: bool,
+    fingerprint: str,
 ) -> None:
     """
     Writes ``output_path`` (atomically: it appears only complete) from the checked shards of
@@ -88,11 +89,13 @@ def assemble_output(
         Flat layout: write ``sentences``, the text of each line (from the input).
     use_sentence_keys : `bool`
         Per-sentence layout: key each dataset by its sentence.
+    fingerprint : `str`
+        The run's fingerprint (it names the shards).
     """
     output_directory = os.path.dirname(os.path.abspath(output_path))
     shards: List[Tuple[str, int]] = []
     for piece in plan.pieces:
-        path = os.path.join(directory, piece.name)
+        path = os.path.join(directory, piece.shard_name(fingerprint))
         shards.append((os.path.relpath(path, output_directory), os.path.getsize(path)))
     with atomic_output(output_path) as temporary, hdf5_for_writing(temporary) as output:
         out = output.file

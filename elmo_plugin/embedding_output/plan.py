@@ -41,10 +41,14 @@ class Piece:
     def num_sentences(self) -> int:
         return self.end_line - self.first_line
 
-    @property
-    def name(self) -> str:
-        """The piece's shard file name (line numbers padded so that names sort in line order)."""
-        return f"lines-{self.first_line:011d}-{self.end_line:011d}.hdf5"
+    def shard_name(self, fingerprint: str) -> str:
+        """
+        The piece's shard file name: its lines (padded, so that names sort in line order) and
+        the run's fingerprint. With the fingerprint in the name, a run with another model or
+        other options never overwrites the shards that an earlier output still reads; they are
+        removed only once the new output has replaced it.
+        """
+        return f"lines-{self.first_line:011d}-{self.end_line:011d}.{fingerprint[:16]}.hdf5"
 
 
 @dataclass(frozen=True)

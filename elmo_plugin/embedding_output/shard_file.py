@@ -1,6 +1,6 @@
 """
-One piece of a sharded run written as a shard file that has its final name only when it is
-complete.
+One piece of a sharded run written as a shard file (``lines-FIRST-END.FINGERPRINT.hdf5``) that
+has its final name only when it is complete.
 
 A shard is written under a temporary name (``.NAME.HOST.PID.tmp``) in the shards directory,
 closed, flushed to the disk (``fsync``), given its attributes' completion mark last, and only

@@ -273,8 +273,9 @@ class _ShardedRank:
             job.index_datasets(),
             write_sentences=not job.forget_sentences,
             use_sentence_keys=job.use_sentence_keys,
+            fingerprint=fingerprint,
         )
-        for stale in stale_files(self.directory, [piece.name for piece in plan.pieces]):
+        for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
             try:
                 os.remove(stale)
             except OSError:
@@ -335,7 +336,7 @@ class _ShardedRank:
         assert heartbeats is not None
         done = reused = 0
         for piece in pieces:
-            path = os.path.join(self.directory, piece.name)
+            path = os.path.join(self.directory, piece.shard_name(fingerprint))
             if shard_problem(path, piece, fingerprint, job.layout, names, dim) is None:
                 done += piece.num_sentences
                 reused += piece.num_sentences

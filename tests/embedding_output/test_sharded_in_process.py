@@ -5,6 +5,7 @@ a changed model recomputes everything; a missing shard is an error naming it, ne
 multi-process runs are in ``test_sharded_torchrun.py``.
 """
 import os
+import re
 from pathlib import Path
 
 import h5py
@@ -72,6 +73,7 @@ def test_changed_model_recomputes_everything(tmp_path, one_rank, capsys):
     output = tmp_path / "out.hdf5"
     args = ["--top", "--batch-size", "2", "--layout", "flat", "--shard-tokens", "100"]
     assert run_elmo(input_file, output, *args) == 0
+    first_shards = {shard.name for shard in shards_of(output)}
     other = make_random_bilm_files(tmp_path, seed=3)
     capsys.readouterr()
     assert (
@@ -92,7 +94,10 @@ def test_changed_model_recomputes_everything(tmp_path, one_rank, capsys):
             == 0
         )
     assert_same_output(tmp_path / "plain.hdf5", output)
-    assert len(shards_of(output)) == 2  # the first model's shards were removed
+    # New names (the fingerprint is in them: the first output's shards were never overwritten),
+    # and the first model's shards removed once the new output had replaced the first.
+    second_shards = {shard.name for shard in shards_of(output)}
+    assert len(second_shards) == 2 and not second_shards & first_shards
 
 
 @pytest.mark.parametrize("layout", ["per-sentence", "flat"])
@@ -196,15 +201,19 @@ def test_disk_full_on_a_shard_is_one_line_and_keeps_finished_shards(tmp_path, on
     assert code == 1
     errors = [line for line in stderr.splitlines() if "error" in line.lower()]
     shards = Path(f"{output}.shards")
-    failed = shards / "lines-00000000064-00000000128.hdf5"
-    assert errors == [
-        f"allennlp elmo: error: cannot write the shard {failed}: File too large (its partial "
-        "file was removed; the shards already finished are kept: make room and run the same "
-        "command again to resume)"
-    ], stderr[-2000:]
+    assert len(errors) == 1, stderr[-2000:]
+    # The shard's name ends with the run's fingerprint (16 hex digits).
+    assert re.fullmatch(
+        f"allennlp elmo: error: cannot write the shard {re.escape(str(shards))}/"
+        r"lines-00000000064-00000000128\.[0-9a-f]{16}\.hdf5: File too large \(its partial "
+        r"file was removed; the shards already finished are kept: make room and run the same "
+        r"command again to resume\)",
+        errors[0],
+    ), errors[0]
     assert "Traceback" not in stderr
     assert not output.exists()
-    assert [path.name for path in shards_of(output)] == ["lines-00000000000-00000000064.hdf5"]
+    [kept] = shards_of(output)
+    assert kept.name.startswith("lines-00000000000-00000000064.")
     assert not list(shards.glob(".lines-*"))
 
     capsys.readouterr()
