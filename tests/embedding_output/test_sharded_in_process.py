@@ -220,3 +220,21 @@ def test_disk_full_on_a_shard_is_one_line_and_keeps_finished_shards(tmp_path, on
     assert run_elmo(input_file, output, *args) == 0
     assert "64 of them reused" in capsys.readouterr().out
     assert_same_output(plain_run(tmp_path, input_file, *args), output)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--layout", "per-sentence", "--use-sentence-keys"],
+        ["--layout", "per-sentence", "--include-sentence-indices", "--forget-sentences"],
+        ["--layout", "flat", "--forget-sentences", "--float16"],
+    ],
+)
+def test_one_rank_keeps_the_key_and_index_options(tmp_path, one_rank, options):
+    lines = [f"{line} w{index}" for index, line in enumerate(corpus(90))]  # unique sentences
+    input_file = write_lines(tmp_path / "in.txt", lines)
+    args = ["--average", "--batch-size", "2", "--shard-tokens", "100", *options]
+    expected = plain_run(tmp_path, input_file, *args)
+    output = tmp_path / "out.hdf5"
+    assert run_elmo(input_file, output, *args) == 0
+    assert_same_output(expected, output)
