@@ -128,14 +128,6 @@ class Heartbeats:
         except OSError:
             pass
 
-    def remove_files(self) -> None:
-        """Rank 0, after a successful run: every rank's heartbeat file."""
-        for rank in range(self.world_size):
-            try:
-                os.remove(heartbeat_path(self.directory, rank))
-            except OSError:
-                pass
-
     # What the other ranks report.
     def others(self) -> Dict[int, dict]:
         with self._lock:

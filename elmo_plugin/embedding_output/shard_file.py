@@ -128,11 +128,13 @@ def shard_problem(
 
 
 def stale_files(directory: str, keep: Sequence[str]) -> Iterator[str]:
-    """The shard files and temporary files in ``directory`` that are not in ``keep`` (names):
-    left by kills, or by earlier runs with other inputs, models or options."""
+    """The shard files in ``directory`` that are not in ``keep`` (names), and the temporary and
+    heartbeat files: left by kills, or by earlier runs with other inputs, models, options or
+    numbers of ranks. Only for the end of a successful run, when no rank writes any more."""
     kept = set(keep)
     for name in os.listdir(directory):
         is_shard = name.startswith("lines-") and name.endswith(".hdf5")
         is_temporary = name.startswith(".lines-") and name.endswith(TEMPORARY_SUFFIX)
-        if (is_shard and name not in kept) or is_temporary:
+        is_heartbeat = name.startswith(".rank-")
+        if (is_shard and name not in kept) or is_temporary or is_heartbeat:
             yield os.path.join(directory, name)

@@ -275,13 +275,12 @@ class _ShardedRank:
             use_sentence_keys=job.use_sentence_keys,
             fingerprint=fingerprint,
         )
+        self.heartbeats.stop()
         for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
             try:
                 os.remove(stale)
             except OSError:
                 pass
-        self.heartbeats.stop()
-        self.heartbeats.remove_files()
         logger.info(
             "Reused %d of %d sentences from an earlier run; embedded %d",
             reused, plan.num_sentences, plan.num_sentences - reused,
