@@ -179,7 +179,11 @@ class ElmoCommand(Subcommand):
             help="sentences per biLM call",
         )
         subparser.add_argument(
-            "--cuda-device", type=int, default=-1, help="the GPU to run on; -1 runs on the CPU"
+            "--cuda-device",
+            type=int,
+            default=-1,
+            help="the GPU to run on; -1 runs on the CPU. Under torchrun any value >= 0 means "
+            "each process's own GPU, LOCAL_RANK",
         )
         subparser.add_argument(
             "--forget-sentences",
