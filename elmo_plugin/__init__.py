@@ -27,7 +27,8 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
   report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
   the checks before training with one-line errors (`elmo_plugin.commands.train_command`)
 
-The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
+The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
+``allennlp elmo`` writes, either layout, sharded or not), `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
 """
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
@@ -45,6 +46,7 @@ from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, read_embeddings
 from elmo_plugin.models import ElmoLanguageModel
 from elmo_plugin.modules import (
     Elmo,
@@ -98,6 +100,9 @@ __all__ = [
     "BilmTfVocabulary",
     "build_lm_vocabulary",
     "ElmoEmbedder",
+    "EmbeddingsFile",
+    "MissingShardError",
+    "read_embeddings",
     "ElmoLanguageModel",
     "CharacterSpanCrfTagger",
     "ElmoBiLm",

@@ -34,6 +34,19 @@ from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
+from elmo_plugin.embedding_output.flat_writer import FlatWriter
+from elmo_plugin.embedding_output.layout import (
+    FLAT,
+    FORMAT_ATTRIBUTE,
+    LAYER_DATASETS_ATTRIBUTE,
+    LAYOUT_ATTRIBUTE,
+    NUM_SENTENCES_ATTRIBUTE,
+    PER_SENTENCE,
+    check_layout,
+    flat_dataset_names,
+    storage_dtype,
+)
+from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferencePrecision
@@ -347,7 +360,21 @@ class ElmoEmbedder:
         self, path: str, batch_size: int, sort_chunk_batches: int
     ) -> Iterator[List[Tuple[int, List[str]]]]:
         """Batches of ``(line_index, tokens)`` in the order they should be embedded."""
-        sentences = read_sentences(path)
+        return self.line_batches(read_sentences(path), batch_size, sort_chunk_batches)
+
+    def line_batches(
+        self,
+        sentences: Iterable[Tuple[int, List[str]]],
+        batch_size: int,
+        sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
+    ) -> Iterator[List[Tuple[int, List[str]]]]:
+        """
+        Groups ``(line_index, tokens)`` into the batches ``embed_file`` embeds: in stateless
+        mode each run of ``batch_size * sort_chunk_batches`` lines sorted longest first. A
+        sharded run (`elmo_plugin.embedding_output.sharded_run`) starts its pieces at multiples
+        of that many lines, so its batches, and therefore its float32 results, are exactly a
+        single run's.
+        """
         if self.stateful or sort_chunk_batches <= 1:
             # Stateful: row r's state flows into row r of the next batch, so the batches must be
             # the file's consecutive groups of batch_size lines, exactly as in 0.9.
@@ -371,6 +398,8 @@ class ElmoEmbedder:
         progress: bool = True,
         sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
         include_sentence_indices: bool = False,
+        layout: str = PER_SENTENCE,
+        float16: bool = False,
     ) -> None:
         """
         Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
@@ -411,6 +440,13 @@ class ElmoEmbedder:
             Also write the sentence-to-key JSON under ``"sentence_indices"``, as AllenNLP 0.8's
             ``--include-sentence-indices`` did (0.9 renamed it ``sentence_to_index`` and wrote it
             by default). Independent of ``forget_sentences``, which drops ``sentence_to_index``.
+        layout : `str`, optional (default = `"per-sentence"`)
+            ``"flat"`` writes per output layer one ``(total_tokens, dim)`` dataset, ``offsets``
+            and ``sentences`` instead of one dataset per line (see
+            `elmo_plugin.embedding_output.layout`; read either with
+            `elmo_plugin.EmbeddingsFile`).
+        float16 : `bool`, optional (default = `False`)
+            Store the vectors as float16.
         """
         job = EmbeddingJob.prepare(
             input_file,
@@ -420,6 +456,8 @@ class ElmoEmbedder:
             forget_sentences=forget_sentences,
             use_sentence_keys=use_sentence_keys,
             include_sentence_indices=include_sentence_indices,
+            layout=layout,
+            float16=float16,
         )
         self.run(job, progress=progress, sort_chunk_batches=sort_chunk_batches)
 
@@ -453,6 +491,9 @@ class ElmoEmbedder:
                 use_sentence_keys=job.use_sentence_keys,
                 progress=progress,
                 sort_chunk_batches=sort_chunk_batches,
+                layout=job.layout,
+                float16=job.float16,
+                write_sentences=not job.forget_sentences,
             )
         logger.info("Wrote the embeddings of %d sentences to %s", job.num_sentences, job.output_path)
 
@@ -467,6 +508,9 @@ class ElmoEmbedder:
         use_sentence_keys: bool,
         progress: bool,
         sort_chunk_batches: int,
+        layout: str = PER_SENTENCE,
+        float16: bool = False,
+        write_sentences: bool = True,
     ) -> None:
         # sentence -> (first line, last line): the JSON lists sentences in order of first
         # appearance and maps each to its last line, as 0.9's dict did when filled in file order.
@@ -481,26 +525,64 @@ class ElmoEmbedder:
             total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
         ) as progress_bar:
             out = output.file
+            writer = self.output_writer(
+                out, layout, output_format, float16, use_sentence_keys,
+                write_sentences=write_sentences,
+            )
+            if layout == FLAT:
+                # The flat layout's own sentence index replaces the JSON map (which would hold
+                # every sentence in memory): prepare() allows no index datasets with it.
+                record_sentences = False
             batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
             for batch in batches:
                 release_freed_memory()  # keeps memory flat however long the input is
                 arrays = self._embed_to_arrays([tokens for _, tokens in batch], output_format)
                 for (line_index, tokens), array in zip(batch, arrays):
                     text = sentence_text(tokens)
-                    key = text if use_sentence_keys else str(line_index)
-                    out.create_dataset(key, data=array, dtype="float32")
+                    writer.add(line_index, text, array)
                     if record_sentences:
                         first, last = sentence_lines.get(text, (line_index, line_index))
                         sentence_lines[text] = (min(first, line_index), max(last, line_index))
                 progress_bar.update(len(batch))
                 output.check()  # stop at the first failed write, not after the whole input
                 raise_if_terminated()  # and at a SIGTERM that something swallowed
+            writer.finish()
+            if layout == FLAT:
+                self.mark_flat_file(out, output_format, num_sentences)
             if record_sentences:
                 in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
                 sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
                 for name in index_datasets:
                     dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
                     dataset[0] = json.dumps(sentence_to_index)
+
+    def output_writer(
+        self,
+        out: h5py.Group,
+        layout: str,
+        output_format: str,
+        float16: bool,
+        use_sentence_keys: bool = False,
+        first_line: int = 0,
+        write_sentences: bool = True,
+    ):
+        """The writer of a layout (`PerSentenceWriter` or `FlatWriter`) into ``out``."""
+        dtype = storage_dtype(float16)
+        if layout == FLAT:
+            names = flat_dataset_names(output_format, self.num_layers)
+            return FlatWriter(
+                out, names, self.get_output_dim(), dtype, first_line, write_sentences
+            )
+        return PerSentenceWriter(out, dtype, use_sentence_keys)
+
+    def mark_flat_file(self, out: h5py.Group, output_format: str, num_sentences: int) -> None:
+        """The root attributes by which readers recognise a flat file (see `layout`)."""
+        out.attrs[LAYOUT_ATTRIBUTE] = FLAT
+        out.attrs[FORMAT_ATTRIBUTE] = output_format
+        out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(
+            flat_dataset_names(output_format, self.num_layers)
+        )
+        out.attrs[NUM_SENTENCES_ATTRIBUTE] = num_sentences
 
 
 @dataclass(frozen=True)
@@ -520,6 +602,13 @@ class EmbeddingJob:
         The number of sentences (lines) in the input.
     output_format, batch_size, forget_sentences, use_sentence_keys, include_sentence_indices
         As `ElmoEmbedder.embed_file` takes them.
+    layout : `str`, optional (default = `"per-sentence"`)
+        ``"per-sentence"`` (AllenNLP 0.9's layout) or ``"flat"``: see
+        `elmo_plugin.embedding_output.layout`. The flat layout writes its own sentence index
+        (``sentences``, unless ``forget_sentences``) and takes neither ``use_sentence_keys`` nor
+        ``include_sentence_indices``.
+    float16 : `bool`, optional (default = `False`)
+        Store the vectors as float16 (computed as before; half the bytes).
     """
 
     input_path: str
@@ -530,9 +619,13 @@ class EmbeddingJob:
     forget_sentences: bool = False
     use_sentence_keys: bool = False
     include_sentence_indices: bool = False
+    layout: str = PER_SENTENCE
+    float16: bool = False
 
     def index_datasets(self) -> List[str]:
         """The names under which the sentence-to-key JSON is written (none, one or both)."""
+        if self.layout == FLAT:
+            return []
         names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]
         return names + ([SENTENCE_INDICES] if self.include_sentence_indices else [])
 
@@ -546,6 +639,8 @@ class EmbeddingJob:
         forget_sentences: bool = False,
         use_sentence_keys: bool = False,
         include_sentence_indices: bool = False,
+        layout: str = PER_SENTENCE,
+        float16: bool = False,
     ) -> "EmbeddingJob":
         """
         Checks everything about a run that needs no model: the output format and batch size,
@@ -562,6 +657,13 @@ class EmbeddingJob:
             raise ConfigurationError(
                 "include_sentence_indices maps each sentence to its line number; with "
                 "use_sentence_keys the keys are the sentences themselves, so there is no such map"
+            )
+        check_layout(layout)
+        if layout == FLAT and (use_sentence_keys or include_sentence_indices):
+            raise ConfigurationError(
+                "the flat layout keys sentences by line number and writes its own sentence "
+                "index ('sentences'); use_sentence_keys and include_sentence_indices are for the "
+                "per-sentence layout"
             )
         input_path = _input_path(input_file)
         output_path = os.fspath(output_file_path)
@@ -582,4 +684,6 @@ class EmbeddingJob:
             forget_sentences,
             use_sentence_keys,
             include_sentence_indices,
+            layout,
+            float16,
         )

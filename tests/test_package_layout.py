@@ -21,7 +21,8 @@ LEVELS: List[Set[str]] = [
     {"modules"},
     {"models", "training"},
     {"tasks"},
-    {"elmo_embedder"},
+    # The embedder and what it writes (layouts, readers, sharded runs) use each other.
+    {"elmo_embedder", "embedding_output"},
     {"commands"},
     {"legacy"},
     {"__init__"},

@@ -7,14 +7,20 @@ allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
     [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
+    [--layout per-sentence|flat] [--float16] [--shard-tokens N]
     [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
+torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
+    "$(command -v allennlp)" elmo INPUT_FILE OUTPUT_FILE ...
 ```
 
 As in 0.9, with no model named the published English "Original" model is downloaded (once, into
 AllenNLP's cache); ``--model`` names another published model or local files (see
 `elmo_plugin.model_files.resolve`). Unlike 0.9 the default is stateless (see `ElmoEmbedder`);
 ``--stateful`` gives 0.9's results.
+
+Started by ``torchrun``, the command runs sharded and resumable
+(`elmo_plugin.embedding_output.sharded_run`); without it, exactly as before.
 """
 import argparse
 import logging
@@ -26,7 +32,11 @@ from allennlp.commands.subcommand import Subcommand
 from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.common.torchrun import torchrun_process
 from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, EmbeddingJob
+from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
+from elmo_plugin.embedding_output.plan import DEFAULT_PIECE_TOKENS, shards_directory
+from elmo_plugin.embedding_output.sharded_run import ShardedEmbedding, run_sharded
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,
@@ -69,7 +79,20 @@ ELMoForManyLangs model directory (config.json, char.dic, word.dic, *.pkl: 44 lan
 
 By default every batch starts from a zero LSTM state, so a sentence always gets the same
 vectors; --stateful reproduces AllenNLP 0.9 (state carried from batch to batch, results depend
-on --batch-size and the order of the lines)."""
+on --batch-size and the order of the lines).
+
+--layout flat writes, instead of one dataset per line, per output layer one (total_tokens, dim)
+dataset ("layer_0".. with --all, "top" or "average"), "offsets" (line i is rows
+offsets[i]:offsets[i+1]) and "sentences" (each line's text): much faster to write for large
+corpora. --float16 stores half the bytes. elmo_plugin.EmbeddingsFile reads either layout.
+
+Launched by torchrun, every process (rank) embeds its share of the lines (balanced by tokens) on
+its own GPU (LOCAL_RANK, with --cuda-device 0) or CPU, into shard files in OUTPUT_FILE.shards/;
+rank 0 then assembles OUTPUT_FILE from them with HDF5 virtual datasets (no copy; keep the
+.shards directory beside it). Running the same command again after a crash or kill reuses the
+finished shards. The output directory must be visible to every node:
+  torchrun --nproc-per-node 8 "$(command -v allennlp)" elmo IN OUT --top --layout flat --float16
+"""
 
 # How errors about the model spell its arguments.
 COMMAND_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "--model", " ")
@@ -157,7 +180,11 @@ class ElmoCommand(Subcommand):
             help="sentences per biLM call",
         )
         subparser.add_argument(
-            "--cuda-device", type=int, default=-1, help="the GPU to run on; -1 runs on the CPU"
+            "--cuda-device",
+            type=int,
+            default=-1,
+            help="the GPU to run on; -1 runs on the CPU. Under torchrun any value >= 0 means "
+            "each process's own GPU, LOCAL_RANK",
         )
         subparser.add_argument(
             "--forget-sentences",
@@ -194,6 +221,26 @@ class ElmoCommand(Subcommand):
             "float32; elsewhere one warning and float32 (README: Precision)",
         )
         subparser.add_argument(
+            "--layout",
+            choices=LAYOUTS,
+            default=PER_SENTENCE,
+            help="per-sentence: one dataset per line (AllenNLP 0.9's layout); flat: per output "
+            "layer one (total_tokens, dim) dataset with offsets and sentences, for large corpora",
+        )
+        subparser.add_argument(
+            "--float16",
+            action="store_true",
+            help="store the vectors as float16 (half the bytes; computed as before)",
+        )
+        subparser.add_argument(
+            "--shard-tokens",
+            type=positive_int,
+            default=DEFAULT_PIECE_TOKENS,
+            metavar="N",
+            help="under torchrun: about this many tokens per shard file, the unit of work that "
+            "a rerun after a crash reuses",
+        )
+        subparser.add_argument(
             "--file-friendly-logging",
             action="store_true",
             help="print the progress bar on separate lines, less often (for log files)",
@@ -226,6 +273,12 @@ def elmo_command(args: argparse.Namespace) -> None:
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     output_format = "all" if args.all else "top" if args.top else "average"
+    layout = getattr(args, "layout", PER_SENTENCE)
+    float16 = getattr(args, "float16", False)
+    process = torchrun_process()
+    if process is not None:
+        _sharded_command(args, process, output_format, layout, float16, include_sentence_indices)
+        return
 
     def embed() -> None:
         job = EmbeddingJob.prepare(
@@ -236,6 +289,8 @@ def elmo_command(args: argparse.Namespace) -> None:
             forget_sentences=args.forget_sentences,
             use_sentence_keys=args.use_sentence_keys,
             include_sentence_indices=include_sentence_indices,
+            layout=layout,
+            float16=float16,
         )
         embedder = ElmoEmbedder(
             # Empty strings count as not given (an unset shell variable in a script).
@@ -263,3 +318,65 @@ def elmo_command(args: argparse.Namespace) -> None:
         usage=getattr(args, "elmo_usage", ""),
     )
     print(f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}")
+
+
+def _sharded_command(
+    args: argparse.Namespace,
+    process,
+    output_format: str,
+    layout: str,
+    float16: bool,
+    include_sentence_indices: bool,
+) -> None:
+    """``allennlp elmo`` as one rank of a torchrun job (`run_sharded`); rank 0 prints the
+    result."""
+    settings = ShardedEmbedding(
+        input_file=args.input_file,
+        output_file=args.output_file,
+        output_format=output_format,
+        batch_size=args.batch_size,
+        forget_sentences=args.forget_sentences,
+        use_sentence_keys=args.use_sentence_keys,
+        include_sentence_indices=include_sentence_indices,
+        layout=layout,
+        float16=float16,
+        piece_tokens=getattr(args, "shard_tokens", DEFAULT_PIECE_TOKENS),
+        model=getattr(args, "model", None) or None,
+        options_file=args.options_file or None,
+        weight_file=args.weight_file or None,
+        cuda_device=args.cuda_device,
+        stateful=args.stateful,
+        precision=getattr(args, "precision", "float32"),
+        argument_names=COMMAND_ARGUMENTS,
+    )
+    shards = shards_directory(args.output_file)
+
+    def embed():
+        try:
+            return run_sharded(process, settings)
+        except torch.cuda.OutOfMemoryError:
+            raise ConfigurationError(
+                f"rank {process.rank}: the GPU ran out of memory with --batch-size "
+                f"{args.batch_size}; try a smaller batch size. The finished shards in {shards} "
+                "are kept: run the command again to resume"
+            ) from None
+
+    result = run_reporting_errors(
+        "elmo",
+        embed,
+        interrupted=f"rank {process.rank} interrupted; {args.output_file} was not written. The "
+        f"finished shards in {shards} are kept: run the same command again to resume.",
+        usage_errors=(IncompleteFilePairError,),
+        usage=getattr(args, "elmo_usage", "") if process.is_first else "",
+    )
+    if result is not None:
+        reused = (
+            f"; {result.reused_sentences} of them reused from an earlier run"
+            if result.reused_sentences
+            else ""
+        )
+        print(
+            f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}: "
+            f"{result.num_sentences} sentences by {result.num_ranks} processes{reused} (vectors "
+            f"in {result.shards_directory}, keep it beside the file)"
+        )

@@ -1,0 +1,14 @@
+"""
+What ``allennlp elmo`` writes, and its sharded, resumable runs under ``torchrun``:
+
+- `layout`: the per-sentence (AllenNLP 0.9) and flat layouts; `per_sentence_writer` and
+  `flat_writer` write them; `reader` (`EmbeddingsFile`) reads either.
+- `plan`: the input cut into pieces (whole sort groups, balanced by tokens) and the pieces
+  shared among ranks; `shard_file`: one piece written as a shard file that only appears under
+  its name when complete; `fingerprint`: what a shard's reuse is keyed by; `heartbeats`: how
+  ranks notice that another one stopped; `assembly`: the output assembled from the shards with
+  HDF5 virtual datasets; `sharded_run`: one rank's part of it all.
+"""
+from elmo_plugin.embedding_output.reader import EmbeddingsFile, MissingShardError, read_embeddings
+
+__all__ = ["EmbeddingsFile", "MissingShardError", "read_embeddings"]

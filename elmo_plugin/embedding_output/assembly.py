@@ -1,0 +1,196 @@
+"""
+The output of a sharded run, assembled from its shard files with HDF5 virtual datasets
+(h5py's ``VirtualLayout``): the output file holds only mappings to the shards, so no vector is
+copied, and it reads exactly as a single-process run's output (the same datasets, shapes,
+types, values and ``sentence_to_index``).
+
+Every shard is checked first (`shard_file.shard_problem`: present, complete, this run's
+fingerprint, expected shapes): HDF5 would read a missing or short source as NaN without an
+error. The output lists its shards with their sizes (`reader.SHARDS_ATTRIBUTE`), which
+`EmbeddingsFile` checks on opening. The shards are referenced relative to the output's
+directory (``OUTPUT.shards/...``), so the output and its shards directory can be moved
+together.
+"""
+import json
+import os
+from itertools import islice
+from typing import Dict, List, Sequence, Tuple
+
+import h5py
+import numpy as np
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.atomic_output import atomic_output
+from elmo_plugin.common.write_errors import hdf5_for_writing
+from elmo_plugin.data.sentence_file import read_sentences, sentence_text
+from elmo_plugin.embedding_output.layout import (
+    FLAT,
+    FORMAT_ATTRIBUTE,
+    LAYER_DATASETS_ATTRIBUTE,
+    LAYOUT_ATTRIBUTE,
+    NUM_SENTENCES_ATTRIBUTE,
+    OFFSETS,
+    SENTENCES,
+)
+from elmo_plugin.embedding_output.plan import Plan, read_piece
+from elmo_plugin.embedding_output.reader import SHARDS_ATTRIBUTE
+from elmo_plugin.embedding_output.shard_file import shard_problem
+
+# Sentences written to the flat layout's index per append.
+_SENTENCE_BLOCK = 65536
+
+
+def check_shards(
+    plan: Plan,
+    directory: str,
+    fingerprint: str,
+    layout: str,
+    dataset_names: Sequence[str],
+    dim: int,
+) -> None:
+    """A `ConfigurationError` naming the first shard of ``plan`` that is not as it must be."""
+    for piece in plan.pieces:
+        path = os.path.join(directory, piece.shard_name(fingerprint))
+        problem = shard_problem(path, piece, fingerprint, layout, dataset_names, dim)
+        if problem is not None:
+            raise ConfigurationError(
+                f"the shard {path} (lines {piece.first_line + 1}-{piece.end_line}) cannot be "
+                f"used: {problem}; the output was not written. Run the same command again to "
+                "recompute it"
+            )
+
+
+def assemble_output(
+    output_path: str,
+    input_path: str,
+    plan: Plan,
+    directory: str,
+    layout: str,
+    output_format: str,
+    dataset_names: Sequence[str],
+    dim: int,
+    dtype: np.dtype,
+    index_datasets: Sequence[str],
+    write_sentences: bool,
+    use_sentence_keys: bool,
+    fingerprint: str,
+) -> None:
+    """
+    Writes ``output_path`` (atomically: it appears only complete) from the checked shards of
+    ``plan`` in ``directory``.
+
+    # Parameters
+
+    layout, output_format, dataset_names, dim, dtype
+        What the shards hold.
+    index_datasets : `Sequence[str]`
+        Per-sentence layout: the names of the sentence-to-key JSON (`EmbeddingJob.index_datasets`).
+    write_sentences : `bool`
+        Flat layout: write ``sentences``, the text of each line (from the input).
+    use_sentence_keys : `bool`
+        Per-sentence layout: key each dataset by its sentence.
+    fingerprint : `str`
+        The run's fingerprint (it names the shards).
+    """
+    output_directory = os.path.dirname(os.path.abspath(output_path))
+    shards: List[Tuple[str, int]] = []
+    for piece in plan.pieces:
+        path = os.path.join(directory, piece.shard_name(fingerprint))
+        shards.append((os.path.relpath(path, output_directory), os.path.getsize(path)))
+    with atomic_output(output_path) as temporary, hdf5_for_writing(temporary) as output:
+        out = output.file
+        if layout == FLAT:
+            _assemble_flat(
+                out, output_directory, input_path, plan, shards, dataset_names, dim, dtype,
+                write_sentences,
+            )
+            out.attrs[LAYOUT_ATTRIBUTE] = FLAT
+            out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
+        else:
+            _assemble_per_sentence(
+                out, output_directory, input_path, plan, shards, dtype, index_datasets,
+                use_sentence_keys,
+            )
+        out.attrs[FORMAT_ATTRIBUTE] = output_format
+        out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
+        out.attrs[SHARDS_ATTRIBUTE] = json.dumps(shards)
+        output.check()
+
+
+def _assemble_flat(
+    out: h5py.File,
+    output_directory: str,
+    input_path: str,
+    plan: Plan,
+    shards: Sequence[Tuple[str, int]],
+    dataset_names: Sequence[str],
+    dim: int,
+    dtype: np.dtype,
+    write_sentences: bool,
+) -> None:
+    for name in dataset_names:
+        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
+        row = 0
+        for piece, (relative, _) in zip(plan.pieces, shards):
+            if piece.num_tokens:
+                source = h5py.VirtualSource(relative, name, shape=(piece.num_tokens, dim))
+                layout[row : row + piece.num_tokens] = source
+            row += piece.num_tokens
+        out.create_virtual_dataset(name, layout, fillvalue=np.nan)
+    # The offsets are the shards' own plus the rows before each shard: a real dataset (8 bytes a
+    # line), written shard by shard.
+    offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
+    offsets[0] = 0
+    row = 0
+    for piece, (relative, _) in zip(plan.pieces, shards):
+        shard_path = os.path.join(output_directory, relative)
+        with h5py.File(shard_path, "r") as shard:
+            local = shard[OFFSETS][1:]
+        offsets[piece.first_line + 1 : piece.end_line + 1] = row + local
+        row += piece.num_tokens
+    if write_sentences:
+        sentences = out.create_dataset(
+            SENTENCES, shape=(plan.num_sentences,), dtype=h5py.string_dtype()
+        )
+        lines = read_sentences(input_path)
+        start = 0
+        while True:
+            block = [sentence_text(tokens) for _, tokens in islice(lines, _SENTENCE_BLOCK)]
+            if not block:
+                break
+            sentences[start : start + len(block)] = block
+            start += len(block)
+
+
+def _assemble_per_sentence(
+    out: h5py.File,
+    output_directory: str,
+    input_path: str,
+    plan: Plan,
+    shards: Sequence[Tuple[str, int]],
+    dtype: np.dtype,
+    index_datasets: Sequence[str],
+    use_sentence_keys: bool,
+) -> None:
+    # sentence -> (first line, last line), as a single run builds sentence_to_index.
+    sentence_lines: Dict[str, Tuple[int, int]] = {}
+    for piece, (relative, _) in zip(plan.pieces, shards):
+        shard_path = os.path.join(output_directory, relative)
+        with h5py.File(shard_path, "r") as shard:
+            for line_index, tokens in read_piece(input_path, piece):
+                text = sentence_text(tokens)
+                key = str(line_index)
+                shape = shard[key].shape
+                layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+                layout[...] = h5py.VirtualSource(relative, key, shape=shape)
+                name = text if use_sentence_keys else key
+                out.create_virtual_dataset(name, layout, fillvalue=np.nan)
+                if index_datasets:
+                    first, last = sentence_lines.get(text, (line_index, line_index))
+                    sentence_lines[text] = (min(first, line_index), max(last, line_index))
+    if index_datasets:
+        in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
+        sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
+        for name in index_datasets:
+            dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
+            dataset[0] = json.dumps(sentence_to_index)

@@ -1,0 +1,239 @@
+"""
+How the ranks of a sharded run notice, within seconds, that another rank stopped.
+
+A collective operation (gloo, NCCL) waits for a dead peer until its timeout (30 minutes by
+default), and torchrun stops the other processes only on the node where one died. So every rank
+runs a small thread that, once a second, rewrites its heartbeat file in the shards directory
+(which every node sees: the output is assembled there) with a counter, its progress and its
+state, and reads the other ranks' files:
+
+- a rank whose counter has not changed for ``timeout_s`` seconds (measured on the reader's own
+  clock, so skewed clocks between nodes do not matter) has stopped: killed, or its node lost;
+- a rank whose state is ``failed`` has reported an error (its own message says which).
+
+Either way the rank notes a problem naming that rank; its main thread stops at its next batch
+with one line (`raise_if_problem`). A main thread that is blocked (in a collective at the start)
+does not get there, so the heartbeat thread then prints the line itself and ends the process
+after a few seconds' grace. A rank that is ``done`` stops beating and is not waited for.
+
+The files carry the run's token (chosen by rank 0 at the start), so that files left by an
+earlier, killed run are not mistaken for this run's.
+"""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Dict, Optional, Tuple
+
+from allennlp.common.checks import ConfigurationError
+
+DEFAULT_TIMEOUT_S = 20.0
+# Tests and impatient users: ELMO_HEARTBEAT_TIMEOUT=5 allennlp elmo ...
+TIMEOUT_VARIABLE = "ELMO_HEARTBEAT_TIMEOUT"
+
+RUNNING, DONE, FAILED = "running", "done", "failed"
+
+
+def heartbeat_timeout() -> float:
+    value = os.environ.get(TIMEOUT_VARIABLE)
+    return float(value) if value else DEFAULT_TIMEOUT_S
+
+
+def heartbeat_path(directory: str, rank: int) -> str:
+    return os.path.join(directory, f".rank-{rank:05d}.heartbeat")
+
+
+class Heartbeats:
+    """
+    This rank's heartbeat and its watch over the others (see the module documentation).
+
+    # Parameters
+
+    directory : `str`
+        The shards directory.
+    rank, world_size : `int`
+        This rank and the number of ranks.
+    token : `str`
+        The run's token.
+    timeout_s : `float`, optional
+        Seconds without a heartbeat after which a rank counts as stopped
+        (``$ELMO_HEARTBEAT_TIMEOUT`` or 20).
+    interval_s : `float`, optional (default = `1.0`)
+        Seconds between beats.
+    grace_s : `float`, optional (default = `3.0`)
+        How long the main thread has to stop by itself once a problem is noted.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        rank: int,
+        world_size: int,
+        token: str,
+        timeout_s: Optional[float] = None,
+        interval_s: float = 1.0,
+        grace_s: float = 3.0,
+    ) -> None:
+        self.directory = directory
+        self.rank = rank
+        self.world_size = world_size
+        self.token = token
+        self.timeout_s = heartbeat_timeout() if timeout_s is None else timeout_s
+        self.interval_s = interval_s
+        self.grace_s = grace_s
+        self._beat = 0
+        self._state = RUNNING
+        self._message = ""
+        self._counts: Dict[str, int] = {"sentences": 0, "reused": 0}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._acknowledged = threading.Event()
+        self.problem: Optional[str] = None
+        # rank -> (last content seen, monotonic time it was first seen)
+        self._seen: Dict[int, Tuple[str, float]] = {}
+        self._others: Dict[int, dict] = {}
+        self._thread = threading.Thread(target=self._run, name="elmo-heartbeats", daemon=True)
+
+    def start(self) -> "Heartbeats":
+        self._write()
+        self._thread.start()
+        return self
+
+    # What this rank reports.
+    def set_counts(self, sentences: int, reused: int) -> None:
+        with self._lock:
+            self._counts = {"sentences": sentences, "reused": reused}
+
+    def mark_done(self) -> None:
+        with self._lock:
+            self._state = DONE
+        self._write()
+
+    def mark_failed(self, message: str) -> None:
+        with self._lock:
+            self._state, self._message = FAILED, message
+        self._write()
+
+    def stop(self) -> None:
+        self._acknowledged.set()
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def remove_own_file(self) -> None:
+        try:
+            os.remove(heartbeat_path(self.directory, self.rank))
+        except OSError:
+            pass
+
+    # What the other ranks report.
+    def others(self) -> Dict[int, dict]:
+        with self._lock:
+            return dict(self._others)
+
+    def all_done(self) -> bool:
+        others = self.others()
+        return all(
+            others.get(rank, {}).get("state") == DONE
+            for rank in range(self.world_size)
+            if rank != self.rank
+        )
+
+    def raise_if_problem(self) -> None:
+        """Called by the main thread between steps: one `ConfigurationError` once another rank
+        has stopped."""
+        if self.problem is not None:
+            self._acknowledged.set()
+            raise ConfigurationError(self.problem)
+
+    # The thread.
+    def _write(self) -> None:
+        with self._lock:
+            self._beat += 1
+            content = {
+                "token": self.token,
+                "beat": self._beat,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "state": self._state,
+                "message": self._message,
+                **self._counts,
+            }
+        path = heartbeat_path(self.directory, self.rank)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(content, handle)
+            os.replace(temporary, path)
+        except OSError:
+            pass  # a full disk: the shard writer reports it; the others will notice silence
+
+    def _read(self, rank: int) -> Optional[str]:
+        try:
+            with open(heartbeat_path(self.directory, rank), encoding="utf-8") as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    def _check(self) -> None:
+        now = time.monotonic()
+        for rank in range(self.world_size):
+            if rank == self.rank:
+                continue
+            text = self._read(rank)
+            try:
+                content = json.loads(text) if text else None
+            except ValueError:
+                content = None
+            if content is not None and content.get("token") != self.token:
+                content = None  # an earlier run's file: as if there were none yet
+            if content is not None:
+                with self._lock:
+                    self._others[rank] = content
+                if content["state"] == DONE:
+                    continue
+                if content["state"] == FAILED:
+                    self._note(
+                        f"rank {rank} (pid {content['pid']} on {content['host']}) failed: "
+                        f"{content['message']}"
+                    )
+                    return
+            key = text if content is not None else ""
+            last = self._seen.get(rank)
+            if last is None or last[0] != key:
+                self._seen[rank] = (key, now)
+            elif now - last[1] > self.timeout_s:
+                where = (
+                    f" (pid {content['pid']} on {content['host']})" if content is not None else ""
+                )
+                self._note(
+                    f"rank {rank}{where} stopped: no heartbeat for {self.timeout_s:g} s (killed, "
+                    "or its node was lost); rank "
+                    f"{self.rank} stops too. The finished shards are kept: run the same command "
+                    "again to resume"
+                )
+                return
+
+    def _note(self, problem: str) -> None:
+        if self.problem is None:
+            self.problem = problem
+            self._problem_time = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with self._lock:
+                state = self._state
+            if state == RUNNING:
+                self._write()
+            if self.problem is None:
+                self._check()
+            elif not self._acknowledged.is_set() and (
+                time.monotonic() - self._problem_time > self.grace_s
+            ):
+                # The main thread is blocked (a collective waiting for the dead rank): end the
+                # process here, with the same one line.
+                sys.stderr.write(f"allennlp elmo: error: {self.problem}\n")
+                sys.stderr.flush()
+                os._exit(1)

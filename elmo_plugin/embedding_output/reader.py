@@ -1,0 +1,235 @@
+"""
+`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout
+(per-sentence, AllenNLP 0.9's; or flat), written by one process or assembled from shards.
+
+```python
+from elmo_plugin import EmbeddingsFile
+
+with EmbeddingsFile("embeddings.hdf5") as embeddings:
+    len(embeddings)                  # the number of sentences (input lines)
+    embeddings[0]                    # line 0: (num_layers, num_tokens, dim) with --all,
+                                     # (num_tokens, dim) with --top / --average
+    embeddings.by_sentence("Hello !")  # by its text (tokens joined by single spaces)
+```
+
+Arrays come back in the stored type (float32, or float16 for files written with
+``--float16``).
+
+**Shards.** A file assembled by a sharded run (``torchrun ... allennlp elmo``) holds no vectors
+itself: its datasets are HDF5 virtual datasets that read from the shard files in
+``OUTPUT.shards/`` beside it (found relative to the output file, so the two move together).
+HDF5 reads a region whose shard is missing or truncated as the fill value (NaN) without any
+error; this reader therefore checks, when the file is opened, that every shard the file lists
+exists with the size it had when the file was assembled, and that the source files of every
+virtual dataset it reads exist, and raises `MissingShardError` naming the shard otherwise.
+Plain ``h5py`` does no such check: read sharded outputs with this reader, or keep the shards
+directory with the file.
+"""
+import json
+import os
+from typing import Dict, List, Optional, Union
+
+import h5py
+import numpy as np
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.embedding_output.layout import (
+    FLAT,
+    FORMAT_ATTRIBUTE,
+    LAYER_DATASETS_ATTRIBUTE,
+    LAYOUT_ATTRIBUTE,
+    NUM_SENTENCES_ATTRIBUTE,
+    OFFSETS,
+    PER_SENTENCE,
+    SENTENCES,
+)
+
+# The root attribute of an assembled output: JSON list of [shard path relative to the output's
+# directory, size in bytes], written by `elmo_plugin.embedding_output.assembly`.
+SHARDS_ATTRIBUTE = "elmo_shards"
+
+# The per-sentence layout's JSON maps (see `elmo_plugin.elmo_embedder`): not sentences.
+_INDEX_DATASETS = ("sentence_to_index", "sentence_indices")
+
+
+class MissingShardError(ConfigurationError):
+    """A shard of an assembled output is missing or not the file it was."""
+
+
+def _text(value: Union[str, bytes]) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def check_listed_shards(path: str, file: h5py.File) -> int:
+    """
+    Checks the shards an assembled output lists (`SHARDS_ATTRIBUTE`): each must exist with the
+    size it had at assembly. Returns how many were checked (0 for a file that is no assembly).
+    """
+    listed = file.attrs.get(SHARDS_ATTRIBUTE)
+    if listed is None:
+        return 0
+    directory = os.path.dirname(os.path.abspath(path))
+    shards = json.loads(_text(listed))
+    for relative, size in shards:
+        shard = os.path.join(directory, relative)
+        if not os.path.isfile(shard):
+            raise MissingShardError(
+                f"{path}: its shard {shard} is missing; the vectors stored there cannot be read "
+                "(HDF5 would return NaN). Restore the shard or rerun the command that wrote "
+                f"{path}, which recomputes only what is missing"
+            )
+        actual = os.path.getsize(shard)
+        if actual != size:
+            raise MissingShardError(
+                f"{path}: its shard {shard} has {actual} bytes, not the {size} it had when "
+                f"{path} was assembled (truncated or replaced); rerun the command that wrote "
+                f"{path}"
+            )
+    return len(shards)
+
+
+def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
+    """For a virtual dataset, that every source file exists (relative names are relative to the
+    directory of ``path``, as HDF5 resolves them)."""
+    if not dataset.is_virtual:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    for source in dataset.virtual_sources():
+        if source.file_name == ".":  # a source in the same file
+            continue
+        shard = os.path.join(directory, source.file_name)
+        if not os.path.isfile(shard):
+            raise MissingShardError(
+                f"{path}: dataset {dataset.name} reads from {shard}, which is missing (HDF5 "
+                "would return NaN); restore it or rerun the command that wrote the file"
+            )
+
+
+class EmbeddingsFile:
+    """
+    Read access to an ``allennlp elmo`` output file: see the module documentation.
+
+    # Parameters
+
+    path : `PathLike`
+        The HDF5 file. Opening it checks its shards, if it has any (`MissingShardError`).
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        if not os.path.isfile(self.path):
+            raise ConfigurationError(f"{self.path}: no such file")
+        self._file = h5py.File(self.path, "r")
+        try:
+            check_listed_shards(self.path, self._file)
+            attributes = self._file.attrs
+            self.layout = _text(attributes.get(LAYOUT_ATTRIBUTE, PER_SENTENCE))
+            output_format = attributes.get(FORMAT_ATTRIBUTE)
+            self.output_format: Optional[str] = (
+                None if output_format is None else _text(output_format)
+            )
+            self._by_text: Optional[Dict[str, int]] = None
+            if self.layout == FLAT:
+                names = json.loads(_text(attributes[LAYER_DATASETS_ATTRIBUTE]))
+                self._layers = [self._file[name] for name in names]
+                for dataset in self._layers:
+                    check_virtual_sources(self.path, dataset)
+                self._offsets = self._file[OFFSETS]
+                self._num_sentences = len(self._offsets) - 1
+            else:
+                self._layers = []
+                count = attributes.get(NUM_SENTENCES_ATTRIBUTE)
+                if count is None:
+                    count = sum(1 for key in self._file.keys() if key not in _INDEX_DATASETS)
+                self._num_sentences = int(count)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def __enter__(self) -> "EmbeddingsFile":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __len__(self) -> int:
+        return self._num_sentences
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        """Line ``index``'s vectors (0-based; negative counts from the end)."""
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sentences are indexed by line number; got {index!r}")
+        if index < 0:
+            index += self._num_sentences
+        if not 0 <= index < self._num_sentences:
+            raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
+        if self.layout == FLAT:
+            start, end = (int(value) for value in self._offsets[index : index + 2])
+            arrays = [dataset[start:end] for dataset in self._layers]
+            return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+        key = str(index)
+        if key not in self._file:
+            raise KeyError(
+                f"{self.path} has no dataset {key!r} (written with --use-sentence-keys? then use "
+                "by_sentence)"
+            )
+        return self._read(self._file[key])
+
+    def _read(self, dataset: h5py.Dataset) -> np.ndarray:
+        check_virtual_sources(self.path, dataset)
+        return dataset[()]
+
+    def sentences(self) -> List[str]:
+        """The text of every line, in order (flat layout: its ``sentences``; per-sentence: from
+        ``sentence_to_index``, which maps a repeated sentence to its last line only, so the
+        earlier lines of a repeated sentence are ``""`` there)."""
+        if self.layout == FLAT:
+            if SENTENCES not in self._file:
+                raise ConfigurationError(
+                    f"{self.path} has no sentence index (written with --forget-sentences)"
+                )
+            return [_text(value) for value in self._file[SENTENCES][()]]
+        mapping = self._sentence_to_index()
+        texts = [""] * self._num_sentences
+        for text, key in mapping.items():
+            texts[int(key)] = text
+        return texts
+
+    def _sentence_to_index(self) -> Dict[str, str]:
+        for name in _INDEX_DATASETS:
+            if name in self._file:
+                return json.loads(_text(self._file[name][0]))
+        raise ConfigurationError(
+            f"{self.path} has no sentence index (written with --forget-sentences)"
+        )
+
+    def by_sentence(self, text: str) -> np.ndarray:
+        """
+        The vectors of a sentence given by its text (tokens joined by single spaces): the
+        dataset of that name in a per-sentence file written with ``--use-sentence-keys``, else
+        the line that the sentence index maps it to (with duplicates, the last such line, as
+        ``sentence_to_index`` does).
+        """
+        if self.layout != FLAT:
+            if text in self._file and text not in _INDEX_DATASETS:
+                return self._read(self._file[text])
+            key = self._sentence_to_index().get(text)
+            if key is None:
+                raise KeyError(f"{self.path}: no sentence {text!r}")
+            return self._read(self._file[key])
+        if self._by_text is None:
+            self._by_text = {text: index for index, text in enumerate(self.sentences())}
+        if text not in self._by_text:
+            raise KeyError(f"{self.path}: no sentence {text!r}")
+        return self[self._by_text[text]]
+
+
+def read_embeddings(path: PathLike, index: int) -> np.ndarray:
+    """Line ``index``'s vectors from an ``allennlp elmo`` output of either layout (opens and
+    checks the file each call; use `EmbeddingsFile` to read many)."""
+    with EmbeddingsFile(path) as embeddings:
+        return embeddings[index]

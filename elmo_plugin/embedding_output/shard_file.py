@@ -1,0 +1,140 @@
+"""
+One piece of a sharded run written as a shard file (``lines-FIRST-END.FINGERPRINT.hdf5``) that
+has its final name only when it is complete.
+
+A shard is written under a temporary name (``.NAME.HOST.PID.tmp``) in the shards directory,
+closed, flushed to the disk (``fsync``), given its attributes' completion mark last, and only
+then renamed to its name (and the directory synced): the rename is the record that the piece is
+done. A kill at any moment (``kill -9`` included) leaves either no file under the name or a
+complete one; a temporary file left by a kill is removed by the next successful run. A shard is
+reused only if it carries the completion mark and the run's fingerprint
+(`elmo_plugin.embedding_output.fingerprint`), and is checked again (shapes, row counts) before
+the output is assembled from it.
+"""
+import contextlib
+import os
+import socket
+from typing import Callable, Iterator, Optional, Sequence
+
+import h5py
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.write_errors import Hdf5Output, hdf5_for_writing, is_write_failure
+from elmo_plugin.embedding_output.layout import FLAT, OFFSETS
+from elmo_plugin.embedding_output.plan import Piece
+
+FINGERPRINT_ATTRIBUTE = "elmo_fingerprint"
+# Written last, just before the file is closed and renamed.
+COMPLETE_ATTRIBUTE = "elmo_complete"
+FIRST_LINE_ATTRIBUTE = "elmo_first_line"
+END_LINE_ATTRIBUTE = "elmo_end_line"
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def _fsync(path: str, directory: bool = False) -> None:
+    descriptor = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_shard(
+    path: str, piece: Piece, fingerprint: str, fill: Callable[[Hdf5Output], None]
+) -> None:
+    """
+    Writes the shard ``path`` of ``piece``: ``fill`` writes the datasets into the open file,
+    then the completion mark is added, the file synced and renamed (see the module
+    documentation). A failed write (a full disk) becomes one `ConfigurationError` naming the
+    shard; the partial file is removed and the shards already finished are kept.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(
+        directory,
+        f".{os.path.basename(path)}.{socket.gethostname()}.{os.getpid()}{TEMPORARY_SUFFIX}",
+    )
+    try:
+        with hdf5_for_writing(temporary) as output:
+            fill(output)
+            attributes = output.file.attrs
+            attributes[FINGERPRINT_ATTRIBUTE] = fingerprint
+            attributes[FIRST_LINE_ATTRIBUTE] = piece.first_line
+            attributes[END_LINE_ATTRIBUTE] = piece.end_line
+            attributes[COMPLETE_ATTRIBUTE] = 1
+        _fsync(temporary)
+        os.replace(temporary, path)
+        _fsync(directory, directory=True)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        if is_write_failure(error):
+            raise ConfigurationError(
+                f"cannot write the shard {path}: {error.strerror} (its partial file was "
+                "removed; the shards already finished are kept: make room and run the same "
+                "command again to resume)"
+            ) from None
+        raise
+
+
+def shard_problem(
+    path: str,
+    piece: Piece,
+    fingerprint: str,
+    layout: str,
+    dataset_names: Sequence[str],
+    dim: int,
+) -> Optional[str]:
+    """
+    Why the shard ``path`` is not the finished ``piece`` of this run, or ``None`` if it is: it
+    must exist, open, carry the completion mark and the fingerprint, and have the expected
+    shapes (flat: every layer ``(piece.num_tokens, dim)``, ``offsets`` ending at that many
+    rows; per-sentence: one dataset per line with ``piece.num_tokens`` rows in all).
+    """
+    if not os.path.isfile(path):
+        return "it is missing"
+    try:
+        with h5py.File(path, "r") as shard:
+            attributes = shard.attrs
+            if attributes.get(COMPLETE_ATTRIBUTE) != 1:
+                return "it has no completion mark"
+            if attributes.get(FINGERPRINT_ATTRIBUTE) != fingerprint:
+                return "it was written for another input, model or options"
+            if (attributes.get(FIRST_LINE_ATTRIBUTE), attributes.get(END_LINE_ATTRIBUTE)) != (
+                piece.first_line,
+                piece.end_line,
+            ):
+                return "it holds other lines"
+            if layout == FLAT:
+                for name in dataset_names:
+                    if name not in shard or shard[name].shape != (piece.num_tokens, dim):
+                        return f"its dataset {name!r} is missing or not ({piece.num_tokens}, {dim})"
+                offsets = shard[OFFSETS]
+                rows = int(offsets[-1]) if len(offsets) else -1
+                if offsets.shape != (piece.num_sentences + 1,) or rows != piece.num_tokens:
+                    return "its offsets do not match the lines"
+                return None
+            rows = 0
+            for line in range(piece.first_line, piece.end_line):
+                dataset = shard.get(str(line))
+                if dataset is None or dataset.shape[-1] != dim:
+                    return f"its dataset for line {line} is missing or has the wrong width"
+                rows += dataset.shape[-2]
+            if rows != piece.num_tokens or len(shard) != piece.num_sentences:
+                return "its datasets do not match the lines"
+    except OSError as error:  # not an HDF5 file, truncated ...
+        return f"it cannot be read ({error})"
+    return None
+
+
+def stale_files(directory: str, keep: Sequence[str]) -> Iterator[str]:
+    """The shard files in ``directory`` that are not in ``keep`` (names), and the temporary and
+    heartbeat files: left by kills, or by earlier runs with other inputs, models, options or
+    numbers of ranks. Only for the end of a successful run, when no rank writes any more."""
+    kept = set(keep)
+    for name in os.listdir(directory):
+        is_shard = name.startswith("lines-") and name.endswith(".hdf5")
+        is_temporary = name.startswith(".lines-") and name.endswith(TEMPORARY_SUFFIX)
+        is_heartbeat = name.startswith(".rank-")
+        if (is_shard and name not in kept) or is_temporary or is_heartbeat:
+            yield os.path.join(directory, name)

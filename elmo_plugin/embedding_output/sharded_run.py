@@ -1,0 +1,375 @@
+"""
+One rank's part of a sharded ``allennlp elmo`` run under ``torchrun``:
+
+```
+torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \\
+    "$(command -v allennlp)" elmo IN OUT --all|--top|--average [--layout flat] [--float16] ...
+```
+
+1. Rank 0 checks the input once (the usual one-line errors, from rank 0 only; every rank then
+   stops) and plans the run (`plan`): pieces of whole sort groups, shared among ranks by
+   tokens. Every rank loads the model; a model error is reported once, by rank 0.
+2. Each rank embeds its pieces, each into a shard file ``OUT.shards/lines-A-B.hdf5`` that gets
+   its name only when complete (`shard_file`); a piece whose shard is already there, complete
+   and with this run's fingerprint (input bytes, model parameters, options: `fingerprint`) is
+   reused, not recomputed. So the same command run again after a kill (of any rank, at any
+   moment) recomputes only the pieces that had not been finished.
+3. Ranks watch each other's heartbeats (`heartbeats`): one that stops or fails makes the others
+   stop within seconds, naming it.
+4. Rank 0 waits for the others, checks every shard and assembles OUT from them with virtual
+   datasets (`assembly`): no vector is copied, and OUT reads as a single run's output.
+
+The output directory must be one that every node sees (a shared file system): the shards are
+written beside OUT. Only stateless runs shard (``--stateful`` carries the LSTM state through
+the whole file in order).
+"""
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.tqdm import Tqdm
+
+from elmo_plugin.common.memory import release_freed_memory
+from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
+from elmo_plugin.common.write_errors import Hdf5Output
+from elmo_plugin.elmo_embedder import (
+    DEFAULT_SORT_CHUNK_BATCHES,
+    ElmoEmbedder,
+    EmbeddingJob,
+)
+from elmo_plugin.embedding_output.assembly import assemble_output, check_shards
+from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
+from elmo_plugin.embedding_output.heartbeats import Heartbeats
+from elmo_plugin.embedding_output.layout import flat_dataset_names, storage_dtype
+from elmo_plugin.embedding_output.plan import (
+    DEFAULT_PIECE_TOKENS,
+    Piece,
+    Plan,
+    plan_input,
+    read_piece,
+    shards_directory,
+)
+from elmo_plugin.embedding_output.shard_file import shard_problem, stale_files, write_shard
+from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
+
+logger = logging.getLogger(__name__)
+
+
+class StoppedWithOtherRank(SystemExit):
+    """Ends a rank other than 0 with status 1 and no message: rank 0 reports the error once."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
+@dataclass(frozen=True)
+class ShardedEmbedding:
+    """
+    The settings of a sharded run: those of `EmbeddingJob.prepare` and `ElmoEmbedder`, plus
+    ``piece_tokens`` (tokens per shard file, the unit of reuse; `plan`) and ``progress``.
+    ``cuda_device`` >= 0 means "this rank's GPU": ``LOCAL_RANK``.
+    """
+
+    input_file: str
+    output_file: str
+    output_format: str = "all"
+    batch_size: int = 64
+    forget_sentences: bool = False
+    use_sentence_keys: bool = False
+    include_sentence_indices: bool = False
+    layout: str = "per-sentence"
+    float16: bool = False
+    piece_tokens: int = DEFAULT_PIECE_TOKENS
+    model: Optional[str] = None
+    options_file: Optional[str] = None
+    weight_file: Optional[str] = None
+    cuda_device: int = -1
+    stateful: bool = False
+    precision: str = "float32"
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class ShardedResult:
+    """What rank 0 reports: sentences in all, how many were reused from an earlier run."""
+
+    num_sentences: int
+    reused_sentences: int
+    num_ranks: int
+    shards_directory: str
+
+
+def run_sharded(process: TorchrunProcess, settings: ShardedEmbedding) -> Optional[ShardedResult]:
+    """
+    Runs this rank's part (see the module documentation). Returns the `ShardedResult` on rank
+    0, ``None`` elsewhere. Errors are `ConfigurationError`s (one line) on the rank that has
+    them; ranks that stop because of another rank's input or model error raise
+    `StoppedWithOtherRank`.
+    """
+    device = join_process_group(process, use_gpu=settings.cuda_device >= 0)
+    try:
+        return _ShardedRank(process, device, settings).run()
+    finally:
+        leave_process_group()
+
+
+class _ShardedRank:
+    def __init__(
+        self, process: TorchrunProcess, device: torch.device, settings: ShardedEmbedding
+    ) -> None:
+        self.process = process
+        self.device = device
+        self.settings = settings
+        self.directory = shards_directory(os.path.abspath(settings.output_file))
+        self.heartbeats: Optional[Heartbeats] = None
+
+    def run(self) -> Optional[ShardedResult]:
+        token: List[Optional[str]] = [uuid.uuid4().hex if self.process.is_first else None]
+        dist.broadcast_object_list(token, src=0)
+        # Watching each other starts now, before rank 0's possibly long check of the input.
+        if os.path.isdir(os.path.dirname(self.directory)):
+            os.makedirs(self.directory, exist_ok=True)
+            self.heartbeats = Heartbeats(
+                self.directory, self.process.rank, self.process.world_size, str(token[0])
+            ).start()
+        try:
+            return self._run()
+        except BaseException as error:
+            if self.heartbeats is not None:
+                self.heartbeats.mark_failed(str(error) or type(error).__name__)
+            raise
+        finally:
+            if self.heartbeats is not None:
+                self.heartbeats.stop()
+
+    def _agree(self, outcome: Optional[BaseException], first_only: bool) -> None:
+        """Stops every rank if rank 0 (``first_only``) or any rank has an error: rank 0 raises
+        its own (or the first other rank's), the others stop without a message."""
+        if first_only:
+            errors: List[Optional[str]] = [
+                None if outcome is None else str(outcome)
+            ] if self.process.is_first else [None]
+            dist.broadcast_object_list(errors, src=0)
+        else:
+            errors = [None] * self.process.world_size
+            dist.all_gather_object(errors, None if outcome is None else str(outcome))
+        failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
+        if not failed:
+            return
+        # Every rank knows: no heartbeats are needed any more, and a shards directory that
+        # holds nothing else goes too (a mistyped input leaves nothing behind).
+        if self.heartbeats is not None:
+            self.heartbeats.stop()
+            self.heartbeats.remove_own_file()
+            try:
+                os.rmdir(self.directory)
+            except OSError:
+                pass  # another rank's file is still there, or finished shards
+            self.heartbeats = None
+        if self.process.is_first:
+            if outcome is not None:
+                raise outcome
+            rank, error = failed[0]
+            raise ConfigurationError(f"rank {rank}: {error}")
+        raise StoppedWithOtherRank()
+
+    def _run(self) -> Optional[ShardedResult]:
+        settings = self.settings
+        job: Optional[EmbeddingJob] = None
+        plan: Optional[Plan] = None
+        problem: Optional[BaseException] = None
+        if self.process.is_first:
+            try:
+                job, plan = self._prepare()
+            except ConfigurationError as error:
+                problem = error
+        self._agree(problem, first_only=True)
+        shared: List[object] = [(job, plan)]
+        dist.broadcast_object_list(shared, src=0)
+        job, plan = shared[0]  # type: ignore[misc]
+        if self.heartbeats is None:
+            raise ConfigurationError(
+                f"the output directory {os.path.dirname(self.directory)} does not exist on this "
+                f"node (rank {self.process.rank}); the output must be on a file system that "
+                "every node sees"
+            )
+
+        embedder: Optional[ElmoEmbedder] = None
+        problem = None
+        try:
+            embedder = ElmoEmbedder(
+                model=settings.model,
+                options_file=settings.options_file,
+                weight_file=settings.weight_file,
+                cuda_device=self.device,
+                precision=settings.precision,
+                argument_names=settings.argument_names,
+            )
+        except ConfigurationError as error:
+            problem = error
+        self._agree(problem, first_only=False)
+        assert embedder is not None and job is not None and plan is not None
+
+        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        dim = embedder.get_output_dim()
+        fingerprint = job_fingerprint(
+            plan.input_hash,
+            model_digest(embedder.elmo_bilm),
+            {
+                "output_format": job.output_format,
+                "layout": job.layout,
+                "float16": job.float16,
+                "batch_size": job.batch_size,
+                "sort_chunk_batches": DEFAULT_SORT_CHUNK_BATCHES,
+                "piece_tokens": settings.piece_tokens,
+                "precision": embedder.precision,
+            },
+        )
+        pieces = plan.pieces_of(self.process.rank)
+        with Tqdm.tqdm(
+            total=plan.num_sentences,
+            disable=not (settings.progress and self.process.is_first),
+            unit=" sentences",
+            desc="elmo",
+        ) as progress_bar:
+            show = lambda own: self._show_progress(progress_bar, own)  # noqa: E731
+            done, reused = self._embed_pieces(embedder, job, pieces, names, dim, fingerprint, show)
+            assert self.heartbeats is not None
+            self.heartbeats.set_counts(done, reused)
+            logger.info(
+                "rank %d: %d sentences in %d shards, %d of them reused from an earlier run",
+                self.process.rank, done, len(pieces), reused,
+            )
+            if not self.process.is_first:
+                self.heartbeats.mark_done()
+                return None
+            # Rank 0: wait for the others (a stopped one is noticed by the heartbeats).
+            while not self.heartbeats.all_done():
+                show(done)
+                self.heartbeats.raise_if_problem()
+                raise_if_terminated()
+                time.sleep(0.2)
+            show(done)
+        reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())
+        check_shards(plan, self.directory, fingerprint, job.layout, names, dim)
+        assemble_output(
+            job.output_path,
+            job.input_path,
+            plan,
+            self.directory,
+            job.layout,
+            job.output_format,
+            names,
+            dim,
+            storage_dtype(job.float16),
+            job.index_datasets(),
+            write_sentences=not job.forget_sentences,
+            use_sentence_keys=job.use_sentence_keys,
+            fingerprint=fingerprint,
+        )
+        self.heartbeats.stop()
+        for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
+            try:
+                os.remove(stale)
+            except OSError:
+                pass
+        logger.info(
+            "Reused %d of %d sentences from an earlier run; embedded %d",
+            reused, plan.num_sentences, plan.num_sentences - reused,
+        )
+        return ShardedResult(plan.num_sentences, reused, self.process.world_size, self.directory)
+
+    def _prepare(self) -> Tuple[EmbeddingJob, Plan]:
+        settings = self.settings
+        if settings.stateful:
+            raise ConfigurationError(
+                "--stateful carries the LSTM state through the whole file in order, which a "
+                "sharded run cannot do; run it as one process (without torchrun), or leave out "
+                "--stateful"
+            )
+        job = EmbeddingJob.prepare(
+            settings.input_file,
+            settings.output_file,
+            output_format=settings.output_format,
+            batch_size=settings.batch_size,
+            forget_sentences=settings.forget_sentences,
+            use_sentence_keys=settings.use_sentence_keys,
+            include_sentence_indices=settings.include_sentence_indices,
+            layout=settings.layout,
+            float16=settings.float16,
+        )
+        group_lines = job.batch_size * DEFAULT_SORT_CHUNK_BATCHES
+        plan = plan_input(
+            job.input_path, group_lines, settings.piece_tokens, self.process.world_size
+        )
+        return job, plan
+
+    def _show_progress(self, progress_bar, own: int) -> None:
+        if not self.process.is_first or self.heartbeats is None:
+            return
+        others = self.heartbeats.others()
+        total = own + sum(int(other.get("sentences", 0)) for other in others.values())
+        if total > progress_bar.n:
+            progress_bar.update(total - progress_bar.n)
+
+    def _embed_pieces(
+        self,
+        embedder: ElmoEmbedder,
+        job: EmbeddingJob,
+        pieces: List[Piece],
+        names: List[str],
+        dim: int,
+        fingerprint: str,
+        show: Callable[[int], None],
+    ) -> Tuple[int, int]:
+        """Embeds (or reuses) this rank's pieces; returns (sentences, reused sentences)."""
+        heartbeats = self.heartbeats
+        assert heartbeats is not None
+        done = reused = 0
+        for piece in pieces:
+            path = os.path.join(self.directory, piece.shard_name(fingerprint))
+            if shard_problem(path, piece, fingerprint, job.layout, names, dim) is None:
+                done += piece.num_sentences
+                reused += piece.num_sentences
+                heartbeats.set_counts(done, reused)
+                show(done)
+                continue
+
+            def fill(output: Hdf5Output, piece: Piece = piece) -> None:
+                nonlocal done
+                writer = embedder.output_writer(
+                    output.file,
+                    job.layout,
+                    job.output_format,
+                    job.float16,
+                    first_line=piece.first_line,
+                    write_sentences=False,
+                )
+                batches = embedder.line_batches(
+                    read_piece(job.input_path, piece), job.batch_size, DEFAULT_SORT_CHUNK_BATCHES
+                )
+                for batch in batches:
+                    release_freed_memory()
+                    arrays = embedder._embed_to_arrays(
+                        [tokens for _, tokens in batch], job.output_format
+                    )
+                    for (line_index, _), array in zip(batch, arrays):
+                        writer.add(line_index, "", array)
+                    done += len(batch)
+                    heartbeats.set_counts(done, reused)
+                    show(done)
+                    output.check()
+                    raise_if_terminated()
+                    heartbeats.raise_if_problem()
+                writer.finish()
+
+            write_shard(path, piece, fingerprint, fill)
+        return done, reused
