@@ -1,0 +1,228 @@
+"""
+The LSTM recurrence compiled with ``torch.compile`` (Inductor: C++ kernels on a CPU, Triton on a
+GPU) for batches of a fixed shape, where every row runs every step: the biLM's training windows
+(``unroll_steps`` tokens in every row, the batch size fixed), and inference batches whose
+sentences all have one length (batches bucketed by length).
+
+Why: the eager recurrence (`lstm_recurrence`) launches two products and about ten elementwise
+operators per step, layer and direction, from Python. On a GPU a step of the Original biLM is
+then bound by launching them (issue 36: the GPU's kernels busy 27% of a training step). Compiled
+once for the fixed shape, the step's elementwise work is fused into a few kernels, and the whole
+forward and backward are replayed without Python (with CUDA graphs under
+``mode="reduce-overhead"``).
+
+What is compiled computes what the eager path computes, to float32 rounding: `full_batch_recurrence`
+is `lstm_recurrence.reference_recurrence` for a batch with no padding, and its backward is
+autograd's of that arithmetic (AOTAutograd compiles it with the forward), where the eager
+training path has a hand-written backward. The clips pass gradients as ``torch.clamp`` does (where
+the value is within the bounds, ends included), as the hand-written backward does. Tests compare
+the two (tests/modules/test_compiled_step.py).
+
+How it is switched on: one setting, `COMPILE_SETTINGS`, given by the training model's and the
+embedder's ``compile`` option, held for the length of a call by `compiling` (a context variable,
+so that the modules that define ELMo keep no branch for it). `lstm_layer.run_layer` asks
+`recurrence_for` once per call, which answers None (the eager loops) unless the setting is on for
+the device and the batch has no padding.
+
+Each new shape (with its dtypes, clips and whether gradients are needed) is compiled on its first
+call, and that call is timed: forward and, where gradients are needed, backward on copies of the
+inputs, so that the one log line per shape names the whole compile time. After `MAX_SHAPES`
+shapes, new ones run eagerly (each shape is one more compiled graph; TorchDynamo has a limit of
+its own).
+"""
+import contextlib
+import contextvars
+import logging
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+# The values of the ``compile`` option: False (eager), True (torch.compile's default mode),
+# "auto" (compiled where `COMPILED_BY_DEFAULT` says it was measured faster, eager elsewhere), or a
+# torch.compile mode by name ("reduce-overhead" adds CUDA graphs on a GPU).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SETTINGS = (False, True, "auto") + COMPILE_MODES
+
+# Where "auto" compiles, by device type: only where the compiled path was measured faster than
+# eager and equal to it within float32 rounding. On a CPU it was measured slower for training at
+# the Small and Original sizes (BENCHMARKS.md, issue 36), so "auto" stays eager there. On a GPU
+# it has not been measured yet (no GPU machine was lent to issue 36): `benchmarks/gpu/session.sh
+# compiled` measures it, and this table is where the result goes.
+COMPILED_BY_DEFAULT: Dict[str, Optional[str]] = {"cpu": None, "cuda": None}
+
+# The most shapes compiled in one process; later shapes run eagerly.
+MAX_SHAPES = 6
+
+_SETTING: contextvars.ContextVar = contextvars.ContextVar("elmo_compile", default=False)
+_COMPILED: Dict[str, Callable] = {}  # torch.compile'd full_batch_recurrence, by mode
+_SHAPES_SEEN: Set[Tuple] = set()
+_OVER_LIMIT_LOGGED: List[bool] = [False]
+
+Recurrence = Callable[..., Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def check_compile_setting(setting: Union[bool, str], name: str = "compile") -> Union[bool, str]:
+    """``setting`` if it is one of `COMPILE_SETTINGS`, else a `ValueError` naming them."""
+    if isinstance(setting, bool) or setting in COMPILE_SETTINGS[2:]:
+        return setting
+    choices = ", ".join(repr(choice) for choice in COMPILE_SETTINGS)
+    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+
+
+def compile_mode(setting: Union[bool, str], device: torch.device) -> Optional[str]:
+    """The torch.compile mode that ``setting`` asks for on ``device``; None: run eagerly."""
+    if setting is False:
+        return None
+    if setting is True:
+        return "default"
+    if setting == "auto":
+        return COMPILED_BY_DEFAULT.get(device.type)
+    return setting
+
+
+@contextlib.contextmanager
+def compiling(setting: Union[bool, str]) -> Iterator[None]:
+    """
+    Within this context, fixed-shape LSTM recurrences run compiled as ``setting`` asks
+    (`COMPILE_SETTINGS`). Outside any such context they run eagerly. A backward pass started
+    after the context ended still runs the compiled backward of what ran compiled inside it.
+    """
+    token = _SETTING.set(check_compile_setting(setting))
+    try:
+        yield
+    finally:
+        _SETTING.reset(token)
+
+
+def full_batch_recurrence(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """
+    `lstm_recurrence.reference_recurrence` for a batch in which every row runs every step
+    (``step_sizes`` all ``batch``): ``input_gates`` ``(steps * batch, 4 * cell)``, step-major;
+    returns the outputs ``(steps * batch, projection)`` and the final ``h`` and ``c``. Written
+    for tracing: a loop over a number of steps fixed by the shapes, no data-dependent branch, so
+    that TorchDynamo captures it whole (``fullgraph=True``) with the steps unrolled. Products in
+    the weights' dtype, everything else in the state's, as in the eager loops.
+    """
+    batch_size, cell_size = c0.shape
+    num_steps = input_gates.size(0) // batch_size
+    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
+    steps = input_gates.to(state_dtype).view(num_steps, batch_size, 4 * cell_size)
+    h, c = h0, c0
+    outputs = []
+    for step in range(num_steps):
+        # The eager loops' order: the recurrent product added to the input half of the gates.
+        gates = steps[step] + torch.mm(h.to(matmul_dtype), recurrent_weight).to(state_dtype)
+        i, j, f, o = gates.split(cell_size, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+        if cell_clip is not None:
+            c = c.clamp(-cell_clip, cell_clip)
+        hidden = torch.tanh(c) * torch.sigmoid(o)
+        h = torch.mm(hidden.to(matmul_dtype), projection_weight).to(state_dtype)
+        if proj_clip is not None:
+            h = h.clamp(-proj_clip, proj_clip)
+        outputs.append(h)
+    return torch.cat(outputs), h, c
+
+
+def compiled_recurrence(mode: str) -> Callable:
+    """`full_batch_recurrence` under ``torch.compile`` in ``mode``: one whole graph
+    (``fullgraph=True``: a graph break is an error, not a silent slowdown), static shapes."""
+    if mode not in _COMPILED:
+        _COMPILED[mode] = torch.compile(
+            full_batch_recurrence, fullgraph=True, dynamic=False,
+            mode=None if mode == "default" else mode,
+        )
+    return _COMPILED[mode]
+
+
+def recurrence_for(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    step_sizes: List[int],
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+    needs_gradient: bool,
+) -> Optional[Recurrence]:
+    """
+    The compiled recurrence for this call, or None where the eager loops run it: the setting of
+    the enclosing `compiling` is off for this device, or the batch has padding (``step_sizes``
+    not all the batch size: each pattern of lengths would be a graph of its own), or
+    `MAX_SHAPES` other shapes were compiled already. Takes `full_batch_recurrence`'s arguments.
+    The first call of a shape compiles it and logs the time it took.
+    """
+    mode = compile_mode(_SETTING.get(), input_gates.device)
+    batch_size = c0.size(0)
+    if mode is None or not step_sizes or step_sizes[-1] != batch_size:
+        return None
+    key = (
+        mode, str(input_gates.device), needs_gradient, torch.is_autocast_enabled(
+            input_gates.device.type),
+        tuple((tuple(tensor.shape), tensor.dtype, tensor.requires_grad)
+              for tensor in (input_gates, h0, c0, recurrent_weight, projection_weight)),
+        cell_clip, proj_clip,
+    )
+    function = compiled_recurrence(mode)
+    if key in _SHAPES_SEEN:
+        return function
+    if len(_SHAPES_SEEN) >= MAX_SHAPES:
+        if not _OVER_LIMIT_LOGGED[0]:
+            _OVER_LIMIT_LOGGED[0] = True
+            logger.warning("compile: %d LSTM shapes compiled already; new shapes (batch %d x %d "
+                           "steps) run eagerly", MAX_SHAPES, batch_size, len(step_sizes))
+        return None
+    arguments = (input_gates, h0, c0, recurrent_weight, projection_weight, cell_clip, proj_clip)
+    seconds = _compile_now(function, arguments, needs_gradient)
+    _SHAPES_SEEN.add(key)
+    logger.info(
+        "compile: the LSTM recurrence for batch %d x %d steps (%d cells, projection %d, %s%s) "
+        "compiled in %.1f s (mode %s, %s)",
+        batch_size, len(step_sizes), c0.size(1), h0.size(1), recurrent_weight.dtype,
+        ", forward and backward" if needs_gradient else ", no gradient", seconds, mode,
+        input_gates.device,
+    )
+    return function
+
+
+def _compile_now(function: Callable, arguments: Tuple, needs_gradient: bool) -> float:
+    """
+    Seconds to compile ``function`` for ``arguments``: one call on copies of them (and, where
+    gradients are needed, a backward pass from it, which compiles the backward graph: AOTAutograd
+    compiles it on first use). The copies require gradients where the arguments do, and run with
+    gradients enabled or not as the call will, since the compiled graph is specialised on both.
+    """
+    copies = tuple(
+        argument.detach().clone().requires_grad_(argument.requires_grad)
+        if isinstance(argument, torch.Tensor) else argument
+        for argument in arguments
+    )
+    start = time.perf_counter()
+    if needs_gradient:
+        outputs = function(*copies)
+        outputs[0].backward(torch.ones_like(outputs[0]))
+    else:
+        with torch.no_grad():
+            function(*copies)
+    if copies[0].device.type == "cuda":
+        torch.cuda.synchronize(copies[0].device)
+    return time.perf_counter() - start
+
+
+def forget_compiled_shapes() -> None:
+    """Forget which shapes were compiled (tests; TorchDynamo's own cache is reset separately)."""
+    _SHAPES_SEEN.clear()
+    _COMPILED.clear()
+    _OVER_LIMIT_LOGGED[0] = False
