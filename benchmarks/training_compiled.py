@@ -8,7 +8,7 @@ as ``training_throughput.py`` times it.
     .venv/bin/python benchmarks/training_compiled.py [--sizes small original] [--batch-size 64]
         [--tokens-per-sentence 20] [--steps 3] [--num-samples 8192]
         [--vocabulary-size 100000] [--device cpu|cuda] [--threads N] [--mode default]
-        [--tf32] [--amp] [--no-allennlp]
+        [--precisions float32 tf32 bfloat16] [--no-allennlp]
 
 Every batch is ``--batch-size`` real English sentences cut to ``--tokens-per-sentence`` tokens
 (``<S>`` and ``</S>`` added: every row the same length, as stream training's windows are), so the
@@ -18,9 +18,11 @@ losses of the eager and compiled sides are compared at every step (they train th
 from the same batches, so they stay within float32 rounding of each other as long as the two
 paths agree); the eager side's loss is compared with AllenNLP's at the first step.
 
-``--tf32``: float32 products in TF32 on a GPU (all sides). ``--amp``: all sides in bfloat16
-autocast (our side as ``"mixed_precision": true`` trains). ``--mode``: the torch.compile mode
-(``reduce-overhead`` adds CUDA graphs on a GPU).
+``--precisions``: one row per size and precision, in one process (each compiled shape is
+compiled once per precision): ``float32``; ``tf32``, float32 products in TF32 on a GPU (all sides;
+the same as float32 on a CPU); ``bfloat16``, all sides in bfloat16 autocast (our side as
+``"mixed_precision": true`` trains). ``--mode``: the torch.compile mode (``reduce-overhead`` adds
+CUDA graphs on a GPU).
 """
 import argparse
 import copy
@@ -76,8 +78,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--mode", default="default", choices=compiled_step.COMPILE_MODES)
-    parser.add_argument("--tf32", action="store_true", help="TF32 float32 products (GPU)")
-    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast on every side")
+    parser.add_argument("--precisions", nargs="+", default=["float32"],
+                        choices=["float32", "tf32", "bfloat16"])
     parser.add_argument("--no-allennlp", action="store_true", help="leave AllenNLP core out")
     args = parser.parse_args()
     # The compiled path's one line per compiled shape (its compile time), on stderr.
@@ -88,18 +90,15 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    set_tf32(device, args.tf32)
     torch.manual_seed(0)
-    precision = "bfloat16 autocast" if args.amp else ("TF32" if args.tf32 else "float32")
     print(f"# {describe_run(device)}")
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; batch "
           f"{args.batch_size} x {args.tokens_per_sentence} tokens, {args.num_samples} sampled "
-          f"negatives of {args.vocabulary_size:,} words, Adagrad; {precision}; compile mode "
-          f"{args.mode}")
-    print("| size | eager tokens/s | compiled tokens/s | compiled / eager | compile s | "
-          "AllenNLP tokens/s | eager / AllenNLP | compiled / AllenNLP | max loss diff "
-          "compiled-eager | loss diff eager-AllenNLP at step 1 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"negatives of {args.vocabulary_size:,} words, Adagrad; compile mode {args.mode}")
+    print("| size | precision | eager tokens/s | compiled tokens/s | compiled / eager | "
+          "compile s | AllenNLP tokens/s | eager / AllenNLP | compiled / AllenNLP | max loss "
+          "diff compiled-eager | loss diff eager-AllenNLP at step 1 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     num_batches = args.steps + 1
     batches = [
         batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence,
@@ -109,58 +108,68 @@ def main() -> None:
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
-            eager = ElmoBiLm.from_files(options_file, weight_file, requires_grad=True).to(device)
-            theirs = None if args.no_allennlp else _ElmoBiLm(
-                options_file, weight_file, requires_grad=True).to(device)
-        eager.train()
-        compiled = copy.deepcopy(eager)
+            initial = ElmoBiLm.from_files(options_file, weight_file, requires_grad=True)
+            core = None if args.no_allennlp else _ElmoBiLm(
+                options_file, weight_file, requires_grad=True)
         softmax = SampledSoftmaxLoss(args.vocabulary_size, SIZES[size]["projection_dim"],
                                      args.num_samples).to(device)
         softmax.train()
-        sides: Dict[str, Callable] = {
-            "eager": make_step(eager, copy.deepcopy(softmax), lambda: None, args.amp, False),
-            "compiled": make_step(compiled, copy.deepcopy(softmax), lambda: None, args.amp,
-                                  args.mode),
-        }
-        if theirs is not None:
-            theirs.train()
-            sides["allennlp"] = make_step(theirs, copy.deepcopy(softmax),
-                                          theirs._elmo_lstm.reset_states, args.amp, False)
-        generator = torch.Generator(device=device).manual_seed(1)
-        times: Dict[str, List[float]] = {name: [] for name in sides}
-        losses: Dict[str, List[float]] = {name: [] for name in sides}
-        first: Dict[str, float] = {}
-        tokens = 0
-        for k, ids in enumerate(batches):
-            ids = ids.to(device)
-            targets = torch.randint(3, args.vocabulary_size, ids.shape[:2], device=device)
-            targets = torch.nn.functional.pad(targets, (1, 1), value=1)
-            sampled = softmax.sample(device, generator=generator)
-            for name, step in sides.items():
-                synchronize(device)
-                start = time.perf_counter()
-                losses[name].append(step(ids, targets, sampled))
-                synchronize(device)
-                elapsed = time.perf_counter() - start
-                if k == 0:
-                    first[name] = elapsed
-                else:
-                    times[name].append(elapsed)
-            if k > 0:
-                tokens += int((ids > 0).any(-1).sum())
-        rate = {name: tokens / sum(values) for name, values in times.items()}
-        # The compiled side's first step compiles; the eager side's first step is its warm-up.
-        compile_seconds = first["compiled"] - first["eager"]
-        loss_diff = max(abs(a - b) for a, b in zip(losses["compiled"], losses["eager"]))
-        if theirs is not None:
-            core = (f"{rate['allennlp']:,.0f} | {rate['eager'] / rate['allennlp']:.2f}x | "
-                    f"{rate['compiled'] / rate['allennlp']:.2f}x")
-            core_diff = f"{abs(losses['eager'][0] - losses['allennlp'][0]):.1e}"
-        else:
-            core, core_diff = "- | - | -", "-"
-        print(f"| {size} | {rate['eager']:,.0f} | {rate['compiled']:,.0f} | "
-              f"{rate['compiled'] / rate['eager']:.2f}x | {compile_seconds:.1f} | {core} | "
-              f"{loss_diff:.1e} | {core_diff} (loss {losses['eager'][0]:.4f}) |", flush=True)
+        for precision in args.precisions:
+            set_tf32(device, precision == "tf32")
+            row = time_sides(args, device, batches, initial, core, softmax,
+                             amp=precision == "bfloat16")
+            print(f"| {size} | {precision} | {row}", flush=True)
+    set_tf32(device, False)
+
+
+def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial: ElmoBiLm,
+               core, softmax: SampledSoftmaxLoss, amp: bool) -> str:
+    """One table row (after the size and precision): each side trained from the same weights."""
+    eager = copy.deepcopy(initial).to(device).train()
+    compiled = copy.deepcopy(initial).to(device).train()
+    sides: Dict[str, Callable] = {
+        "eager": make_step(eager, copy.deepcopy(softmax), lambda: None, amp, False),
+        "compiled": make_step(compiled, copy.deepcopy(softmax), lambda: None, amp, args.mode),
+    }
+    if core is not None:
+        theirs = copy.deepcopy(core).to(device).train()
+        sides["allennlp"] = make_step(theirs, copy.deepcopy(softmax),
+                                      theirs._elmo_lstm.reset_states, amp, False)
+    generator = torch.Generator(device=device).manual_seed(1)
+    times: Dict[str, List[float]] = {name: [] for name in sides}
+    losses: Dict[str, List[float]] = {name: [] for name in sides}
+    first: Dict[str, float] = {}
+    tokens = 0
+    for k, ids in enumerate(batches):
+        ids = ids.to(device)
+        targets = torch.randint(3, args.vocabulary_size, ids.shape[:2], device=device)
+        targets = torch.nn.functional.pad(targets, (1, 1), value=1)
+        sampled = softmax.sample(device, generator=generator)
+        for name, step in sides.items():
+            synchronize(device)
+            start = time.perf_counter()
+            losses[name].append(step(ids, targets, sampled))
+            synchronize(device)
+            elapsed = time.perf_counter() - start
+            if k == 0:
+                first[name] = elapsed
+            else:
+                times[name].append(elapsed)
+        if k > 0:
+            tokens += int((ids > 0).any(-1).sum())
+    rate = {name: tokens / sum(values) for name, values in times.items()}
+    # The compiled side's first step compiles; the eager side's first step is its warm-up.
+    compile_seconds = first["compiled"] - first["eager"]
+    loss_diff = max(abs(a - b) for a, b in zip(losses["compiled"], losses["eager"]))
+    if core is not None:
+        versus = (f"{rate['allennlp']:,.0f} | {rate['eager'] / rate['allennlp']:.2f}x | "
+                  f"{rate['compiled'] / rate['allennlp']:.2f}x")
+        core_diff = f"{abs(losses['eager'][0] - losses['allennlp'][0]):.1e}"
+    else:
+        versus, core_diff = "- | - | -", "-"
+    return (f"{rate['eager']:,.0f} | {rate['compiled']:,.0f} | "
+            f"{rate['compiled'] / rate['eager']:.2f}x | {compile_seconds:.1f} | {versus} | "
+            f"{loss_diff:.1e} | {core_diff} (loss {losses['eager'][0]:.4f}) |")
 
 
 if __name__ == "__main__":

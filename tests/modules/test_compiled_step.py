@@ -119,7 +119,8 @@ def test_compiled_training_equals_eager_within_float32_rounding(vocab, weights, 
             fields = windows(seed=step)
             eager_loss, eager_gradients = loss_and_gradients(eager, fields)
             exact_loss, exact_gradients = loss_and_gradients(exact, fields)
-            compiled_step.compiled_recurrence = lambda mode: calls.append(mode) or real(mode)
+            compiled_step.compiled_recurrence = (
+                lambda mode, gradient=False: calls.append(mode) or real(mode, gradient))
             try:
                 compiled_loss, compiled_gradients = loss_and_gradients(compiled, fields)
             finally:
@@ -166,14 +167,44 @@ def test_full_batch_recurrence_is_the_reference_without_padding():
         assert torch.allclose(ours_input.grad, reference_input.grad, rtol=1e-6, atol=1e-7)
 
 
-def test_the_recurrence_is_one_graph_on_a_fixed_shape():
+def test_the_compiled_functions_are_one_graph_each_on_a_fixed_shape():
     import torch._dynamo
 
     torch._dynamo.reset()
-    explanation = torch._dynamo.explain(compiled_step.full_batch_recurrence)(
-        *random_recurrence_inputs(), 3.0, 3.0)
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
+    inputs = random_recurrence_inputs()
+    explain = torch._dynamo.explain
+    with torch.no_grad():
+        inference = explain(compiled_step.full_batch_recurrence)(*inputs, 3.0, 3.0)
+        forward = explain(compiled_step.full_batch_training_forward)(*inputs, 3.0, 3.0)
+        saved = compiled_step.full_batch_training_forward(*inputs, 3.0, 3.0)
+        outputs, final_h, final_c = saved[:3]
+        backward = explain(compiled_step.full_batch_training_backward)(
+            torch.ones_like(outputs), torch.zeros_like(final_h), torch.zeros_like(final_c),
+            *inputs[1:], outputs, *saved[3:])
+    for explanation in (inference, forward, backward):
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        assert explanation.graph_count == 1
+
+
+def test_the_training_functions_are_the_hand_written_recurrence_without_padding():
+    """Run eagerly, the two functions that are compiled for training compute what
+    `ProjectedLstmRecurrence` computes, with clips that bind."""
+    ours_inputs = random_recurrence_inputs(seed=5)
+    eager_inputs = random_recurrence_inputs(seed=5)
+    ours = compiled_step.CompiledRecurrence.apply(
+        compiled_step.full_batch_training_forward, compiled_step.full_batch_training_backward,
+        *ours_inputs, 0.5, 0.4)
+    eager = ProjectedLstmRecurrence.apply(*eager_inputs, [BATCH] * WINDOW, 0.5, 0.4)
+    assert float((eager[2].abs() == 0.5).float().mean()) > 0.2  # the cell clip binds
+    assert float((eager[0].abs() == 0.4).float().mean()) > 0.2  # the projection clip binds
+    # Not to the bit: the eager loop adds the input gates inside the product (addmm).
+    for ours_output, eager_output in zip(ours, eager):
+        assert relative_difference(ours_output, eager_output) < 1e-6
+    weights = torch.linspace(-1, 1, eager[0].numel()).view_as(eager[0])
+    (ours[0] * weights).sum().backward()
+    (eager[0] * weights).sum().backward()
+    for ours_input, eager_input in zip(ours_inputs, eager_inputs):
+        assert relative_difference(ours_input.grad, eager_input.grad) < 1e-6
 
 
 @pytest.mark.slow  # compiling: see above

@@ -57,7 +57,7 @@ COMPILED_BY_DEFAULT: Dict[str, Optional[str]] = {"cpu": None, "cuda": None}
 MAX_SHAPES = 6
 
 _SETTING: contextvars.ContextVar = contextvars.ContextVar("elmo_compile", default=False)
-_COMPILED: Dict[str, Callable] = {}  # torch.compile'd full_batch_recurrence, by mode
+_COMPILED: Dict[str, Callable] = {}  # the torch.compile'd functions below, by name and mode
 _SHAPES_SEEN: Set[Tuple] = set()
 _OVER_LIMIT_LOGGED: List[bool] = [False]
 
@@ -135,15 +135,178 @@ def full_batch_recurrence(
     return torch.cat(outputs), h, c
 
 
-def compiled_recurrence(mode: str) -> Callable:
-    """`full_batch_recurrence` under ``torch.compile`` in ``mode``: one whole graph
-    (``fullgraph=True``: a graph break is an error, not a silent slowdown), static shapes."""
-    if mode not in _COMPILED:
-        _COMPILED[mode] = torch.compile(
-            full_batch_recurrence, fullgraph=True, dynamic=False,
-            mode=None if mode == "default" else mode,
+def full_batch_training_forward(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+) -> Tuple[torch.Tensor, ...]:
+    """
+    `lstm_recurrence.training_loop` for a batch without padding, written for tracing (no
+    ``out=`` buffers, no in-place updates): the outputs, the final ``h`` and ``c``, and what
+    `full_batch_training_backward` needs (the gate activations, cells, tanh of the cells, and
+    the clips' pass masks of every position). Runs without autograd (inside
+    `CompiledRecurrence.forward`).
+    """
+    batch_size, cell_size = c0.shape
+    num_steps = input_gates.size(0) // batch_size
+    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
+    steps = input_gates.to(state_dtype).view(num_steps, batch_size, 4 * cell_size)
+    h, c = h0, c0
+    activations, cells, tanh_cells, cell_passes, outputs, output_passes = [], [], [], [], [], []
+    for step in range(num_steps):
+        gates = steps[step] + torch.mm(h.to(matmul_dtype), recurrent_weight).to(state_dtype)
+        i, j, f, o = gates.split(cell_size, dim=1)
+        i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
+        c = f * c + i * j
+        if cell_clip is not None:
+            cell_passes.append((c >= -cell_clip) & (c <= cell_clip))
+            c = c.clamp(-cell_clip, cell_clip)
+        tanh_c = torch.tanh(c)
+        h = torch.mm((tanh_c * o).to(matmul_dtype), projection_weight).to(state_dtype)
+        if proj_clip is not None:
+            output_passes.append((h >= -proj_clip) & (h <= proj_clip))
+            h = h.clamp(-proj_clip, proj_clip)
+        activations.append(torch.cat([i, j, f, o], dim=1))
+        cells.append(c)
+        tanh_cells.append(tanh_c)
+        outputs.append(h)
+    passes = (
+        torch.cat(cell_passes) if cell_clip is not None else None,
+        torch.cat(output_passes) if proj_clip is not None else None,
+    )
+    return (torch.cat(outputs), h, c, torch.cat(activations), torch.cat(cells),
+            torch.cat(tanh_cells)) + passes
+
+
+def full_batch_training_backward(
+    grad_outputs: torch.Tensor,
+    grad_final_h: torch.Tensor,
+    grad_final_c: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    outputs: torch.Tensor,
+    activations: torch.Tensor,
+    cells: torch.Tensor,
+    tanh_cells: torch.Tensor,
+    cell_passes: Optional[torch.Tensor],
+    output_passes: Optional[torch.Tensor],
+) -> Tuple[torch.Tensor, ...]:
+    """
+    `ProjectedLstmRecurrence.backward` for a batch without padding, written for tracing: the
+    same backpropagation through time, in the same order of operations, with the weight
+    gradients as two large products over all steps (not one per step, as autograd's backward
+    of `full_batch_recurrence` would make them: on a CPU those per-step products cost more
+    than the rest of the backward). Returns the gradients of the input gates, ``h0``, ``c0`` and
+    the two weights.
+    """
+    batch_size, cell_size = c0.shape
+    num_steps = outputs.size(0) // batch_size
+    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
+    grad_h, grad_c = grad_final_h, grad_final_c
+    grad_gates: List[torch.Tensor] = []
+    grad_projected: List[torch.Tensor] = []
+    for step in range(num_steps - 1, -1, -1):
+        span = slice(step * batch_size, (step + 1) * batch_size)
+        i, j, f, o = activations[span].split(cell_size, dim=1)
+        tanh_c = tanh_cells[span]
+        d_projected = grad_h + grad_outputs[span]
+        if output_passes is not None:
+            d_projected = d_projected * output_passes[span]
+        d_hidden = torch.mm(d_projected.to(matmul_dtype), projection_weight.t()).to(state_dtype)
+        d_o = d_hidden * tanh_c
+        d_c = grad_c + d_hidden * o * (1 - tanh_c * tanh_c)
+        if cell_passes is not None:
+            d_c = d_c * cell_passes[span]
+        previous_c = c0 if step == 0 else cells[span.start - batch_size : span.start]
+        step_gates = torch.cat([
+            (d_c * j) * (i * (1 - i)),
+            (d_c * i) * (1 - j * j),
+            (d_c * previous_c) * (f * (1 - f)),
+            d_o * (o * (1 - o)),
+        ], dim=1)
+        grad_gates.append(step_gates)
+        grad_projected.append(d_projected)
+        grad_h = torch.mm(step_gates.to(matmul_dtype), recurrent_weight.t())
+        grad_c = d_c * f
+    all_gates = torch.cat(grad_gates[::-1])
+    all_projected = torch.cat(grad_projected[::-1])
+    previous_h = torch.cat([h0, outputs[: (num_steps - 1) * batch_size]])
+    grad_recurrent = previous_h.to(matmul_dtype).t() @ all_gates.to(matmul_dtype)
+    hidden = tanh_cells * activations[:, 3 * cell_size :]  # tanh(c) * o
+    grad_projection = hidden.to(matmul_dtype).t() @ all_projected.to(matmul_dtype)
+    return all_gates, grad_h.to(state_dtype), grad_c, grad_recurrent, grad_projection
+
+
+class CompiledRecurrence(torch.autograd.Function):
+    """
+    `ProjectedLstmRecurrence` for a batch without padding, with its forward
+    (`full_batch_training_forward`) and its hand-written backward
+    (`full_batch_training_backward`) each run as one compiled graph (the compiled functions
+    come in ``ctx``-free arguments: ``forward_function``, ``backward_function``). The same
+    arithmetic as the eager training path, in the same order, fused.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, forward_function, backward_function, input_gates, h0, c0, recurrent_weight,
+        projection_weight, cell_clip, proj_clip,
+    ):
+        (outputs, final_h, final_c, activations, cells, tanh_cells, cell_passes,
+         output_passes) = forward_function(input_gates, h0, c0, recurrent_weight,
+                                           projection_weight, cell_clip, proj_clip)
+        ctx.save_for_backward(h0, c0, recurrent_weight, projection_weight, outputs,
+                              activations, cells, tanh_cells, cell_passes, output_passes)
+        ctx.backward_function = backward_function
+        return outputs, final_h, final_c
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_outputs, grad_final_h, grad_final_c):  # type: ignore[override]
+        # Contiguous: the graph is compiled for the strides it first saw.
+        gradients = ctx.backward_function(grad_outputs.contiguous(), grad_final_h.contiguous(),
+                                          grad_final_c.contiguous(), *ctx.saved_tensors)
+        return (None, None) + tuple(gradients) + (None, None)
+
+
+def _training(mode: str) -> Recurrence:
+    """The compiled training recurrence in ``mode``: `full_batch_recurrence`'s arguments."""
+    forward_function = _compiled(full_batch_training_forward, mode)
+    backward_function = _compiled(full_batch_training_backward, mode)
+
+    def recurrence(input_gates, h0, c0, recurrent_weight, projection_weight, cell_clip,
+                   proj_clip):
+        return CompiledRecurrence.apply(forward_function, backward_function, input_gates, h0,
+                                        c0, recurrent_weight, projection_weight, cell_clip,
+                                        proj_clip)
+
+    return recurrence
+
+
+def _compiled(function: Callable, mode: str) -> Callable:
+    key = f"{function.__name__}:{mode}"
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(
+            function, fullgraph=True, dynamic=False, mode=None if mode == "default" else mode
         )
-    return _COMPILED[mode]
+    return _COMPILED[key]
+
+
+def compiled_recurrence(mode: str, needs_gradient: bool = False) -> Recurrence:
+    """
+    The recurrence for a batch without padding, compiled in ``mode``: with gradients,
+    `CompiledRecurrence` (forward and hand-written backward, each one graph); without,
+    `full_batch_recurrence`. Each graph whole (``fullgraph=True``: a graph break is an error,
+    not a silent slowdown), with static shapes.
+    """
+    if needs_gradient:
+        return _training(mode)
+    return _compiled(full_batch_recurrence, mode)
 
 
 def recurrence_for(
@@ -175,7 +338,7 @@ def recurrence_for(
               for tensor in (input_gates, h0, c0, recurrent_weight, projection_weight)),
         cell_clip, proj_clip,
     )
-    function = compiled_recurrence(mode)
+    function = compiled_recurrence(mode, needs_gradient)
     if key in _SHAPES_SEEN:
         return function
     if len(_SHAPES_SEEN) >= MAX_SHAPES:
