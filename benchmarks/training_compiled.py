@@ -72,7 +72,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["small", "original"])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--tokens-per-sentence", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per side (after 1 warm-up)")
+    parser.add_argument("--steps", type=int, default=3,
+                        help="timed steps per side (after 1 warm-up)")
     parser.add_argument("--num-samples", type=int, default=8192)
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--device", default="cpu")

@@ -298,3 +298,32 @@ def test_compiled_embedding_of_one_length_equals_eager(tmp_path):
         theirs, _ = eager.batch_to_embeddings(batch)
         assert relative_difference(ours, theirs) < 1e-6
     assert len(compiled_step._SHAPES_SEEN) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_compiled_recurrence_on_a_gpu_equals_eager_there(mode):
+    """On a GPU (Triton kernels; with CUDA graphs in reduce-overhead), plain float32 products."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = False
+    try:
+        device = torch.device("cuda")
+        compiled_inputs = [t.detach().to(device).requires_grad_()
+                           for t in random_recurrence_inputs(seed=7)]
+        eager_inputs = [t.detach().clone().requires_grad_() for t in compiled_inputs]
+        with compiled_step.compiling(mode):
+            function = compiled_step.recurrence_for(
+                *compiled_inputs, [BATCH] * WINDOW, 0.5, 0.4, needs_gradient=True)
+        assert function is not None
+        compiled = function(*compiled_inputs, 0.5, 0.4)
+        eager = ProjectedLstmRecurrence.apply(*eager_inputs, [BATCH] * WINDOW, 0.5, 0.4)
+        for compiled_output, eager_output in zip(compiled, eager):
+            assert relative_difference(compiled_output, eager_output) < 1e-6
+        weights = torch.linspace(-1, 1, eager[0].numel(), device=device).view_as(eager[0])
+        (compiled[0] * weights).sum().backward()
+        (eager[0] * weights).sum().backward()
+        for compiled_input, eager_input in zip(compiled_inputs, eager_inputs):
+            assert relative_difference(compiled_input.grad, eager_input.grad) < RELATIVE
+    finally:
+        matmul.allow_tf32 = before
