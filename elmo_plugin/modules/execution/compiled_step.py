@@ -288,13 +288,36 @@ def _training(mode: str) -> Recurrence:
     return recurrence
 
 
+# Modes whose graphs replay as CUDA graphs on a GPU: their outputs live in memory that the next
+# replay of the same graph writes over.
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
 def _compiled(function: Callable, mode: str) -> Callable:
     key = f"{function.__name__}:{mode}"
     if key not in _COMPILED:
-        _COMPILED[key] = torch.compile(
+        compiled = torch.compile(
             function, fullgraph=True, dynamic=False, mode=None if mode == "default" else mode
         )
+        if mode in CUDA_GRAPH_MODES:
+            compiled = _copying_outputs(compiled)
+        _COMPILED[key] = compiled
     return _COMPILED[key]
+
+
+def _copying_outputs(function: Callable) -> Callable:
+    """
+    ``function`` returning copies of its outputs. Under CUDA graphs the next replay of the same
+    graph writes over the last one's outputs, and one graph serves every layer and direction of
+    a shape: the first layer's outputs (kept for its backward, and added to the next layer's by
+    the skip connection) would be overwritten by the second's. A copy costs one pass over them.
+    """
+
+    def copying(*arguments):
+        return tuple(output.clone() if isinstance(output, torch.Tensor) else output
+                     for output in function(*arguments))
+
+    return copying
 
 
 def compiled_recurrence(mode: str, needs_gradient: bool = False) -> Recurrence:
