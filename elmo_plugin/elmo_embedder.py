@@ -195,8 +195,8 @@ class ElmoEmbedder:
         its first use, logged with its compile time; after a few shapes the others run eagerly).
         Batches with padding run eagerly as always. Within float32 rounding of the eager path,
         not to the bit. ``True``, ``False``, ``"auto"`` or a torch.compile mode, as training's
-        ``compile`` (`elmo_plugin.modules.execution.compiled_step`). On a CPU it did not make
-        embedding faster (BENCHMARKS.md, issue 36); on a GPU it is not measured yet.
+        ``compile`` (`elmo_plugin.modules.execution.compiled_step`). Its speed is not measured
+        yet, on a CPU (only on a shared, overloaded machine) or a GPU (issue 36).
     tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, run the float32 matrix products in TF32 (faster, 10-bit mantissa
         operands) while embedding; the default keeps them exact float32. No effect on a CPU.

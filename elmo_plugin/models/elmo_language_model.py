@@ -78,7 +78,7 @@ class ElmoLanguageModel(Model):
         ``false`` never does, a torch.compile mode by name (``"reduce-overhead"``: with CUDA
         graphs on a GPU) compiles in it, and ``"auto"`` compiles only on a device where that was
         measured faster (`elmo_plugin.modules.execution.compiled_step.COMPILED_BY_DEFAULT`): on
-        a CPU it is slower (BENCHMARKS.md, issue 36), so ``"auto"`` stays eager there; on a GPU
+        a CPU that is not established yet (issue 36), so ``"auto"`` stays eager there; on a GPU
         it is not measured yet, so eager too. The compile time is logged once per shape, at the
         first batch.
     tf32 : `bool`, optional (default = `True`)

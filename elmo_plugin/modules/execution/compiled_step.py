@@ -7,16 +7,21 @@ sentences all have one length (batches bucketed by length).
 Why: the eager recurrence (`lstm_recurrence`) launches two products and about ten elementwise
 operators per step, layer and direction, from Python. On a GPU a step of the Original biLM is
 then bound by launching them (issue 36: the GPU's kernels busy 27% of a training step). Compiled
-once for the fixed shape, the step's elementwise work is fused into a few kernels, and the whole
-forward and backward are replayed without Python (with CUDA graphs under
-``mode="reduce-overhead"``).
+once for the fixed shape, with the steps unrolled, each step's elementwise work is fused into a
+few kernels and the forward and backward run without Python between the steps (and with CUDA
+graphs, no launch per kernel either, under ``mode="reduce-overhead"``).
 
-What is compiled computes what the eager path computes, to float32 rounding: `full_batch_recurrence`
-is `lstm_recurrence.reference_recurrence` for a batch with no padding, and its backward is
-autograd's of that arithmetic (AOTAutograd compiles it with the forward), where the eager
-training path has a hand-written backward. The clips pass gradients as ``torch.clamp`` does (where
-the value is within the bounds, ends included), as the hand-written backward does. Tests compare
-the two (tests/modules/test_compiled_step.py).
+What is compiled computes what the eager path computes, within float32 rounding (not to the
+bit: fused kernels and the input gates added outside the product). In training,
+`CompiledRecurrence` is `lstm_recurrence.ProjectedLstmRecurrence` for a batch without padding:
+its forward (`full_batch_training_forward`, the training loop) and its hand-written backward
+(`full_batch_training_backward`, backpropagation through time with the weight gradients as two
+large products) are each one compiled graph. (Compiling autograd's backward of the plain
+recurrence instead makes one weight-gradient product per step, which the hand-written backward
+exists to avoid; on a CPU that version was 0.6x eager at the Small size.) The clips pass
+gradients where the value was within the bounds, ends included, as ``torch.clamp`` does. For
+inference, `full_batch_recurrence` is `lstm_recurrence.reference_recurrence` without padding.
+Tests compare them (tests/modules/test_compiled_step.py).
 
 How it is switched on: one setting, `COMPILE_SETTINGS`, given by the training model's and the
 embedder's ``compile`` option, held for the length of a call by `compiling` (a context variable,
@@ -47,10 +52,12 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 COMPILE_SETTINGS = (False, True, "auto") + COMPILE_MODES
 
 # Where "auto" compiles, by device type: only where the compiled path was measured faster than
-# eager and equal to it within float32 rounding. On a CPU it was measured slower for training at
-# the Small and Original sizes (BENCHMARKS.md, issue 36), so "auto" stays eager there. On a GPU
-# it has not been measured yet (no GPU machine was lent to issue 36): `benchmarks/gpu/session.sh
-# compiled` measures it, and this table is where the result goes.
+# eager and equal to it within float32 rounding. On a CPU, issue 36 measured the Small size only,
+# on a shared, overloaded machine (1.28x eager at batch 32 x 20, after a compile of 505 s): no
+# basis for a default, so "auto" stays eager there until `benchmarks/training_compiled.py` is
+# run alone at the Small and Original sizes. On a GPU it has not been measured yet (no GPU
+# machine was lent to issue 36): `benchmarks/gpu/session.sh compiled 1|2|3` measures it, and this
+# table is where the result goes (for example "cuda": "default").
 COMPILED_BY_DEFAULT: Dict[str, Optional[str]] = {"cpu": None, "cuda": None}
 
 # The most shapes compiled in one process; later shapes run eagerly.
