@@ -140,6 +140,24 @@ def test_compiled_training_equals_eager_within_float32_rounding(vocab, weights, 
     assert f"batch {BATCH} x {WINDOW} steps (64 cells, projection 16" in compile_lines[0]
 
 
+@pytest.mark.slow  # compiling: see above
+def test_compiled_training_in_bfloat16_autocast_equals_eager(vocab):
+    """``mixed_precision``: the products in bfloat16 on both paths (where the CPU has native
+    bfloat16; elsewhere both train in float32), everything else float32."""
+    eager = make_model(vocab, False, "random")
+    eager._mixed_precision = True
+    compiled = copy.deepcopy(eager)
+    compiled._compile = True
+    for step in range(2):
+        fields = windows(seed=step)
+        eager_loss, eager_gradients = loss_and_gradients(eager, fields)
+        compiled_loss, compiled_gradients = loss_and_gradients(compiled, fields)
+        assert compiled_loss == pytest.approx(eager_loss, rel=1e-6)
+        for name, gradient in eager_gradients.items():
+            assert relative_difference(compiled_gradients[name], gradient) < RELATIVE, name
+    assert len(compiled_step._SHAPES_SEEN) == 1
+
+
 def random_recurrence_inputs(seed: int = 0, requires_grad: bool = True):
     generator = torch.Generator().manual_seed(seed)
     cell, projection = 64, 16
