@@ -345,3 +345,33 @@ def test_compiled_recurrence_on_a_gpu_equals_eager_there(mode):
             assert relative_difference(compiled_input.grad, eager_input.grad) < RELATIVE
     finally:
         matmul.allow_tf32 = before
+
+
+@pytest.mark.slow  # compiling: see above
+def test_allennlp_train_with_compile_trains_a_stream_epoch(tmp_path, monkeypatch):
+    """The option as a user sets it (``-o '{"model.compile": true}'``): one epoch of stream
+    batching through ``allennlp train``, its windows compiled once and run compiled, learning.
+    (AllenNLP's training replaces the logging handlers, so the calls are counted instead.)"""
+    import json
+
+    from tests.training_configs.test_bilm_configs import (TINY_BILM, train_bilm,
+                                                           write_sample_subset)
+
+    arguments = {**write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16),
+                 **TINY_BILM, "batching": "stream", "num_epochs": 1, "num_samples": 16,
+                 "batch_size": 4}
+    compiles, runs = [], []
+    real_compile, real_apply = compiled_step._compile_now, compiled_step.CompiledRecurrence.apply
+    monkeypatch.setattr(compiled_step, "_compile_now", lambda function, arguments, gradient: (
+        compiles.append(tuple(arguments[0].shape)) or real_compile(function, arguments, gradient)))
+    monkeypatch.setattr(compiled_step.CompiledRecurrence, "apply", lambda *arguments: (
+        runs.append(1) or real_apply(*arguments)))
+    train_bilm(tmp_path / "run", arguments, {"model.compile": True})
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["model"]["compile"] is True
+    assert compiles == [(4 * 10, 4 * 16)]  # batch 4 x 10 steps, 16 cells: compiled once
+    assert len(runs) > 4  # every layer and direction of the full windows, warm-up included
+    log = (tmp_path / "run" / "out.log").read_text()
+    assert log.count("compile: the LSTM recurrence for batch 4 x 10 steps") == 1
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert math.isfinite(metrics["validation_ppl"]) and metrics["validation_ppl"] < 160
