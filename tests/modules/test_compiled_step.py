@@ -20,7 +20,6 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.modules.execution import compiled_step, float32_products
 from elmo_plugin.modules.execution.lstm_recurrence import (ProjectedLstmRecurrence,
