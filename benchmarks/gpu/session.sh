@@ -174,8 +174,10 @@ compiled)
   TRAIN="python3 benchmarks/training_compiled.py --device cuda --sizes original --steps 5"
   case "${2:?usage: session.sh compiled 1|2|3}" in
   1)
+    # The compiled path's CUDA tests (not slow) and the device tests; the CPU-compiling slow
+    # ones and the rest of the suite: `speed`, or TESTS=... with `profile`.
     TAIL=30 step test_compiled_cuda 200 python3 -m pytest -q -p no:cacheprovider -rs \
-      -m "slow or not slow" tests/modules/test_compiled_step.py tests/modules/test_device.py
+      tests/modules/test_compiled_step.py tests/modules/test_device.py
     TAIL=8 step training_compiled_128 330 $TRAIN --batch-size 128 \
       --precisions float32 tf32 bfloat16
     ;;
