@@ -5,7 +5,8 @@ and the same batches, with a check that both give the same vectors.
 
     .venv/bin/python benchmarks/embedding_throughput.py [--sizes tiny small original]
         [--batch-sizes 1 64] [--repeats 3] [--tokens-per-sentence 20] [--device cpu|cuda]
-        [--threads N] [--clock wall|cpu] [--precision float32|bfloat16]
+        [--threads N] [--clock wall|cpu] [--precision float32|bfloat16] [--compile MODE]
+        [--tf32]
 
 ``--precision bfloat16`` times a third side in the same run: ours with ``precision="bfloat16"``
 (`elmo_plugin.modules.precision`), against our float32 and AllenNLP's (float32), and reports
@@ -13,6 +14,11 @@ how far its vectors are from our float32 ones (largest absolute difference over 
 the top layer's mean cosine over tokens). It runs in bfloat16 whether or not the device has it
 natively; the header says which, because emulated bfloat16 (a CPU without AVX512-BF16 or AMX)
 is many times slower and its times are no measure of the option.
+
+``--compile MODE``: our side's LSTM recurrence compiled (issue 36) in that torch.compile mode,
+for batches whose rows all have one length (``--tokens-per-sentence`` N > 0; with 0 the batches
+have padding and run eagerly); the first call of each shape compiles, in the warm-up. ``--tf32``:
+float32 products in TF32 on a GPU, on every side.
 
 Random weights are fine for speed. Sentences are real English text from
 ``../shared/data/en/lm/heldout.txt``, cut to a fixed length so both sides do the same work
@@ -34,6 +40,8 @@ from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
 from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.execution import compiled_step
+from elmo_plugin.modules.execution.float32_products import set_tf32
 from elmo_plugin.data.character_ids import batch_to_ids
 
 # How calls are timed (``--clock``): wall-clock time, or the CPU time of this process (user and
@@ -69,15 +77,26 @@ def main() -> None:
                         help="cpu: the process's CPU time instead of wall-clock time, for a "
                         "machine whose cores other jobs share (use it with --threads 1: spinning "
                         "OpenMP threads count as CPU time)")
+    parser.add_argument("--compile", default=None, choices=compiled_step.COMPILE_MODES,
+                        help="our LSTM recurrence compiled in this mode (one-length batches)")
+    parser.add_argument("--tf32", action="store_true", help="TF32 float32 products (GPU)")
     args = parser.parse_args()
+    with compiled_step.compiling(args.compile or False):
+        run(args)
+
+
+def run(args) -> None:
     global clock
     clock = CLOCKS[args.clock]
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    set_tf32(device, args.tf32)
     torch.manual_seed(0)
     bfloat16 = args.precision == "bfloat16"
-    print(f"# {describe_run(device)}; {args.clock} clock")
+    print(f"# {describe_run(device)}; {args.clock} clock; ours "
+          f"{'compiled (' + args.compile + ')' if args.compile else 'eager'}"
+          f"{'; TF32 products' if args.tf32 else ''}")
     if bfloat16:
         support = bfloat16_support(device)
         print(f"# bfloat16 {'native' if support.native else 'EMULATED (times are no measure)'}: "

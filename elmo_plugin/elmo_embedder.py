@@ -49,6 +49,8 @@ from elmo_plugin.embedding_output.layout import (
 from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm_loading import load_bilm
+from elmo_plugin.modules.execution import compiled_step
+from elmo_plugin.modules.execution.float32_products import tf32_products
 from elmo_plugin.modules.precision import InferencePrecision
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -200,6 +202,17 @@ class ElmoEmbedder:
         LSTM's cell state and the outputs float32; elsewhere it logs one warning (here, when the
         embedder is built) and computes exactly what float32 does. See
         `elmo_plugin.modules.precision`.
+    compile : `Union[bool, str]`, optional (default = `False`)
+        Run the LSTM's recurrence compiled with ``torch.compile`` for batches whose sentences all
+        have the same length (batches bucketed by length: each batch shape is compiled once, on
+        its first use, logged with its compile time; after a few shapes the others run eagerly).
+        Batches with padding run eagerly as always. Within float32 rounding of the eager path,
+        not to the bit. ``True``, ``False``, ``"auto"`` or a torch.compile mode, as training's
+        ``compile`` (`elmo_plugin.modules.execution.compiled_step`). Its speed is not measured
+        yet, on a CPU (only on a shared, overloaded machine) or a GPU (issue 36).
+    tf32 : `bool`, optional (default = `False`)
+        On a CUDA GPU, run the float32 matrix products in TF32 (faster, 10-bit mantissa
+        operands) while embedding; the default keeps them exact float32. No effect on a CPU.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments: ``options_file=`` here, a command's own
         options (``--options-file``) when ``allennlp elmo`` builds the embedder.
@@ -217,8 +230,15 @@ class ElmoEmbedder:
         model: Optional[Union[PathLike, ModelFiles]] = None,
         precision: str = "float32",
         argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+        compile: Union[bool, str] = False,
+        tf32: bool = False,
     ) -> None:
         self._precision = InferencePrecision(precision)
+        try:
+            self._compile = compiled_step.check_compile_setting(compile)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        self._tf32 = tf32
         # The device first: a missing GPU should not wait for a model download.
         if isinstance(cuda_device, torch.device):
             self._device = cuda_device
@@ -289,7 +309,8 @@ class ElmoEmbedder:
             )
             return activations, torch.zeros(batch_size, 0, dtype=torch.bool, device=self._device)
         character_ids = self.elmo_bilm.character_ids.batch_to_ids(batch).to(self._device)
-        output = self._precision.run_bilm(self.elmo_bilm, character_ids)
+        with compiled_step.compiling(self._compile), tf32_products(self._device, self._tf32):
+            output = self._precision.run_bilm(self.elmo_bilm, character_ids)
         layers = torch.stack(output["activations"], dim=2)  # (batch, time + 2, layers, dim)
         activations, mask = remove_sentence_boundaries(layers, output["mask"])
         activations = activations.transpose(1, 2)  # (batch, layers, time, dim)

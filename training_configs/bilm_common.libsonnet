@@ -44,6 +44,8 @@ local boolean(name, value) =
     mixed_precision=false,
     cuda_device=-1,
     num_workers=0,
+    compile="auto",
+    tf32=true,
   )::
     assert batching == "sentences" || batching == "stream" :
            "batching must be \"sentences\" or \"stream\", got " + std.manifestJson(batching);
@@ -56,6 +58,11 @@ local boolean(name, value) =
     assert integer_at_least("num_workers", num_workers, 0);
     assert integer_at_least("cuda_device", cuda_device, -1);
     assert boolean("mixed_precision", mixed_precision);
+    assert boolean("tf32", tf32);
+    assert std.member([true, false, "auto", "default", "reduce-overhead", "max-autotune",
+                       "max-autotune-no-cudagraphs"], compile)
+           || error "compile must be true, false, \"auto\" or a torch.compile mode, got "
+                    + std.manifestJson(compile);
     local stream = batching == "stream";
     local reader = {
       type: "bilm_corpus",
@@ -79,6 +86,10 @@ local boolean(name, value) =
         options: options,
         // bfloat16 autocast in training where the device has bfloat16 arithmetic (README).
         mixed_precision: mixed_precision,
+        // The LSTM recurrence compiled for stream batching's fixed-shape windows ("auto": where
+        // measured faster, README "On a GPU"), and TF32 float32 products on a CUDA GPU.
+        compile: compile,
+        tf32: tf32,
       },
       data_loader: {
         num_workers: num_workers,

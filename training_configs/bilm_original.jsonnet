@@ -10,6 +10,14 @@
 //          "trainer.cuda_device": 0, "model.mixed_precision": true}'
 // "model.mixed_precision": true trains in bfloat16 autocast where the device has bfloat16
 // arithmetic (2.3x faster steps on a CPU with AVX512-BF16; not yet measured on a GPU).
+//
+// On one GPU (issue 36): the LSTM recurrence of the fixed-shape windows can run compiled
+// (compile: true, or "reduce-overhead" for CUDA graphs; "auto" compiles only where measured
+// faster, which no GPU has been yet), and float32 products in TF32 (tf32, on by default; a CUDA
+// setting, nothing on a CPU). TO BE MEASURED on an H100 (`bash benchmarks/gpu/session.sh
+// compiled`): which batch size (128 or 256 rows) and which of compile / tf32 /
+// mixed_precision is fastest at the same perplexity; the values below are bilm-tf's recipe and
+// the defaults until then.
 local common = import "bilm_common.libsonnet";
 
 local options = {
@@ -45,6 +53,10 @@ function(
   vocabulary_file=null,
   mixed_precision=false,
   cuda_device=-1,
+  // TO BE MEASURED on an H100 (see above): the fastest exact setting, and batch 128 or 256.
+  compile="auto",
+  tf32=true,
+  batch_size=128,
 )
 common.config(
   options=options,
@@ -53,7 +65,9 @@ common.config(
   vocabulary_file=vocabulary_file,
   mixed_precision=mixed_precision,
   cuda_device=cuda_device,
-  batch_size=128,
+  compile=compile,
+  tf32=tf32,
+  batch_size=batch_size,
   num_epochs=10,
   num_samples=8192,
   unroll_steps=20,

@@ -21,11 +21,24 @@
 #   bash benchmarks/gpu/session.sh profile      # where a training step's time goes on the GPU,
 #                                               # and bfloat16 embedding's on the host CPU; then
 #                                               # the tests named in $TESTS (default: all)
+#   bash benchmarks/gpu/session.sh compiled 1  # issue 36, in three calls (each within 10
+#   bash benchmarks/gpu/session.sh compiled 2  # minutes): 1. the compiled path's tests and the
+#   bash benchmarks/gpu/session.sh compiled 3  # device tests with CUDA, Original training
+#                                               # batch 128 x 20: eager / compiled / AllenNLP core
+#                                               # in float32, TF32, bfloat16; 2. the same at batch
+#                                               # 256, and compiled with CUDA graphs
+#                                               # (reduce-overhead); 3. a profile of the compiled
+#                                               # step, Original embedding at batch 64 and 256 of
+#                                               # real lengths against core (eager: padded
+#                                               # batches) and of one length (compiled and eager),
+#                                               # perplexity after 150 steps eager vs compiled on
+#                                               # ../shared/data/en/lm (held-out file).
+#                                               # Then the rest of the suite: `speed`.
 #
 # Logs go to $OUT/logs.tar.gz (the device tool's output folder; build/gpu elsewhere), each step's
 # tail to stdout.
 set -u
-STAGE=${1:?usage: session.sh speed|downstream|tasks|cpu|profile}
+STAGE=${1:?usage: session.sh speed|downstream|tasks|cpu|profile|compiled 1|2|3}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 OUTDIR=${OUT:-build/gpu}
 LOGS=$OUTDIR/logs
@@ -154,6 +167,40 @@ profile)
   left=$(( 560 - ($(date +%s) - START) ))
   TAIL=25 step tests_again $(( left > 60 ? left : 60 )) python3 -m pytest -q -p no:cacheprovider \
     -n 8 -rfEs ${TESTS:-tests}
+  ;;
+compiled)
+  # Issue 36. Compiling the Original recurrence takes a minute or more per shape and precision
+  # (forward and backward graphs), so each part stays well inside the call's 10 minutes.
+  TRAIN="python3 benchmarks/training_compiled.py --device cuda --sizes original --steps 5"
+  case "${2:?usage: session.sh compiled 1|2|3}" in
+  1)
+    # The compiled path's CUDA tests (not slow) and the device tests; the CPU-compiling slow
+    # ones and the rest of the suite: `speed`, or TESTS=... with `profile`.
+    TAIL=30 step test_compiled_cuda 200 python3 -m pytest -q -p no:cacheprovider -rs \
+      tests/modules/test_compiled_step.py tests/modules/test_device.py
+    TAIL=8 step training_compiled_128 330 $TRAIN --batch-size 128 \
+      --precisions float32 tf32 bfloat16
+    ;;
+  2)
+    TAIL=8 step training_compiled_256 360 $TRAIN --batch-size 256 \
+      --precisions float32 tf32 bfloat16
+    TAIL=8 step training_cudagraphs_128 180 $TRAIN --batch-size 128 --precisions tf32 bfloat16 \
+      --mode reduce-overhead --no-allennlp
+    ;;
+  3)
+    TAIL=45 step profile_compiled 150 python3 benchmarks/gpu/training_step_profile.py \
+      --size original --batch-size 128 --compile default --tf32 --no-cudnn
+    step embedding_natural 100 python3 benchmarks/embedding_throughput.py --device cuda \
+      --sizes original --batch-sizes 64 256 --tokens-per-sentence 0 --precision bfloat16 \
+      --repeats 5
+    step embedding_one_length_compiled 120 python3 benchmarks/embedding_throughput.py \
+      --device cuda --sizes original --batch-sizes 64 256 --tokens-per-sentence 20 \
+      --repeats 5 --compile default
+    TAIL=8 step perplexity_compiled 180 python3 benchmarks/gpu/compiled_perplexity.py \
+      --device cuda --size original --steps 150 --batch-size 128 --tf32
+    ;;
+  *) echo "compiled takes a part: 1, 2 or 3" >&2; exit 2 ;;
+  esac
   ;;
 *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@ LSTM layer at inference (issue 29).
 
     python3 benchmarks/gpu/training_step_profile.py [--size original] [--batch-size 128]
         [--tokens-per-sentence 20] [--num-samples 8192] [--vocabulary-size 100000] [--amp]
+        [--tf32] [--compile MODE] [--no-cudnn]
 
 1. One training step of ours (as ``training_throughput.py`` times it: forward, the sampled
    softmax of both directions, backward, Adagrad), after two warm-up steps, under
@@ -11,6 +12,8 @@ LSTM layer at inference (issue 29).
    its kernels' durations), the number of kernels launched, and the kernels and CPU-side
    operators that take the most time. A step whose kernels keep the GPU busy a small part of its
    wall time is bound by launching them (Python and the CUDA launch path), not by arithmetic.
+   ``--compile MODE`` profiles the step with the LSTM recurrence compiled in that torch.compile
+   mode (issue 36; compiled in the warm-up steps), ``--tf32`` with float32 products in TF32.
 2. One LSTM layer and direction at the size's shape, inference on the same batch: ours
    (`ProjectedLstmLayer`, with its cell and projection clipping) against cuDNN's
    ``torch.nn.LSTM(proj_size=...)`` (no clipping), timed alternately after warm-up, with CUDA
@@ -31,10 +34,12 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 
 from bilm_sizes import SIZES, load_sentences, write_random_bilm  # noqa: E402
-from training_throughput import make_step  # noqa: E402
+from training_compiled import make_step  # noqa: E402
 from elmo_plugin.common.hardware import describe_run  # noqa: E402
 from elmo_plugin.data.character_ids import batch_to_ids  # noqa: E402
 from elmo_plugin.modules.bilm import ElmoBiLm  # noqa: E402
+from elmo_plugin.modules.execution.compiled_step import COMPILE_MODES  # noqa: E402
+from elmo_plugin.modules.execution.float32_products import set_tf32  # noqa: E402
 from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer  # noqa: E402
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss  # noqa: E402
 
@@ -46,7 +51,7 @@ def profile_training_step(args, device: torch.device) -> None:
     bilm.train()
     softmax = SampledSoftmaxLoss(args.vocabulary_size, SIZES[args.size]["projection_dim"],
                                  args.num_samples).to(device)
-    step = make_step(bilm, softmax, lambda: None, amp=args.amp)
+    step = make_step(bilm, softmax, lambda: None, args.amp, args.compile or False)
     generator = torch.Generator(device=device).manual_seed(1)
     batches = []
     for k in range(3):
@@ -67,7 +72,9 @@ def profile_training_step(args, device: torch.device) -> None:
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     busy = sum(e.device_time_total for e in kernels) / 1000.0  # ms
     print(f"\n## One training step, {args.size}, batch {args.batch_size} x "
-          f"{args.tokens_per_sentence} tokens{', bfloat16 autocast' if args.amp else ''}")
+          f"{args.tokens_per_sentence} tokens{', bfloat16 autocast' if args.amp else ''}"
+          f"{', TF32' if args.tf32 else ''}"
+          f"{', LSTM compiled (' + args.compile + ')' if args.compile else ', eager'}")
     print(f"- wall {1000 * wall:.1f} ms under the profiler ({tokens / wall:,.0f} tokens/s); GPU "
           f"busy {busy:.1f} ms ({100 * busy / (1000 * wall):.0f}% of the wall time); "
           f"{len(kernels):,} kernels ({1e6 * wall / max(len(kernels), 1):.1f} us of wall time "
@@ -126,14 +133,20 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=8192)
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--amp", action="store_true", help="the step in bfloat16 autocast")
+    parser.add_argument("--tf32", action="store_true", help="float32 products in TF32")
+    parser.add_argument("--compile", default=None, choices=COMPILE_MODES,
+                        help="the LSTM recurrence compiled in this torch.compile mode")
+    parser.add_argument("--no-cudnn", action="store_true", help="skip the comparison with cuDNN")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
     device = torch.device("cuda")
     torch.manual_seed(0)
     print(f"# {describe_run(device)}; torch CUDA {torch.version.cuda}")
+    set_tf32(device, args.tf32)
     profile_training_step(args, device)
-    compare_with_cudnn(args, device)
+    if not args.no_cudnn:
+        compare_with_cudnn(args, device)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ The biLM as an AllenNLP `Model`: what ``allennlp train training_configs/bilm.jso
 """
 import logging
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -17,7 +17,9 @@ from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.data.bilm_fields import character_ids, target_ids
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.execution import compiled_step
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
+from elmo_plugin.modules.execution.float32_products import set_tf32
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
@@ -67,6 +69,23 @@ class ElmoLanguageModel(Model):
         such a device the first training batch logs a warning naming the reason and the model
         trains in float32. The trainer's ``use_amp`` is the float16 alternative, GPU only (not
         tested here: no GPU).
+    compile : `Union[bool, str]`, optional (default = `"auto"`)
+        Run the LSTM's recurrence in training compiled with ``torch.compile`` (forward and
+        backward; Inductor's C++ kernels on a CPU, Triton's on a GPU) for batches without
+        padding: stream batching's windows, every row ``unroll_steps`` tokens. It computes what
+        the eager path computes, within float32 rounding, clips included; batches with padding,
+        validation and evaluation run eagerly. ``true`` compiles (torch.compile's default mode),
+        ``false`` never does, a torch.compile mode by name (``"reduce-overhead"``: with CUDA
+        graphs on a GPU) compiles in it, and ``"auto"`` compiles only on a device where that was
+        measured faster (`elmo_plugin.modules.execution.compiled_step.COMPILED_BY_DEFAULT`): on
+        a CPU that is not established yet (issue 36), so ``"auto"`` stays eager there; on a GPU
+        it is not measured yet, so eager too. The compile time is logged once per shape, at the
+        first batch.
+    tf32 : `bool`, optional (default = `True`)
+        On a CUDA GPU, float32 matrix products use TF32 (10-bit mantissa operands, float32
+        sums; Ampere and newer), set for the whole process at the first training batch, with one
+        log line. ``false`` keeps plain float32 products. No effect on a CPU. Whether TF32 leaves
+        the perplexity curve unchanged has not been measured yet (issue 36's GPU runs).
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -92,9 +111,18 @@ class ElmoLanguageModel(Model):
         mixed_precision: bool = False,
         check_vocabulary_order: bool = True,
         initializer: Optional[InitializerApplicator] = None,
+        compile: Union[bool, str] = "auto",
+        tf32: bool = True,
     ) -> None:
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
+        try:
+            self._compile = compiled_step.check_compile_setting(compile, "model.compile")
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        self._tf32 = tf32
+        # The devices whose TF32 setting training has made (once each: `_start_training_on`).
+        self._tf32_devices: Set[torch.device] = set()
         # Whether bfloat16 autocast is used on each device the model has trained on, decided on
         # the first training batch there (`_autocast_enabled`).
         self._native_bfloat16 = NativeBfloat16(
@@ -185,7 +213,14 @@ class ElmoLanguageModel(Model):
                 "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
             )
         device = self._device()
-        with torch.autocast(
+        if self.training and device not in self._tf32_devices:
+            self._tf32_devices.add(device)
+            if set_tf32(device, self._tf32):
+                logger.info("tf32: float32 matrix products on %s in %s (model.tf32)", device,
+                            "TF32" if self._tf32 else "plain float32")
+        # The LSTM's recurrence compiled in training where `compile` asks for it on this device
+        # (the choice is `compiled_step`'s, made per layer call).
+        with compiled_step.compiling(self._compile if self.training else False), torch.autocast(
             device.type, dtype=torch.bfloat16, enabled=self._autocast_enabled(device)
         ):
             if tokens is not None:

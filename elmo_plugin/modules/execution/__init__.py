@@ -14,7 +14,12 @@ one call into this package, and the call decides here, once, how to run it:
   differ, beside the plain ``nn.Conv1d`` definition they equal;
 - `lstm_layer` and `lstm_recurrence`: one LSTM layer's run (rows sorted and packed, the input
   product for all steps at once), its training loop with a hand-written backward and its
-  inference loop, beside the plain step-by-step definition they equal.
+  inference loop, beside the plain step-by-step definition they equal;
+- `compiled_step`: that recurrence compiled with ``torch.compile`` for batches without padding
+  (training's fixed-shape windows, inference batches of one length), where a ``compile`` setting
+  asks for it (`compiled_step.compiling`); chosen once per layer call by `lstm_layer`;
+- `float32_products`: TF32 for float32 products on a CUDA GPU (training's and inference's ``tf32``
+  options; nothing on a CPU).
 
 Each fast path sits beside the plain one it must equal, and tests compare the two.
 """

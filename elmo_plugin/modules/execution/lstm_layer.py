@@ -1,7 +1,9 @@
 """
 How one `ProjectedLstmLayer` runs over a batch: rows sorted longest first and packed, the input
-half of every gate for all steps in one product, then the recurrence (`lstm_recurrence`): the
-training loop with its hand-written backward where a gradient is needed, else the inference loop.
+half of every gate for all steps in one product, then the recurrence: compiled for a batch
+without padding where a ``compile`` setting asks for it (`compiled_step`), else
+(`lstm_recurrence`) the training loop with its hand-written backward where a gradient is needed,
+and the inference loop where not.
 What is computed is the layer's (TensorFlow's ``LSTMCell`` with a projection and clips); this
 decides, once per call, how.
 """
@@ -9,7 +11,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import torch
 
-from elmo_plugin.modules.execution import lstm_recurrence
+from elmo_plugin.modules.execution import compiled_step, lstm_recurrence
 from elmo_plugin.modules.execution.lstm_recurrence import ProjectedLstmRecurrence, inference_loop
 from elmo_plugin.modules.execution.weight_copies import kept_copy
 
@@ -70,7 +72,18 @@ def run_layer(
     input_weight, recurrent_weight, projection_weight = weights
     input_gates = torch.addmm(layer.effective_bias(), packed, input_weight)
     h, c = h.to(dtype), c.to(dtype)
-    if needs_gradient:
+    # Compiled for a batch without padding, where a `compiled_step.compiling` setting asks for
+    # it on this device; else one of the eager loops below.
+    compiled = compiled_step.recurrence_for(
+        input_gates, h, c, recurrent_weight, projection_weight, step_sizes, layer.cell_clip,
+        layer.proj_clip, needs_gradient,
+    )
+    if compiled is not None:
+        packed_output, h, c = compiled(
+            input_gates, h, c, recurrent_weight, projection_weight, layer.cell_clip,
+            layer.proj_clip,
+        )
+    elif needs_gradient:
         packed_output, h, c = ProjectedLstmRecurrence.apply(
             input_gates.to(dtype), h, c, recurrent_weight, projection_weight, step_sizes,
             layer.cell_clip, layer.proj_clip,
