@@ -45,7 +45,7 @@ local boolean(name, value) =
     cuda_device=-1,
     num_workers=0,
     compile="auto",
-    tf32=true,
+    tf32=false,
   )::
     assert batching == "sentences" || batching == "stream" :
            "batching must be \"sentences\" or \"stream\", got " + std.manifestJson(batching);

@@ -13,8 +13,8 @@
 //
 // On one GPU (issue 36): the LSTM recurrence of the fixed-shape windows can run compiled
 // (compile: true, or "reduce-overhead" for CUDA graphs; "auto" compiles only where measured
-// faster, which no GPU has been yet), and float32 products in TF32 (tf32, on by default; a CUDA
-// setting, nothing on a CPU). TO BE MEASURED on an H100 (`bash benchmarks/gpu/session.sh
+// faster, which no GPU has been yet), and float32 products in TF32 (tf32, off until measured; a
+// CUDA setting, nothing on a CPU). TO BE MEASURED on an H100 (`bash benchmarks/gpu/session.sh
 // compiled`): which batch size (128 or 256 rows) and which of compile / tf32 /
 // mixed_precision is fastest at the same perplexity; the values below are bilm-tf's recipe and
 // the defaults until then.
@@ -55,7 +55,7 @@ function(
   cuda_device=-1,
   // TO BE MEASURED on an H100 (see above): the fastest exact setting, and batch 128 or 256.
   compile="auto",
-  tf32=true,
+  tf32=false,
   batch_size=128,
 )
 common.config(

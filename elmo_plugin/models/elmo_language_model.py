@@ -81,11 +81,11 @@ class ElmoLanguageModel(Model):
         a CPU that is not established yet (issue 36), so ``"auto"`` stays eager there; on a GPU
         it is not measured yet, so eager too. The compile time is logged once per shape, at the
         first batch.
-    tf32 : `bool`, optional (default = `True`)
+    tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, float32 matrix products use TF32 (10-bit mantissa operands, float32
         sums; Ampere and newer), set for the whole process at the first training batch, with one
-        log line. ``false`` keeps plain float32 products. No effect on a CPU. Whether TF32 leaves
-        the perplexity curve unchanged has not been measured yet (issue 36's GPU runs).
+        log line. No effect on a CPU. Off by default until issue 36's GPU runs show that TF32
+        leaves the perplexity curve unchanged (the condition for turning it on by default).
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -112,7 +112,7 @@ class ElmoLanguageModel(Model):
         check_vocabulary_order: bool = True,
         initializer: Optional[InitializerApplicator] = None,
         compile: Union[bool, str] = "auto",
-        tf32: bool = True,
+        tf32: bool = False,
     ) -> None:
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
