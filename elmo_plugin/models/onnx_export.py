@@ -22,11 +22,13 @@ Beside the graph go ``options.json`` (the architecture, bilm-tf's format) and
 ``character_ids.json``: how tokens become ids, as a table that a serving process reads without
 the plugin or PyTorch (examples/serve_onnx.py).
 """
+import contextlib
 import json
 import logging
 import os
 import time
-from typing import Any, Dict, List, Optional, Tuple
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -38,7 +40,9 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.write_errors import is_write_failure
 from elmo_plugin.data.character_ids import (
     BEGINNING_OF_WORD_CHARACTER,
+    BOS_TOKEN,
     END_OF_WORD_CHARACTER,
+    EOS_TOKEN,
     PADDING_CHARACTER,
     ElmoCharacterIds,
 )
@@ -145,6 +149,12 @@ def character_id_table(bilm: ElmoBiLm) -> Dict[str, Any]:
             "beginning_of_word": BEGINNING_OF_WORD_CHARACTER + 1,
             "end_of_word": END_OF_WORD_CHARACTER + 1,
             "padding": PADDING_CHARACTER + 1,
+            # Tokens whose whole row is given: the sentence markers, written as the graph
+            # writes them around every sentence, if a text has them as tokens.
+            "token_rows": {
+                BOS_TOKEN: list(scheme.beginning_of_sentence_ids),
+                EOS_TOKEN: list(scheme.end_of_sentence_ids),
+            },
         }
     raise ConfigurationError(
         f"cannot write the character ids of {type(scheme).__name__} as a table for serving"
@@ -179,6 +189,25 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
             f"{shown_path}: the exported graph's input has fixed axes ({_describe_input(model_path)}"
             "), so it would take only one batch size or sentence length; nothing was written"
         )
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """
+    The exporter's graph passes log every rewrite at INFO (hundreds of lines under AllenNLP's
+    logging) and warn of their own deprecations: only their warnings and errors are shown.
+    """
+    loggers = [logging.getLogger(name) for name in ("onnx_ir", "onnxscript", "torch.onnx")]
+    levels = [each.level for each in loggers]
+    try:
+        for each in loggers:
+            each.setLevel(max(each.getEffectiveLevel(), logging.WARNING))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        for each, level in zip(loggers, levels):
+            each.setLevel(level)
 
 
 def _describe_input(model_path: str) -> str:
@@ -270,7 +299,7 @@ def export_onnx(
             f"--format onnx needs the packages onnx and onnxscript ({error}); see "
             "requirements/dev.txt for the versions tested"
         ) from None
-    module = load_exported_module(model, output, embedder, scalar_mix, argument_names)
+    module = load_exported_module(model, output, embedder, scalar_mix, argument_names).eval()
     bilm = module.bilm
     table = character_id_table(bilm)
     ids = example_ids(bilm)
@@ -279,7 +308,7 @@ def export_onnx(
         graph_path = os.path.join(directory, MODEL_NAME)
         start = time.perf_counter()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _quiet_exporter():
                 torch.onnx.export(
                     module,
                     (ids,),
