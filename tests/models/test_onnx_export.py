@@ -329,3 +329,47 @@ def test_the_example_runs_without_pytorch(golden_export, tmp_path):
         assert a.shape == b.shape
         if a.size:
             assert float(np.abs(a - b).max()) < ATOL
+
+
+@pytest.mark.slow  # trains a tagger for an epoch, then exports
+def test_a_task_models_fine_tuned_mix_through_the_command(tmp_path, capsys):
+    from allennlp.commands.train import train_model
+    from allennlp.common import Params
+    from allennlp.models.archival import load_archive
+
+    data = tmp_path / "train.txt"
+    data.write_text("the###D dog###N runs###V .###P\na###D big###A cat###N .###P\n",
+                    encoding="utf-8")
+    config = {
+        "dataset_reader": {"type": "sequence_tagging",
+                           "token_indexers": {"elmo": {"type": "elmo_characters"}}},
+        "train_data_path": str(data),
+        "model": {
+            "type": "simple_tagger",
+            "text_field_embedder": {"token_embedders": {"elmo": {
+                "type": "elmo_token_embedder", "options_file": str(FIXTURES / "options.json"),
+                "weight_file": str(FIXTURES / "lm_weights.hdf5"), "requires_grad": True,
+                "do_layer_norm": True, "dropout": 0.0}}},
+            "encoder": {"type": "pass_through", "input_dim": 32},
+        },
+        "data_loader": {"batch_size": 2},
+        "trainer": {"num_epochs": 2, "optimizer": {"type": "adam", "lr": 0.1}, "cuda_device": -1},
+    }
+    train_model(Params(config), str(tmp_path / "run"))
+    archive = tmp_path / "run" / "model.tar.gz"
+    out = tmp_path / "onnx"
+    assert run_export(archive, out, "--format", "onnx", "--scalar-mix", "1") == 1
+    assert "has 1 scalar mix(es); --scalar-mix takes 0 to 0, got 1" in capsys.readouterr().err
+    assert run_export(archive, out, "--format", "onnx", "--scalar-mix", "0") == 0
+    capsys.readouterr()
+    elmo = next(module for module in load_archive(str(archive)).model.modules()
+                if isinstance(module, Elmo)).eval()
+    assert float(elmo.scalar_mixes[0].gamma.detach()) != 1.0  # fine-tuned: the mix moved
+    ids = elmo.bilm.character_ids.batch_to_ids(mixed_batch(16, seed=3))
+    with torch.no_grad():
+        expected = elmo(ids)
+    run = session(out)
+    assert [output.name for output in run.get_outputs()] == ["mix", "mask"]
+    mixed, mask = run.run(None, {"character_ids": ids.numpy()})
+    assert np.array_equal(mask, expected["mask"].numpy())
+    assert float(np.abs(mixed - expected["elmo_representations"][0].numpy()).max()) < ATOL
