@@ -257,13 +257,21 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert run_export(legacy, out, "--top") == 2
     assert "--top chooses the outputs of --format onnx" in capsys.readouterr().err
 
+    # A training run that has not finished an epoch: no weights yet.
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text(json.dumps({"model": {"type": "elmo_bilm"}}))
+    assert run_export(unfinished, out, "--format", "onnx") == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "has training finished an epoch yet?" in error
+
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "mine.txt").write_text("keep")
     assert run_export(FIXTURES, taken, "--format", "onnx") == 1
     assert "holds other files than an earlier output" in capsys.readouterr().err
     assert os.listdir(taken) == ["mine.txt"]
-    assert sorted(os.listdir(tmp_path)) == ["taken", "unknown"]
+    assert sorted(os.listdir(tmp_path)) == ["taken", "unfinished", "unknown"]
 
 
 # examples/serve_onnx.py
