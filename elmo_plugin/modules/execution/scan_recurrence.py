@@ -9,10 +9,10 @@ length, Python loops run as many steps as the longest sentence), and an exporter
 them records one example's choices: ``torch.onnx.export`` unrolls the time loop at the example's
 length and pins the token axis (issue 40 has the details). Here instead
 
-- the character encoder runs over every position of the batch (``nn.Conv1d`` over every
-  character window: `reference_max_pooled_convolutions`, the plain definition that the fast
-  convolutions equal), and padded positions are zeroed afterwards, as `ElmoBiLm.encode_tokens`
-  leaves them;
+- the character encoder runs over every real position of the batch (gathered by the mask,
+  ``nn.Conv1d`` over every character window: `reference_max_pooled_convolutions`, the plain
+  definition that the fast convolutions equal), and padded positions stay zero, as
+  `ElmoBiLm.encode_tokens` leaves them;
 - each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, which the ONNX exporter
   writes as an ONNX ``Scan``) over every row of the batch, each step the very step function of
   the eager definition (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
@@ -135,11 +135,19 @@ def bilm_layers_masked(bilm, character_ids: torch.Tensor) -> Tuple[List[torch.Te
     batch_size, num_positions, ids_per_token = ids.shape
     encoder = bilm.character_encoder
     flat_ids = ids.reshape(batch_size * num_positions, ids_per_token)
-    character_part, word_ids = encoder._split_word_ids(flat_ids)
+    # Only the real positions are encoded (a graph input of data-dependent length: ONNX's
+    # NonZero), as `ElmoBiLm.encode_tokens` does; the rest stay zero. In batches of real
+    # sentences most positions are padding, and the character encoder is most of the work at
+    # the Small size.
+    real = mask.reshape(-1).nonzero().squeeze(1)
+    character_part, word_ids = encoder._split_word_ids(flat_ids.index_select(0, real))
     pooled = reference_max_pooled_convolutions(encoder, character_part)
     encoded = encoder._encode_pooled(pooled, word_ids)
-    layer_mask = mask.unsqueeze(-1).to(encoded.dtype)
-    tokens = encoded.reshape(batch_size, num_positions, encoder.output_dim) * layer_mask
+    tokens = encoded.new_zeros(batch_size * num_positions, encoder.output_dim)
+    tokens = tokens.index_copy(0, real, encoded).reshape(
+        batch_size, num_positions, encoder.output_dim
+    )
+    layer_mask = mask.unsqueeze(-1).to(tokens.dtype)
     layers = [torch.cat([tokens, tokens], dim=-1)]
     layers.extend(layer * layer_mask for layer in run_bilstm_masked(bilm.lstm, tokens, mask))
     return layers, mask
