@@ -146,3 +146,38 @@ def test_an_empty_batch_and_empty_sentences():
             assert ours.shape == theirs.shape
             if ours.numel():
                 assert float((ours - theirs).abs().max()) < ATOL
+
+
+def test_the_leading_convolutions_are_the_reference():
+    """Cut after the longest token, with the padding window's value added back where a token has
+    one: the same as every nn.Conv1d over every window, for short and long tokens (a token of 48
+    or more bytes has no window of nothing but padding), and an empty batch."""
+    from elmo_plugin.modules.execution.character_convolutions import (
+        leading_max_pooled_convolutions,
+        reference_max_pooled_convolutions,
+    )
+
+    bilm = clip_binding_bilm()
+    encoder = bilm.character_encoder
+    with torch.no_grad():
+        # A padding character whose windows beat most others: the added-back value matters.
+        encoder.char_embedding.weight[encoder.padding_id].mul_(4.0)
+    for batch in (
+        [["a", "bb", "café"]],
+        [["a", "Pneumonoultramicroscopicsilicovolcanoconiosis-and-then-some-more"]],
+        [["x" * 46, "x" * 47, "x" * 48, "y"]],
+        [[]],
+    ):
+        ids = bilm.character_ids.batch_to_ids(batch).reshape(-1, 50)
+        with torch.no_grad():
+            ours = leading_max_pooled_convolutions(encoder, ids)
+            theirs = reference_max_pooled_convolutions(encoder, ids)
+        assert ours.shape == theirs.shape
+        if ours.numel():
+            assert float((ours - theirs).abs().max()) < 1e-5
+    # Without the padding windows' value the short tokens would come out different.
+    ids = bilm.character_ids.batch_to_ids([["a", "bb"]]).reshape(-1, 50)
+    with torch.no_grad():
+        cut = torch.cat([conv(encoder.char_embedding(ids[:, :7]).transpose(1, 2)).amax(-1)
+                         for conv in encoder.convolutions], -1)
+        assert float((cut - reference_max_pooled_convolutions(encoder, ids)).abs().max()) > 1e-3

@@ -9,10 +9,11 @@ length, Python loops run as many steps as the longest sentence), and an exporter
 them records one example's choices: ``torch.onnx.export`` unrolls the time loop at the example's
 length and pins the token axis (issue 40 has the details). Here instead
 
-- the character encoder runs over every real position of the batch (gathered by the mask,
-  ``nn.Conv1d`` over every character window: `reference_max_pooled_convolutions`, the plain
-  definition that the fast convolutions equal), and padded positions stay zero, as
-  `ElmoBiLm.encode_tokens` leaves them;
+- the character encoder runs over every real position of the batch (gathered by the mask;
+  padded positions stay zero, as `ElmoBiLm.encode_tokens` leaves them), its convolutions
+  ``nn.Conv1d`` over the character windows up to the batch's longest token
+  (`character_convolutions.leading_max_pooled_convolutions`, equal to the plain definition);
+  distinct tokens are not encoded once each, as the eager biLM does;
 - each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, which the ONNX exporter
   writes as an ONNX ``Scan``) over every row of the batch, each step the very step function of
   the eager definition (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
@@ -29,7 +30,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch._higher_order_ops import scan  # PyTorch's scan (a prototype), exported as ONNX Scan
 
-from elmo_plugin.modules.execution.character_convolutions import reference_max_pooled_convolutions
+from elmo_plugin.modules.execution.character_convolutions import leading_max_pooled_convolutions
 from elmo_plugin.modules.execution.lstm_recurrence import projected_lstm_step
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
@@ -141,7 +142,7 @@ def bilm_layers_masked(bilm, character_ids: torch.Tensor) -> Tuple[List[torch.Te
     # the Small size.
     real = mask.reshape(-1).nonzero().squeeze(1)
     character_part, word_ids = encoder._split_word_ids(flat_ids.index_select(0, real))
-    pooled = reference_max_pooled_convolutions(encoder, character_part)
+    pooled = leading_max_pooled_convolutions(encoder, character_part)
     encoded = encoder._encode_pooled(pooled, word_ids)
     tokens = encoded.new_zeros(batch_size * num_positions, encoder.output_dim)
     tokens = tokens.index_copy(0, real, encoded).reshape(
