@@ -185,7 +185,8 @@ def leading_max_pooled_convolutions(
     lengths = torch.where(character_ids != encoder.padding_id, positions, 0)
     # One zero row, so that an empty batch has a longest length (0) too.
     lengths = torch.cat([lengths, lengths.new_zeros(1, num_chars)]).amax(dim=1)
-    keep = int(torch.clamp(lengths.max() + max_width - 1, min=max_width, max=num_chars))
+    # .item(), not int(): under export a symbol for the graph, not the example's number.
+    keep = torch.clamp(lengths.max() + max_width - 1, min=max_width, max=num_chars).item()
     torch._check(keep >= max_width)
     torch._check(keep <= num_chars)
     lengths = lengths[:num_tokens]
