@@ -81,7 +81,8 @@ class CharacterIds:
         row[0] = self.begin
         if self.scheme == "utf-8-bytes":
             # Byte ids are the bytes themselves, +1; a cut may split a character (bilm-tf does).
-            units = [byte + 1 for byte in token.encode("utf-8", "ignore")[: self.max_characters - 2]]
+            encoded = token.encode("utf-8", "ignore")[: self.max_characters - 2]
+            units = [byte + 1 for byte in encoded]
         else:
             token = token[: self.max_characters - 2]
             assert self.characters is not None

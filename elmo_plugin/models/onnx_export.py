@@ -186,8 +186,9 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
     symbolic = symbolic_input_axes(model_path)
     if len(symbolic) != 3 or not (symbolic[0] and symbolic[1]):
         raise ConfigurationError(
-            f"{shown_path}: the exported graph's input has fixed axes ({_describe_input(model_path)}"
-            "), so it would take only one batch size or sentence length; nothing was written"
+            f"{shown_path}: the exported graph's input has fixed axes "
+            f"({_describe_input(model_path)}), so it would take only one batch size or sentence "
+            "length; nothing was written"
         )
 
 

@@ -233,8 +233,8 @@ def test_a_graph_with_fixed_axes_is_refused_and_nothing_is_written(tmp_path, cap
     assert run_export(FIXTURES, out, "--format", "onnx") == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1
-    assert error.startswith(f"allennlp elmo-export: error: {out / MODEL_NAME}: the exported graph's "
-                            "input has fixed axes (2, 7, 50)")
+    assert error.startswith(f"allennlp elmo-export: error: {out / MODEL_NAME}: the exported "
+                            "graph's input has fixed axes (2, 7, 50)")
     assert os.listdir(tmp_path) == []
 
 
@@ -249,7 +249,8 @@ def test_bad_input_is_one_line(tmp_path, capsys):
 
     assert run_export(FIXTURES, out, "--format", "onnx", "--scalar-mix", "0") == 1
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "--scalar-mix picks the ELMo embedder of a task model" in error
+    assert error.count("\n") == 1
+    assert "--scalar-mix picks the ELMo embedder of a task model" in error
 
     assert run_export(FIXTURES, out, "--format", "onnx", "--include-softmax") == 2
     assert "--include-softmax is for --format bilm-tf" in capsys.readouterr().err

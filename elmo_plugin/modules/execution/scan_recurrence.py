@@ -123,7 +123,9 @@ def run_bilstm_masked(bilstm, inputs: torch.Tensor, mask: torch.Tensor) -> List[
     ]
 
 
-def bilm_layers_masked(bilm, character_ids: torch.Tensor) -> Tuple[List[torch.Tensor], torch.Tensor]:
+def bilm_layers_masked(
+    bilm, character_ids: torch.Tensor
+) -> Tuple[List[torch.Tensor], torch.Tensor]:
     """
     `ElmoBiLm.forward` of a stateless biLM in evaluation mode, for export: ``character_ids``
     ``(batch, tokens, ids per token)`` without sentence boundaries. Returns the ``num_layers``
