@@ -382,3 +382,20 @@ def test_a_task_models_fine_tuned_mix_through_the_command(tmp_path, capsys):
     mixed, mask = run.run(None, {"character_ids": ids.numpy()})
     assert np.array_equal(mask, expected["mask"].numpy())
     assert float(np.abs(mixed - expected["elmo_representations"][0].numpy()).max()) < ATOL
+
+
+@pytest.mark.slow  # a whole export
+def test_an_elmoformanylangs_model_with_word_ids(tmp_path, capsys):
+    """Its own character and word ids in the graph's input, and served from its dictionaries."""
+    test_elmoformanylangs = pytest.importorskip("tests.model_files.test_elmoformanylangs")
+    directory = test_elmoformanylangs.make_model_directory(tmp_path / "efml", word_dim=6)
+    out = tmp_path / "onnx"
+    assert run_export(directory, out, "--format", "onnx", "--average") == 0
+    capsys.readouterr()
+    sentences = [line.split() for line in test_elmoformanylangs.CORPUS[:4]] + [["unseen", "<bos>"]]
+    serve = serve_module()
+    arrays = serve.embed_sorted(serve.ElmoOnnx(str(out), threads=1), sentences, batch_size=2)
+    embedder = ElmoEmbedder(model=str(directory))
+    for ours, theirs in zip(arrays, embedder.embed_batch(sentences)):
+        assert ours.shape == theirs.shape[1:]
+        assert float(np.abs(ours - theirs.mean(axis=0)).max()) < ATOL
