@@ -1,14 +1,27 @@
 """
 ``allennlp elmo-export``: a trained ``elmo_bilm`` model in, bilm-tf ``options.json`` +
-``weights.hdf5`` out.
+``weights.hdf5`` out (the default, ``--format bilm-tf``); or, with ``--format onnx``, any biLM
+the plugin loads as one ONNX graph with dynamic batch and sentence length, for serving
+(`elmo_plugin.models.onnx_export`).
 """
 import argparse
 import logging
 
 from allennlp.commands.subcommand import Subcommand
 
-from elmo_plugin.commands.common import run_reporting_errors, strict_subparser
+from elmo_plugin.commands.common import (
+    EXIT_USAGE,
+    exit_with_error,
+    run_reporting_errors,
+    strict_subparser,
+)
+from elmo_plugin.model_files.resolve import ArgumentNames
 from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.models.onnx_export import export_onnx
+
+FORMATS = ("bilm-tf", "onnx")
+# How errors about the model spell it: the command has MODEL only.
+EXPORT_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "MODEL", " ")
 
 logger = logging.getLogger(__name__)
 
@@ -22,10 +35,21 @@ class ElmoExportCommand(Subcommand):
             "AllenNLP's Elmo, bilm-tf and `allennlp elmo`. Given a task model's archive (a "
             "tagger, a classifier, ... with an elmo_token_embedder, also one trained with "
             "AllenNLP's own), it exports that model's biLM, fine-tuned or not, as options.json "
-            "and weights.hdf5."
+            "and weights.hdf5. With --format onnx: any ELMo model the plugin loads (a published "
+            "model's name, a bilm-tf directory, an elmo_bilm or task model archive, an "
+            "ELMoForManyLangs directory) as elmo.onnx, one graph taking character ids "
+            "(batch, tokens, max_characters) of any batch and length and giving the layers and "
+            "the mask, with options.json and character_ids.json beside it (for serving with "
+            "ONNX Runtime, see examples/serve_onnx.py)."
         )
-        subparser = strict_subparser(parser.add_parser(self.name, description=description, help=description))
-        subparser.add_argument("model", help="model.tar.gz or the serialization directory")
+        subparser = strict_subparser(
+            parser.add_parser(self.name, description=description, help=description)
+        )
+        subparser.add_argument(
+            "model",
+            help="model.tar.gz or the serialization directory (--format onnx: also a published "
+            "model's name, a bilm-tf or ELMoForManyLangs directory)",
+        )
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(
             "--include-softmax",
@@ -48,11 +72,76 @@ class ElmoExportCommand(Subcommand):
             "text_field_embedder (elmo) or its module name "
             "(text_field_embedder.token_embedder_elmo); an unknown name lists the ones there are",
         )
+        subparser.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="bilm-tf",
+            help="bilm-tf: options.json + weights.hdf5 (default); onnx: elmo.onnx for ONNX "
+            "Runtime, with options.json and character_ids.json",
+        )
+        layers = subparser.add_mutually_exclusive_group()
+        layers.add_argument(
+            "--all",
+            dest="layers",
+            action="store_const",
+            const="all",
+            help="onnx: output 'layers', (num_layers, batch, tokens, dim) (the default)",
+        )
+        layers.add_argument(
+            "--top",
+            dest="layers",
+            action="store_const",
+            const="top",
+            help="onnx: output 'top', the top layer, (batch, tokens, dim)",
+        )
+        layers.add_argument(
+            "--average",
+            dest="layers",
+            action="store_const",
+            const="average",
+            help="onnx: output 'average', the mean of all layers, (batch, tokens, dim)",
+        )
+        layers.add_argument(
+            "--scalar-mix",
+            type=int,
+            default=None,
+            metavar="K",
+            help="onnx, a task model: output 'mix', the K-th scalar mix of its ELMo embedder "
+            "(0 for the first; the fine-tuned weights and gamma), (batch, tokens, dim)",
+        )
         subparser.set_defaults(func=export_from_args)
         return subparser
 
 
 def export_from_args(args: argparse.Namespace) -> None:
+    if args.format == "onnx":
+        if args.include_softmax:
+            exit_with_error(
+                "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
+                "the biLM's layers", EXIT_USAGE,
+            )
+        paths = run_reporting_errors(
+            "elmo-export",
+            lambda: export_onnx(
+                args.model,
+                args.output_directory,
+                output=args.layers or "all",
+                embedder=args.embedder,
+                scalar_mix=args.scalar_mix,
+                n_characters=args.n_characters,
+                argument_names=EXPORT_ARGUMENTS,
+            ),
+            interrupted=f"interrupted; {args.output_directory} was left as it was.",
+        )
+        for kind, path in paths.items():
+            print(f"wrote {kind}: {path}")
+        return
+    if args.layers is not None or args.scalar_mix is not None:
+        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
+        exit_with_error(
+            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
+            "holds the whole biLM", EXIT_USAGE,
+        )
     paths = run_reporting_errors(
         "elmo-export",
         lambda: export_to_bilm_tf(

@@ -164,3 +164,42 @@ def reference_max_pooled_convolutions(
     """The plain definition: every ``nn.Conv1d`` over every position, then the max."""
     embedded = encoder.char_embedding(character_ids).transpose(1, 2)
     return torch.cat([conv(embedded).max(dim=-1).values for conv in encoder.convolutions], -1)
+
+
+def leading_max_pooled_convolutions(
+    encoder: "CharacterEncoder", character_ids: torch.Tensor
+) -> torch.Tensor:
+    """
+    `reference_max_pooled_convolutions` (every ``nn.Conv1d``, then the max) over only the
+    leading characters that can differ, for the graph that ONNX export writes (where
+    `max_pooled_convolutions`' chunks of sorted tokens would be a Python loop over data): the
+    ids are cut after the batch's longest token (its last non-padding id) plus the widest window
+    less one, and a token with room for a window of nothing but padding also takes that window's
+    value, which every such window has. The same numbers as the reference, to float rounding:
+    the windows cut off lie wholly in the padding. Tokens are mostly far shorter than
+    ``max_characters_per_token`` (a five-letter word has 7 non-padding ids of 50).
+    """
+    num_tokens, num_chars = character_ids.shape
+    max_width = max(width for width, _ in encoder.filters)
+    positions = torch.arange(1, num_chars + 1, device=character_ids.device)
+    lengths = torch.where(character_ids != encoder.padding_id, positions, 0)
+    # One zero row, so that an empty batch has a longest length (0) too.
+    lengths = torch.cat([lengths, lengths.new_zeros(1, num_chars)]).amax(dim=1)
+    # .item(), not int(): under export a symbol for the graph, not the example's number.
+    keep = torch.clamp(lengths.max() + max_width - 1, min=max_width, max=num_chars).item()
+    torch._check(keep >= max_width)
+    torch._check(keep <= num_chars)
+    lengths = lengths[:num_tokens]
+    embedded = encoder.char_embedding(character_ids[:, :keep]).transpose(1, 2)
+    pooled = torch.cat([conv(embedded).amax(dim=-1) for conv in encoder.convolutions], dim=-1)
+    padding = encoder.char_embedding.weight[encoder.padding_id]
+    padding_window = padding.view(1, -1, 1).expand(1, -1, max_width)
+    padding_value = torch.cat([conv(padding_window)[:, :, 0] for conv in encoder.convolutions], -1)
+    last_start = torch.cat(
+        [
+            torch.full((count,), num_chars - width, device=character_ids.device)
+            for width, count in encoder.filters
+        ]
+    )
+    has_padding_window = lengths.unsqueeze(1) <= last_start.unsqueeze(0)
+    return torch.where(has_padding_window, torch.maximum(pooled, padding_value), pooled)

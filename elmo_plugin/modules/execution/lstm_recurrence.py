@@ -354,3 +354,33 @@ def reference_recurrence(
         offset += rows
     packed = torch.cat(outputs) if outputs else h0.new_zeros(0, h0.size(1))
     return packed, torch.stack(final_h), torch.stack(final_c)
+
+
+def projected_lstm_step(
+    input_gates: torch.Tensor,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    recurrent_weight: torch.Tensor,
+    projection_weight: torch.Tensor,
+    cell_clip: Optional[float],
+    proj_clip: Optional[float],
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    One step of `reference_recurrence` for every row given, in one dtype: ``input_gates``
+    ``(rows, 4 * cell)`` (the input half of the gates plus bias), the state ``h`` ``(rows,
+    projection)``, ``c`` ``(rows, cell)``; returns the new ``(h, c)``. The same operations in the
+    same order as a step of `reference_recurrence`, without its dtype conversions, as a function
+    of its own so that a loop written another way (`scan_recurrence`, the recurrence that an
+    ONNX export carries) steps with this very definition; tests compare it with
+    `reference_recurrence` on every configuration.
+    """
+    cell_size = c.size(1)
+    gates = input_gates + h @ recurrent_weight
+    i, j, f, o = gates.split(cell_size, dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+    if cell_clip is not None:
+        c = c.clamp(-cell_clip, cell_clip)
+    h = (torch.tanh(c) * torch.sigmoid(o)) @ projection_weight
+    if proj_clip is not None:
+        h = h.clamp(-proj_clip, proj_clip)
+    return h, c

@@ -1,0 +1,198 @@
+"""
+Serving ELMo with ONNX Runtime: the layers of tokenized sentences from a model that
+``allennlp elmo-export MODEL OUT --format onnx`` wrote, with nothing but ``onnxruntime`` and
+``numpy`` (no PyTorch, no AllenNLP, not even this plugin).
+
+    allennlp elmo-export small elmo-small-onnx --format onnx        # once, where the plugin is
+    python examples/serve_onnx.py elmo-small-onnx sentences.txt out.npz [--batch-size 32]
+
+``sentences.txt`` holds one whitespace-tokenized sentence per line; ``out.npz`` gets one array per
+line (``sentence_0``, ...), as the export's output gives it: ``(num_layers, tokens, dim)`` for an
+export with ``--all``, ``(tokens, dim)`` for ``--top``, ``--average`` or ``--scalar-mix``.
+
+How it works, in three pieces that a service copies:
+
+- `CharacterIds` turns tokens into the rows of ids the graph takes, from the
+  ``character_ids.json`` written beside the graph: bilm-tf's UTF-8 byte ids, or an
+  ELMoForManyLangs model's own character (and word) dictionaries. It gives the ids that the
+  plugin's ``batch_to_ids`` gives (tests/examples/test_serve_onnx.py checks it).
+- `ElmoOnnx` runs the graph on a batch: any number of sentences of any length; the graph adds
+  the sentence boundaries and starts every call from a zero state, so a sentence gets the same
+  vectors whatever shares its batch.
+- `embed_sorted` sorts sentences by length before batching them. The graph computes every row
+  of a batch for as many steps as its longest sentence (finished rows are masked, not dropped),
+  so a batch of one long and many short sentences computes mostly padding. Sorted, each batch
+  holds sentences of about one length; `padding_share` says how much of the computed positions
+  were padding either way (benchmarks/onnx_runtime.py measures both, in time too).
+"""
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import onnxruntime
+
+MODEL_NAME = "elmo.onnx"
+CHARACTER_IDS_NAME = "character_ids.json"
+
+
+class CharacterIds:
+    """
+    Tokens to +1-shifted id rows (0 means "no token"), from an export's ``character_ids.json``.
+
+    - ``utf-8-bytes`` (bilm-tf, AllenNLP): a token's UTF-8 bytes, cut to ``max_characters - 2``,
+      as ``[begin of word, bytes..., end of word, padding...]``, each +1; ``<S>`` and ``</S>``
+      get the rows of the sentence markers (``token_rows``), as in bilm-tf.
+    - ``elmoformanylangs``: the token's characters (code points, cut to ``max_characters -
+      2``) looked up in the model's character dictionary (unknown ones as its ``<oov>``), framed
+      the same way with its own markers; with a word dictionary, the row ends with the token's
+      word id.
+    """
+
+    def __init__(self, table: Dict[str, Any]) -> None:
+        self.scheme = table["scheme"]
+        if self.scheme not in ("utf-8-bytes", "elmoformanylangs"):
+            raise ValueError(f"unknown character id scheme {self.scheme!r}")
+        self.max_characters = int(table["max_characters_per_token"])
+        self.begin = int(table["beginning_of_word"])
+        self.end = int(table["end_of_word"])
+        self.padding = int(table["padding"])
+        self.characters: Optional[Dict[str, int]] = table.get("characters")
+        self.unknown_character = table.get("unknown_character")
+        self.words: Optional[Dict[str, int]] = table.get("words")
+        self.unknown_word = table.get("unknown_word")
+        self.token_rows: Dict[str, List[int]] = table.get("token_rows") or {}
+
+    @classmethod
+    def from_directory(cls, directory: str) -> "CharacterIds":
+        with open(os.path.join(directory, CHARACTER_IDS_NAME), encoding="utf-8") as handle:
+            return cls(json.load(handle))
+
+    @property
+    def ids_per_token(self) -> int:
+        return self.max_characters + (1 if self.words is not None else 0)
+
+    def token_to_ids(self, token: str) -> List[int]:
+        if token in self.token_rows:
+            return list(self.token_rows[token])
+        row = [self.padding] * self.max_characters
+        row[0] = self.begin
+        if self.scheme == "utf-8-bytes":
+            # Byte ids are the bytes themselves, +1; a cut may split a character (bilm-tf does).
+            encoded = token.encode("utf-8", "ignore")[: self.max_characters - 2]
+            units = [byte + 1 for byte in encoded]
+        else:
+            token = token[: self.max_characters - 2]
+            assert self.characters is not None
+            if token in ("<bos>", "<eos>"):  # its sentence markers, also as tokens of the text
+                units = [self.characters[token]]
+            else:
+                units = [self.characters.get(c, self.unknown_character) for c in token]
+        row[1 : len(units) + 1] = units
+        row[len(units) + 1] = self.end
+        if self.words is not None:
+            row.append(self.words.get(token, self.unknown_word))
+        return row
+
+    def batch_to_ids(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """``(batch, longest sentence, ids_per_token)`` int64, all-zero rows after a sentence."""
+        longest = max((len(sentence) for sentence in sentences), default=0)
+        ids = np.zeros((len(sentences), longest, self.ids_per_token), dtype=np.int64)
+        for row, sentence in enumerate(sentences):
+            for position, token in enumerate(sentence):
+                ids[row, position] = self.token_to_ids(token)
+        return ids
+
+
+class ElmoOnnx:
+    """
+    An exported ELMo graph in an ONNX Runtime session.
+
+    # Parameters
+
+    directory : `str`
+        What ``allennlp elmo-export ... --format onnx`` wrote (``elmo.onnx``,
+        ``character_ids.json``).
+    threads : `int`, optional
+        ONNX Runtime's intra-op threads (its default: one per core).
+    """
+
+    def __init__(self, directory: str, threads: Optional[int] = None) -> None:
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        self.session = onnxruntime.InferenceSession(
+            os.path.join(directory, MODEL_NAME), options, providers=["CPUExecutionProvider"]
+        )
+        self.character_ids = CharacterIds.from_directory(directory)
+        self.input_name = self.session.get_inputs()[0].name
+        self.output_names = [output.name for output in self.session.get_outputs()]
+
+    def run(self, character_ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The graph's two outputs (the layers or a mix of them, and the mask) for ids."""
+        outputs, mask = self.session.run(self.output_names, {self.input_name: character_ids})
+        return outputs, mask
+
+    def embed_batch(self, sentences: Sequence[Sequence[str]]) -> List[np.ndarray]:
+        """One array per sentence, in order, cut to its length (the token axis second to last)."""
+        outputs, mask = self.run(self.character_ids.batch_to_ids(sentences))
+        lengths = mask.sum(axis=1)
+        if outputs.ndim == 4:  # (layers, batch, tokens, dim)
+            return [outputs[:, row, :length].copy() for row, length in enumerate(lengths)]
+        return [outputs[row, :length].copy() for row, length in enumerate(lengths)]
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
+    """The sentences' indices in batches of ``batch_size``, longest first."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def padding_share(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> float:
+    """Of the positions the graph computes for these batches (each row as long as its batch's
+    longest sentence, plus the two boundaries), the share that is padding."""
+    computed = sum(len(batch) * (max(lengths[i] for i in batch) + 2) for batch in batches)
+    real = sum(lengths[i] + 2 for batch in batches for i in batch)
+    return 1.0 - real / computed if computed else 0.0
+
+
+def embed_sorted(
+    model: ElmoOnnx, sentences: Sequence[Sequence[str]], batch_size: int = 32
+) -> List[np.ndarray]:
+    """Every sentence's array, in input order, computed in batches of similar lengths."""
+    lengths = [len(sentence) for sentence in sentences]
+    results: List[Optional[np.ndarray]] = [None] * len(sentences)
+    for batch in length_sorted_batches(lengths, batch_size):
+        for index, array in zip(batch, model.embed_batch([sentences[i] for i in batch])):
+            results[index] = array
+    return results  # type: ignore[return-value]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model_directory", help="what allennlp elmo-export --format onnx wrote")
+    parser.add_argument("input_file", help="one whitespace-tokenized sentence per line")
+    parser.add_argument("output_file", help="an .npz with one array per line")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    with open(args.input_file, encoding="utf-8") as handle:
+        sentences = [line.split() for line in handle]
+    model = ElmoOnnx(args.model_directory, args.threads)
+    arrays = embed_sorted(model, sentences, args.batch_size)
+    lengths = [len(sentence) for sentence in sentences]
+    in_order = [list(range(s, min(s + args.batch_size, len(lengths))))
+                for s in range(0, len(lengths), args.batch_size)]
+    np.savez(args.output_file, **{f"sentence_{i}": array for i, array in enumerate(arrays)})
+    print(
+        f"{len(sentences)} sentences -> {args.output_file}; padding computed: "
+        f"{padding_share(lengths, length_sorted_batches(lengths, args.batch_size)):.1%} sorted "
+        f"by length, {padding_share(lengths, in_order):.1%} in file order",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
