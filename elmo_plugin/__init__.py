@@ -61,6 +61,10 @@ from elmo_plugin.tasks import (
     UniversalPropBankSrlReader,
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
+from elmo_plugin.common import plugin_lines
+
+# AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1 (see the module).
+plugin_lines.install()
 
 __all__ = [
     "BilmOptions",
