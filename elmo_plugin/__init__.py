@@ -61,10 +61,12 @@ from elmo_plugin.tasks import (
     UniversalPropBankSrlReader,
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
-from elmo_plugin.common import plugin_lines
+from elmo_plugin.common import plugin_lines, tensorboard_shutdown
 
-# AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1 (see the module).
+# AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1, and no tensorboardX
+# traceback at exit on Python 3.12+ (see each module).
 plugin_lines.install()
+tensorboard_shutdown.install()
 
 __all__ = [
     "BilmOptions",
