@@ -1,7 +1,7 @@
 # Two entry points (README.md): `make demo` runs the main job, `make test` runs the tests.
 # Both create or reuse the virtual environment in $(VENV).
 #
-# AllenNLP 2.10.1 declares pins that cannot be met on Python 3.11, so everything is installed
+# AllenNLP 2.10.1 declares pins that cannot be met on Python 3.11 to 3.13, so everything is installed
 # with --no-deps from a tested, fully pinned list (requirements/constraints.txt).
 
 # The Python of the environment: 3.11, 3.12 or 3.13 (`make venv PYTHON=python3.12`; README.md,
@@ -13,7 +13,7 @@ VENV ?= .venv
 # project's machines keep the Python 3.11 wheel locally, and pip's configuration may name
 # PyTorch's CPU index. PyPI has no CPU build of torch for Linux x86_64, so where pip finds none
 # (Python 3.12 and 3.13 here) the Makefile says so and installs PyPI's torch 2.13.0 as TORCH=cuda
-# does: a CUDA build with its CUDA libraries (about 5 GB), which runs on the CPU as well.
+# does: a CUDA build with its CUDA libraries (about 4 GB more), which runs on the CPU as well.
 # Beside the CPU build on Python 3.11, torchvision 0.15.2, which AllenNLP imports but never uses
 # (scripts/quiet_environment.py says why that version). TORCH=cuda: torch 2.13.0 and its own
 # torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt; README.md,
@@ -60,7 +60,7 @@ else
 		echo "$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt"; \
 		$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt; \
 	else \
-		echo "make venv: pip finds no CPU build of torch 2.13.0 for Python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (PyPI has none for Linux x86_64): installing PyPI's torch 2.13.0 and torchvision 0.28.0, CUDA builds with their CUDA libraries (about 5 GB more; they run on the CPU too). README.md, \"Set up\", says how to get the CPU build instead."; \
+		echo "make venv: pip finds no CPU build of torch 2.13.0 for Python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (PyPI has none for Linux x86_64): installing PyPI's torch 2.13.0 and torchvision 0.28.0, CUDA builds with their CUDA libraries (about 4 GB more; they run on the CPU too). README.md, \"Set up\", says how to get the CPU build instead."; \
 		echo "$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt"; \
 		$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt; \
 	fi
