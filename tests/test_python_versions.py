@@ -78,9 +78,12 @@ def test_the_set_up_and_the_quick_start(version, tmp_path):
         ]
         assert unexpected_lines(quick_start.stderr) == []
 
-        # No shutdown noise with the plugin imported; without it, tensorboardX's traceback
-        # (what the test would miss if the cause were gone).
-        for imports, expected in (("plugin", ""), ("none", "can't create new thread")):
+        # No shutdown noise with the plugin imported; without it, on 3.12, tensorboardX's
+        # traceback (what the test would miss if the cause were gone; 3.13.0 does not show it).
+        checks = [("plugin", "")]
+        if version == "3.12":
+            checks.append(("none", "can't create new thread"))
+        for imports, expected in checks:
             result = subprocess.run(
                 [str(venv_python), "-c", UNUSED_WRITER, imports, str(tmp_path / imports)],
                 cwd=clone, env=environment, capture_output=True, text=True, timeout=600,
