@@ -20,6 +20,8 @@ VENV ?= .venv
 # "On a GPU"), installed with their dependencies (the CUDA libraries).
 TORCH ?= cpu
 PY := $(VENV)/bin/python
+# Exits with a message unless the Python running it is 3.11, 3.12 or 3.13.
+SUPPORTED_PYTHON := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else 'make venv: %s is Python %d.%d; 3.11, 3.12 and 3.13 are supported: choose one with PYTHON= (README.md, Set up)' % (sys.executable, *sys.version_info[:2]))
 STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
 SHARED ?= ../shared
@@ -47,8 +49,9 @@ endif
 
 $(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
+	@test -x $(PY) || $(PYTHON) -c "$(SUPPORTED_PYTHON)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -c "import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else 'make venv: $(VENV) is Python %d.%d; 3.11, 3.12 or 3.13 are supported (README.md, Set up)' % sys.version_info[:2])"
+	@$(PY) -c "$(SUPPORTED_PYTHON)"
 	grep -v -E '^(torch|torchvision)==' requirements/constraints.txt > $(VENV)/constraints-without-torch.txt
 ifeq ($(TORCH),cuda)
 	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
