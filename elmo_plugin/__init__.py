@@ -20,6 +20,9 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command), and d
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
+- against console noise: AllenNLP's "Plugin ... available" lines only with
+  ``ELMO_PLUGIN_VERBOSE=1`` (`elmo_plugin.common.plugin_lines`), and no tensorboardX traceback at
+  exit on Python 3.12+ (`elmo_plugin.common.tensorboard_shutdown`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, ...
