@@ -1,18 +1,27 @@
 # Two entry points (README.md): `make demo` runs the main job, `make test` runs the tests.
 # Both create or reuse the virtual environment in $(VENV).
 #
-# AllenNLP 2.10.1 declares pins that cannot be met on Python 3.11, so everything is installed
+# AllenNLP 2.10.1 declares pins that cannot be met on Python 3.11 to 3.13, so everything is installed
 # with --no-deps from a tested, fully pinned list (requirements/constraints.txt).
 
+# The Python of the environment: 3.11, 3.12 or 3.13 (`make venv PYTHON=python3.12`; README.md,
+# "Set up"). The pins of requirements/constraints.txt are the same on all three but torchvision's
+# (environment markers there).
 PYTHON ?= python3
 VENV ?= .venv
-# TORCH=cpu (default): torch 2.13.0 from requirements/constraints.txt (the CPU wheel where pip has
-# one: this project's machines keep it locally) with torchvision 0.15.2, which AllenNLP imports
-# but never uses (scripts/quiet_environment.py says why that version). TORCH=cuda: torch 2.13.0
-# and its own torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt;
-# README.md, "On a GPU"), installed with their dependencies (the CUDA libraries).
+# TORCH=cpu (default): torch 2.13.0's CPU build (2.13.0+cpu) where pip can find one: this
+# project's machines keep the Python 3.11 wheel locally, and pip's configuration may name
+# PyTorch's CPU index. PyPI has no CPU build of torch for Linux x86_64, so where pip finds none
+# (Python 3.12 and 3.13 here) the Makefile says so and installs PyPI's torch 2.13.0 as TORCH=cuda
+# does: a CUDA build with its CUDA libraries (about 4 GB more), which runs on the CPU as well.
+# Beside the CPU build on Python 3.11, torchvision 0.15.2, which AllenNLP imports but never uses
+# (scripts/quiet_environment.py says why that version). TORCH=cuda: torch 2.13.0 and its own
+# torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt; README.md,
+# "On a GPU"), installed with their dependencies (the CUDA libraries).
 TORCH ?= cpu
 PY := $(VENV)/bin/python
+# Exits with a message unless the Python running it is 3.11, 3.12 or 3.13.
+SUPPORTED_PYTHON := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else 'make venv: %s is Python %d.%d; 3.11, 3.12 and 3.13 are supported: choose one with PYTHON= (README.md, Set up)' % (sys.executable, *sys.version_info[:2]))
 STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
 SHARED ?= ../shared
@@ -20,21 +29,45 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv wheel demo test test-all clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv check-python wheel demo test test-all clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
-venv: $(STAMP)
+venv: check-python $(STAMP)
+
+# `make venv PYTHON=python3.12` beside a $(VENV) made with another Python: say so, instead of
+# reusing it silently.
+check-python:
+ifeq ($(origin PYTHON),command line)
+	@if [ -x $(PY) ]; then \
+		have=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+		want=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') || exit 2; \
+		if [ "$$have" != "$$want" ]; then \
+			echo "make: $(VENV) was made with Python $$have, not $(PYTHON) ($$want): remove it (rm -rf $(VENV)) or give the new one its own place (VENV=.venv-py$$(echo $$want | tr -d .))" >&2; \
+			exit 2; \
+		fi; \
+	fi
+endif
 
 $(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
 		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
+	@test -x $(PY) || $(PYTHON) -c "$(SUPPORTED_PYTHON)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-ifeq ($(TORCH),cuda)
+	@$(PY) -c "$(SUPPORTED_PYTHON)"
 	grep -v -E '^(torch|torchvision)==' requirements/constraints.txt > $(VENV)/constraints-without-torch.txt
+ifeq ($(TORCH),cuda)
 	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
-	$(PY) -m pip install --quiet -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt
+	$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt
 	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see README.md, "On a GPU"')"
 else
-	$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
+	@if $(PY) -m pip install --quiet --no-deps --only-binary :all: 'torch==2.13.0+cpu' > $(VENV)/torch-cpu.log 2>&1; then \
+		echo "$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt"; \
+		$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt; \
+	else \
+		echo "make venv: pip finds no CPU build of torch 2.13.0 for Python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (PyPI has none for Linux x86_64): installing PyPI's torch 2.13.0 and torchvision 0.28.0, CUDA builds with their CUDA libraries (about 4 GB more; they run on the CPU too). README.md, \"Set up\", says how to get the CPU build instead."; \
+		echo "$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt"; \
+		$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt; \
+	fi
 endif
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -r requirements/korean.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -26,6 +26,9 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
   native function ``elmo_output_dim`` (`elmo_plugin.training.config_functions`), the console
   report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
   the checks before training with one-line errors (`elmo_plugin.commands.train_command`)
+- against console noise: AllenNLP's "Plugin ... available" lines only with
+  ``ELMO_PLUGIN_VERBOSE=1`` (`elmo_plugin.common.plugin_lines`), and no tensorboardX traceback at
+  exit on Python 3.12+ (`elmo_plugin.common.tensorboard_shutdown`)
 
 The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
 ``allennlp elmo`` writes, either layout, sharded or not), `Elmo`, `ElmoBiLm`, `BilmOptions`,
@@ -78,6 +81,12 @@ from elmo_plugin.training import config_functions, console
 config_functions.install()
 console.install()
 train_command.install()
+from elmo_plugin.common import plugin_lines, tensorboard_shutdown
+
+# AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1, and no tensorboardX
+# traceback at exit on Python 3.12+ (see each module).
+plugin_lines.install()
+tensorboard_shutdown.install()
 
 __all__ = [
     "BilmOptions",

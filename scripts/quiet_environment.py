@@ -1,13 +1,14 @@
 """
-Removes the console noise that AllenNLP 2.10.1's dependencies make in a Python 3.11 environment
-with the tested set (requirements/constraints.txt), so that `import elmo_plugin` and every
-`allennlp` command print only their own output. Run it with the environment's own Python:
+Removes the console noise that AllenNLP 2.10.1 and its dependencies make in a Python 3.11, 3.12
+or 3.13 environment with the tested set (requirements/constraints.txt), so that
+`import elmo_plugin` and every `allennlp` command print only their own output. Run it with the environment's own Python:
 
     .venv/bin/python scripts/quiet_environment.py          # `make venv` does this
     ~/my-env/bin/python scripts/quiet_environment.py       # your own environment (README.md, "In your own environment")
 
-It changes that environment only (nothing in the plugin's import does any of this), and only
-where the cause is there, so it is a no-op in an environment without it:
+It changes that environment only (the plugin's import does none of this, but for the filter of
+3 on lines logged after it), and only where the cause is there, so it is a no-op in an
+environment without it:
 
 1. nltk downloads on every command. AllenNLP imports its default plugin allennlp_models with all
    its submodules before any command runs; allennlp_models/rc/tools/narrativeqa.py calls
@@ -31,7 +32,16 @@ where the cause is there, so it is a no-op in an environment without it:
    installs torch 2.13.0 and torchvision 0.28.0 from PyPI, both CUDA builds) nothing is written,
    and an old file is removed.
 
-The third source of noise, py-rouge's ``import pkg_resources`` ("pkg_resources is deprecated"),
+3. AllenNLP's "Plugin allennlp_models available" / "Plugin elmo_plugin available" lines, which
+   every ``allennlp`` command, ``--help`` included, prints first. The plugin hides its own line
+   when it is imported (elmo_plugin/common/plugin_lines.py), but AllenNLP imports
+   ``allennlp_models`` and logs its line before any plugin code runs, so the environment gets a
+   ``.pth`` file that puts the same filter on that one logger when the interpreter starts: it
+   drops only records with exactly that message, and only while ``ELMO_PLUGIN_VERBOSE``,
+   ``ALLENNLP_DEBUG`` or ``ALLENNLP_LOG_LEVEL=DEBUG`` do not ask for everything. It costs the
+   import of ``logging`` (a few milliseconds) at each start of the environment's Python.
+
+The fourth source of noise, py-rouge's ``import pkg_resources`` ("pkg_resources is deprecated"),
 is fixed by the pinned setuptools (79.0.1: the same notice as a DeprecationWarning, which Python
 shows only for code run as __main__). The plugin's own replacements of AllenNLP registrations log
 at debug level (elmo_plugin/common/registration.py).
@@ -51,6 +61,21 @@ PTH_LINE = (
     'warnings.filterwarnings("ignore", message="The torchvision.datapoints and '
     'torchvision.transforms.v2 namespaces are still Beta", category=UserWarning, '
     r'module="torchvision\.(datapoints|transforms\.v2)")'
+    "\n"
+)
+
+PLUGIN_LINES_PTH_NAME = "elmo_plugin_plugin_lines.pth"
+
+# One line (site.py executes .pth lines that start with "import"): the filter of
+# elmo_plugin/common/plugin_lines.py, written out, since importing the plugin here would import
+# AllenNLP at every start of Python.
+PLUGIN_LINES_PTH_LINE = (
+    "import logging, os; "
+    'logging.getLogger("allennlp.common.plugins").addFilter(lambda record: '
+    'record.msg != "Plugin %s available" '
+    'or os.environ.get("ELMO_PLUGIN_VERBOSE", "").strip().lower() not in ("", "0", "false", "no") '
+    'or bool(os.environ.get("ALLENNLP_DEBUG")) '
+    'or os.environ.get("ALLENNLP_LOG_LEVEL", "").upper() == "DEBUG")'
     "\n"
 )
 
@@ -79,6 +104,14 @@ def torchvision_mismatched() -> bool:
     return not (torch_version[0] == 2 and vision_version == (0, torch_version[1] + 15))
 
 
+def _read(path: str) -> str:
+    """The text of a file, or "" where there is none."""
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
 def main() -> None:
     nltk_punkt = os.path.join(sys.prefix, "nltk_data", "tokenizers", "punkt")
     if not os.path.exists(nltk_punkt):
@@ -87,7 +120,15 @@ def main() -> None:
             readme.write(PUNKT_README)
         print(f"wrote {nltk_punkt} (no nltk download on every allennlp command)")
 
-    pth_path = os.path.join(sysconfig.get_paths()["purelib"], PTH_NAME)
+    site_packages = sysconfig.get_paths()["purelib"]
+    plugin_lines_path = os.path.join(site_packages, PLUGIN_LINES_PTH_NAME)
+    if _read(plugin_lines_path) != PLUGIN_LINES_PTH_LINE:
+        with open(plugin_lines_path, "w", encoding="utf-8") as pth:
+            pth.write(PLUGIN_LINES_PTH_LINE)
+        print(f"wrote {plugin_lines_path} (AllenNLP's 'Plugin ... available' lines only with "
+              "ELMO_PLUGIN_VERBOSE=1)")
+
+    pth_path = os.path.join(site_packages, PTH_NAME)
     if torchvision_mismatched():
         with open(pth_path, "w", encoding="utf-8") as pth:
             pth.write(PTH_LINE)

@@ -32,11 +32,10 @@ from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT
 VENV = Path(sys.prefix)  # the virtual environment running the tests (.venv under make test)
 ALLENNLP = Path(sys.executable).parent / "allennlp"
 
-# What may appear on stderr: AllenNLP's INFO lines about plugins, the plugin's own INFO lines,
-# and the progress bar. Anything else (a warning, nltk's download errors, a traceback) fails.
+# What may appear on stderr: the plugin's own INFO lines and the progress bar. Anything else (a
+# warning, nltk's download errors, a traceback, AllenNLP's "Plugin ... available" lines) fails.
 ALLOWED_STDERR = re.compile(
-    r"^(\d{4}-\d\d-\d\d [\d:,]+ - INFO - (allennlp\.common\.plugins|elmo_plugin[\w.]*) - .*"
-    r"|elmo: .*|)$"
+    r"^(\d{4}-\d\d-\d\d [\d:,]+ - INFO - elmo_plugin[\w.]* - .*|elmo: .*|)$"
 )
 
 
@@ -70,19 +69,28 @@ def fresh_shell_environment(home: Path) -> dict:
     }
 
 
+def git_status(work: Path) -> str:
+    """`git status` of a directory, untracked files listed one by one."""
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=work,
+                          check=True, capture_output=True, text=True).stdout
+
+
 def unexpected_lines(stderr: str) -> List[str]:
     lines = re.split(r"[\r\n]+", stderr)
     return [line for line in lines if not ALLOWED_STDERR.match(line.strip())]
 
 
 def test_the_quickstart_block_runs_as_typed_in_a_fresh_shell(tmp_path):
-    # A working copy of what the block uses: the set-up's .venv, the test fixtures, the plugins
-    # file (the block writes its files into the current directory, so not the checkout itself).
+    # A working copy of what the block uses (the set-up's .venv, the test fixtures, the plugins
+    # file, .gitignore), as a git repository: the block must leave `git status` as it was.
     work = tmp_path / "checkout"
     work.mkdir()
     (work / ".venv").symlink_to(VENV)
     (work / "tests").symlink_to(REPO_ROOT / "tests")
-    shutil.copy(REPO_ROOT / ".allennlp_plugins", work / ".allennlp_plugins")
+    for name in (".allennlp_plugins", ".gitignore"):
+        shutil.copy(REPO_ROOT / name, work / name)
+    subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
+    status_before = git_status(work)
     result = subprocess.run(
         ["bash", "-e", "-c", block("quickstart")],
         cwd=work,
@@ -93,10 +101,13 @@ def test_the_quickstart_block_runs_as_typed_in_a_fresh_shell(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[-2:] == [
-        "Wrote ELMo embeddings (all) of sentences.txt to embeddings.hdf5",
+        "Wrote ELMo embeddings (all) of build/quickstart/sentences.txt to "
+        "build/quickstart/embeddings.hdf5",
         "(3, 7, 32) (3, 9, 32)",
     ]
     assert unexpected_lines(result.stderr) == []
+    assert (work / "build" / "quickstart" / "embeddings.hdf5").is_file()
+    assert git_status(work) == status_before
 
 
 def test_importing_the_plugin_prints_nothing(tmp_path):

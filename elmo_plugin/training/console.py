@@ -25,7 +25,6 @@ plugins).
 """
 import contextlib
 import logging
-import os
 import re
 import sys
 import time
@@ -33,7 +32,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from allennlp.training.callbacks.callback import TrainerCallback
 
-VERBOSE_VARIABLE = "ELMO_PLUGIN_VERBOSE"
+# One switch for the whole console: the plugin lines and the training report.
+from elmo_plugin.common.plugin_lines import VERBOSE_VARIABLE, verbose  # noqa: F401
+
 # The logger of the console report: its INFO records are shown.
 REPORT_LOGGER = "elmo_plugin.report"
 
@@ -43,15 +44,6 @@ report = logging.getLogger(REPORT_LOGGER)
 _NOT_ACTIONABLE = (
     re.compile(r"You provided a validation dataset but patience was set to None"),
 )
-
-
-def verbose() -> bool:
-    """Whether the console shows everything (see the module documentation)."""
-    if os.environ.get(VERBOSE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no"):
-        return True
-    if os.environ.get("ALLENNLP_DEBUG"):
-        return True
-    return os.environ.get("ALLENNLP_LOG_LEVEL", "").upper() == "DEBUG"
 
 
 class ConsoleFilter(logging.Filter):

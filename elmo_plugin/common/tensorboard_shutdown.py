@@ -1,0 +1,47 @@
+"""
+No "Exception ignored in atexit callback ... can't create new thread at interpreter shutdown"
+from tensorboardX on Python 3.12 and newer.
+
+AllenNLP's ``tensorboard`` trainer callback (the biLM configs use it) opens tensorboardX
+``SummaryWriter`` s, and tensorboardX registers an ``atexit`` function that closes each writer
+left open. Closing wakes the writer's worker thread through a ``multiprocessing.Queue``, whose
+first ``put`` starts the queue's feeder thread. A writer that was opened and never written to
+(a run that stops before its first batch, a trainer built and never trained) therefore starts a
+thread at exit, which Python 3.12 refuses once the interpreter is shutting down: a 12-line
+traceback after the command's own output (seen with 3.12.1; 3.13.0 lets that thread start). The trainer's ``on_end`` closes the writers of a run
+that trains, so that path is rare, but it is not an error of anyone's.
+
+`install` wraps ``EventFileWriter.close``: where that wake-up fails for exactly this reason, the
+writer closes its event file directly. Nothing was queued (the feeder thread would be running
+otherwise), so nothing is lost; the worker is a daemon thread, which ends with the interpreter.
+Every other error, and every other ``close``, is as before.
+"""
+import functools
+from typing import Any, Callable
+
+_SHUTDOWN_MESSAGE = "can't create new thread at interpreter shutdown"
+
+
+def _close_at_shutdown(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    @functools.wraps(original)
+    def close(self: Any) -> None:
+        try:
+            original(self)
+        except RuntimeError as error:
+            if _SHUTDOWN_MESSAGE not in str(error) or getattr(self, "_closed", True):
+                raise
+            self._ev_writer.close()
+            self._closed = True
+
+    close._elmo_plugin_shutdown = True  # type: ignore[attr-defined]
+    return close
+
+
+def install() -> None:
+    """Wraps tensorboardX's ``EventFileWriter.close`` (once); a no-op without tensorboardX."""
+    try:
+        from tensorboardX.event_file_writer import EventFileWriter
+    except ImportError:
+        return
+    if not getattr(EventFileWriter.close, "_elmo_plugin_shutdown", False):
+        EventFileWriter.close = _close_at_shutdown(EventFileWriter.close)
