@@ -20,7 +20,7 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv wheel demo test test-all clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv wheel demo test test-all docs docs-serve clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: $(STAMP)
 
@@ -54,6 +54,24 @@ test: venv
 # Everything, the slow tests too (the wheel in a fresh environment, ...): what CI runs.
 test-all: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow"
+
+# The documentation site (mkdocs.yml): MkDocs + Material, the API reference generated from the
+# docstrings by mkdocstrings, in an environment of its own ($(DOCS_VENV): the docs tools' pins are
+# apart from AllenNLP's, and nothing of the plugin is imported to document it). `make docs`
+# builds build/site with every warning an error (broken links, missing references); CI runs it.
+DOCS_VENV ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.docs-installed
+
+$(DOCS_STAMP): requirements/docs.txt
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/docs.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve
 
 clean:
 	rm -rf $(DEMO_DIR) build dist *.egg-info
