@@ -31,7 +31,7 @@ def architecture_map() -> Dict[str, str]:
     """The map's entries under ``elmo_plugin/``: path (``data/tokenizers/``, ``elmo_embedder.py``)
     to the text that describes it (continuation lines included)."""
     page = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    block = page.split("```", 2)[1]
+    block = next(part for part in page.split("```") if part.startswith("\nelmo_plugin/"))
     entries: Dict[str, str] = {}
     current = None
     for line in block.splitlines():

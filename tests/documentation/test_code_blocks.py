@@ -19,7 +19,7 @@ code as it is, so that the documentation cannot drift from it:
   (``source``, ``pip``, ``curl``, ...) must be in `OTHER_PROGRAMS`, so that a new kind of command
   gets a rule here instead of going unchecked. The blocks that make the quick start and the
   own-environment set-up run in full in a fresh shell: `tests/test_first_hour.py`.
-- Blocks without a language are output or file listings, and are not run.
+- Blocks without a language are output or file listings, and ``mermaid`` blocks figures: not run.
 """
 import json
 import os
@@ -40,7 +40,7 @@ from tests.helpers import FIXTURES, REPO_ROOT
 from tests.model_server import ModelServer
 
 BLOCKS = all_code_blocks()
-LANGUAGES = {"python", "jsonnet", "json", "bash", "sh", "console", "text", ""}
+LANGUAGES = {"python", "jsonnet", "json", "bash", "sh", "console", "text", "mermaid", ""}
 # Programs whose command lines are only syntax-checked (bash -n), each for a stated reason.
 OTHER_PROGRAMS = {
     "source": "activates the virtual environment the set-up made",
