@@ -161,7 +161,7 @@ tasks-en: venv
 # that pretrain-ko exported to $(KO_DIR)/bilm), three seeds each, then mean ± std. A finished run
 # is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
 # adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
-# use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
+# use a second thread poorly: benchmarks/log.md, "Korean downstream over three seeds"); +ELMo runs
 # first. Per run, with the other core busy: NSMC +ELMo about 32 minutes on an AVX2 EPYC and 18 on
 # an AVX512 one, KLUE-NER +ELMo about 7 / 4, NSMC baseline about 12 / 7, KLUE-NER baseline about
 # 3: about 1.4 hours in all on the AVX2 machine (summed from those, not run as one queue).

@@ -126,6 +126,22 @@ def test_a_drifted_ratio_or_command_is_found():
     assert any(line.startswith("row 1:") for line in differences(edited_table, _measurements()))
 
 
+def numbers_missing_from(page: str, benchmarks: str) -> List[str]:
+    """The numbers of ``page`` with a decimal point or a thousands comma (1.89, 22,669) that
+    ``benchmarks`` does not contain as a number of its own."""
+    numbers = set(re.findall(r"(?<![\w.])\d+(?:,\d{3})*\.\d+|(?<![\w.])\d{1,3}(?:,\d{3})+", page))
+    return sorted(n for n in numbers if not re.search(rf"(?<![\w.,]){re.escape(n)}(?!\d)", benchmarks))
+
+
+def test_the_performance_page_copies_its_numbers_from_benchmarks_md():
+    page = (REPO_ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    benchmarks = BENCHMARKS.read_text(encoding="utf-8")
+    assert numbers_missing_from(page, benchmarks) == []
+    # The check sees a number that is not in BENCHMARKS.md, and one that only looks alike.
+    assert numbers_missing_from("Small 1.88x, 22,670 tokens/s", benchmarks) == ["1.88", "22,670"]
+    assert numbers_missing_from("13.2x", "13.25x") == ["13.2"]
+
+
 def test_the_script_draws_the_json(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib comes from requirements/figures.txt")
     output = tmp_path / "figures" / "speed_ratios.png"
