@@ -11,6 +11,7 @@ logarithmic axis with AllenNLP core (1x) and the CPU target (2x) marked.
 matplotlib comes from requirements/figures.txt (the make target installs it).
 """
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -29,26 +30,37 @@ COLOURS = {"float32": "#4c72b0", "bfloat16 / float32": "#dd8452", "bfloat16": "#
 def load_measurements(path: Path) -> List[Dict]:
     """The measurements of a speed_ratios.json, checked for the keys the chart reads."""
     measurements = json.loads(path.read_text(encoding="utf-8"))["measurements"]
-    needed = {"what", "size", "batch", "precision", "ratio", "ratio_text", "variant", "machine", "hardware"}
+    needed = {"what", "size", "batch", "precision", "ratio", "ratio_text", "variant", "machine",
+              "hardware"}
     for index, measurement in enumerate(measurements):
         missing = needed - measurement.keys()
         if missing:
             raise ValueError(f"{path}: measurement {index + 1} lacks {', '.join(sorted(missing))}")
         if measurement["precision"] not in COLOURS:
-            raise ValueError(f"{path}: measurement {index + 1}: unknown precision {measurement['precision']!r}")
+            raise ValueError(
+                f"{path}: measurement {index + 1}: unknown precision {measurement['precision']!r}"
+            )
     return measurements
 
 
 def short_hardware(hardware: str) -> str:
     """The machine's description without the software: ``AMD EPYC (x86_64: AVX2 AVX512F
-    AVX512_BF16; no AMX), 2 cores`` (the CPU and its vector extensions), ``NVIDIA H100 80GB HBM3``."""
+    AVX512_BF16; no AMX), 2 cores`` (the CPU and its vector extensions), ``NVIDIA H100 80GB
+    HBM3``."""
     text = hardware.split(", torch")[0]
     text = re.sub(r"; PyTorch kernels \w+", "", text)
     return re.sub(r"^vm ", "", text).replace("Intel(R) Xeon(R) Processor", "Intel Xeon")
 
 
-def plot(measurements: List[Dict], output: Path) -> None:
-    """Writes the chart of ``measurements`` (in their order, grouped by machine) to ``output``."""
+def source_digest(path: Path) -> str:
+    """What the chart records of the JSON it was drawn from (in the PNG's ``Description``), so
+    that a test can tell a chart that is older than its JSON without drawing it again."""
+    return "speed_ratios.json sha256 " + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def plot(measurements: List[Dict], output: Path, description: str = "") -> None:
+    """Writes the chart of ``measurements`` (in their order, grouped by machine) to ``output``,
+    with ``description`` in the PNG's metadata."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,7 +83,8 @@ def plot(measurements: List[Dict], output: Path) -> None:
             label = f"{measurement['what']}, {measurement['size']}, batch {measurement['batch']}"
             # What tells apart two rows of one machine that differ only in a setting (threads,
             # the allocator), as the table's "setting" column does.
-            labels.append(label + (f" ({measurement['variant']})" if measurement["variant"] else ""))
+            variant = measurement["variant"]
+            labels.append(label + (f" ({variant})" if variant else ""))
             positions.append(row)
             bars.append(measurement)
             row += 1
@@ -88,7 +101,9 @@ def plot(measurements: List[Dict], output: Path) -> None:
             edgecolor="white",
             linewidth=0,
         )
-        axis.text(measurement["ratio"] * 1.03, position, measurement["ratio_text"], va="center", fontsize=7)
+        axis.text(
+            measurement["ratio"] * 1.03, position, measurement["ratio_text"], va="center", fontsize=7
+        )
     axis.set_xscale("log")
     axis.set_xlim(0.9, max(m["ratio"] for m in bars) * 1.5)
     axis.set_xticks([1, 2, 3, 5, 10])
@@ -113,12 +128,14 @@ def plot(measurements: List[Dict], output: Path) -> None:
     )
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=110, metadata={"Software": None})
+    figure.savefig(output, dpi=110, metadata={"Software": None, "Description": description or None})
     plt.close(figure)
 
 
 def main(argv: List[str] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="speed_ratios.json")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the PNG to write")
     args = parser.parse_args(argv)
@@ -127,7 +144,7 @@ def main(argv: List[str] = None) -> int:
     except (OSError, ValueError, KeyError) as error:
         print(f"plot_speed_ratios.py: error: {error}", file=sys.stderr)
         return 1
-    plot(measurements, args.output)
+    plot(measurements, args.output, source_digest(args.input))
     print(f"Wrote {args.output} ({len(measurements)} measurements)")
     return 0
 

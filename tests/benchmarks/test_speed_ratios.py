@@ -16,7 +16,9 @@ from tests.helpers import REPO_ROOT
 BENCHMARKS = REPO_ROOT / "BENCHMARKS.md"
 RATIOS = REPO_ROOT / "benchmarks" / "results" / "speed_ratios.json"
 SECTION = "## Speed against AllenNLP core"
-COLUMNS = ["machine", "what", "size", "batch", "precision", "ratio", "setting", "date", "code", "command"]
+COLUMNS = [
+    "machine", "what", "size", "batch", "precision", "ratio", "setting", "date", "code", "command"
+]
 
 _PATH = REPO_ROOT / "scripts" / "plot_speed_ratios.py"
 _SPEC = importlib.util.spec_from_file_location("plot_speed_ratios", _PATH)
@@ -41,7 +43,9 @@ def benchmarks_tables(text: str) -> Tuple[List[Dict[str, str]], Dict[str, str]]:
     lines = [line for line in _section(text, SECTION).splitlines() if line.startswith("| ")]
     header = _cells(lines[0])
     assert header == COLUMNS, f"BENCHMARKS.md's speed table has the columns {header}"
-    rows = [dict(zip(COLUMNS, _cells(line))) for line in lines[1:] if len(_cells(line)) == len(COLUMNS)]
+    rows = [
+        dict(zip(COLUMNS, _cells(line))) for line in lines[1:] if len(_cells(line)) == len(COLUMNS)
+    ]
     commands = {}
     for line in lines:
         cells = _cells(line)
@@ -82,9 +86,14 @@ def differences(text: str, measurements: List[Dict]) -> List[str]:
             found.append(f"row {index + 1}: table vs JSON {changed}")
     for index, m in enumerate(measurements):
         if float(m["ratio_text"].rstrip("x")) != m["ratio"]:
-            found.append(f"measurement {index + 1}: ratio {m['ratio']} but ratio_text {m['ratio_text']}")
+            found.append(
+                f"measurement {index + 1}: ratio {m['ratio']} but ratio_text {m['ratio_text']}"
+            )
         if commands.get(m["command_label"]) != m["command"]:
-            found.append(f"measurement {index + 1}: command {m['command_label']} is {commands.get(m['command_label'])!r} in the table")
+            in_table = commands.get(m["command_label"])
+            found.append(
+                f"measurement {index + 1}: command {m['command_label']} is {in_table!r} in the table"
+            )
         if m["device"] != ("GPU" if m["machine"].startswith("H") else "CPU"):
             found.append(f"measurement {index + 1}: device {m['device']} for {m['machine']}")
     return found
@@ -130,7 +139,9 @@ def numbers_missing_from(page: str, benchmarks: str) -> List[str]:
     """The numbers of ``page`` with a decimal point or a thousands comma (1.89, 22,669) that
     ``benchmarks`` does not contain as a number of its own."""
     numbers = set(re.findall(r"(?<![\w.])\d+(?:,\d{3})*\.\d+|(?<![\w.])\d{1,3}(?:,\d{3})+", page))
-    return sorted(n for n in numbers if not re.search(rf"(?<![\w.,]){re.escape(n)}(?!\d)", benchmarks))
+    return sorted(
+        n for n in numbers if not re.search(rf"(?<![\w.,]){re.escape(n)}(?!\d)", benchmarks)
+    )
 
 
 def test_the_performance_page_copies_its_numbers_from_benchmarks_md():
@@ -151,6 +162,32 @@ def test_the_script_draws_the_json(tmp_path):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     # One row a measurement and one a machine: the chart grows with the JSON.
     assert width > 800 and height > 20 * len(_measurements())
+    assert png_description(data) == plot_speed_ratios.source_digest(RATIOS)
+    edited = tmp_path / "edited.json"
+    edited.write_bytes(RATIOS.read_bytes().replace(b'"ratio": 1.89,', b'"ratio": 1.9,'))
+    assert plot_speed_ratios.source_digest(edited) != png_description(data)
+
+
+def png_description(data: bytes) -> str:
+    """The ``Description`` text chunk of a PNG ('' if it has none)."""
+    position = 8
+    while position < len(data):
+        length = int.from_bytes(data[position : position + 4], "big")
+        kind = data[position + 4 : position + 8]
+        body = data[position + 8 : position + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Description\0"):
+            return body[len(b"Description\0") :].decode("latin-1")
+        position += 12 + length
+    return ""
+
+
+def test_the_chart_in_docs_was_drawn_from_the_json_as_it_is():
+    # Without drawing it again: the chart records the digest of the JSON it was drawn from.
+    drawn_from = png_description((REPO_ROOT / "docs" / "speed_ratios.png").read_bytes())
+    assert drawn_from == plot_speed_ratios.source_digest(RATIOS), (
+        "docs/speed_ratios.png is older than benchmarks/results/speed_ratios.json:"
+        " run make figure-speed-ratios"
+    )
 
 
 def test_a_measurement_without_its_ratio_is_one_clear_line(tmp_path, capsys):
@@ -158,7 +195,8 @@ def test_a_measurement_without_its_ratio_is_one_clear_line(tmp_path, capsys):
     measurements = _measurements()[:2]
     del measurements[1]["ratio_text"]
     broken.write_text(json.dumps({"measurements": measurements}), encoding="utf-8")
-    assert plot_speed_ratios.main(["--input", str(broken), "--output", str(tmp_path / "x.png")]) == 1
+    arguments = ["--input", str(broken), "--output", str(tmp_path / "x.png")]
+    assert plot_speed_ratios.main(arguments) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "measurement 2 lacks ratio_text" in error
     assert not (tmp_path / "x.png").exists()
