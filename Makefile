@@ -20,7 +20,7 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv wheel demo test test-all docs docs-serve clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv wheel demo test test-all docs docs-serve figure-speed-ratios clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: $(STAMP)
 
@@ -72,6 +72,14 @@ docs: $(DOCS_STAMP)
 
 docs-serve: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve
+
+# The performance page's chart, docs/speed_ratios.png, drawn from benchmarks/results/speed_ratios.json
+# (the table "Speed against AllenNLP core" of BENCHMARKS.md, which a test keeps equal to it):
+# run after changing that table and the JSON. matplotlib comes from requirements/figures.txt,
+# installed for the figures only.
+figure-speed-ratios: venv
+	$(PY) -m pip install --quiet --no-deps -r requirements/figures.txt
+	$(PY) scripts/plot_speed_ratios.py --input benchmarks/results/speed_ratios.json --output docs/speed_ratios.png
 
 clean:
 	rm -rf $(DEMO_DIR) build dist *.egg-info
@@ -153,7 +161,7 @@ tasks-en: venv
 # that pretrain-ko exported to $(KO_DIR)/bilm), three seeds each, then mean ± std. A finished run
 # is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
 # adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
-# use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
+# use a second thread poorly: benchmarks/log.md, "Korean downstream over three seeds"); +ELMo runs
 # first. Per run, with the other core busy: NSMC +ELMo about 32 minutes on an AVX2 EPYC and 18 on
 # an AVX512 one, KLUE-NER +ELMo about 7 / 4, NSMC baseline about 12 / 7, KLUE-NER baseline about
 # 3: about 1.4 hours in all on the AVX2 machine (summed from those, not run as one queue).

@@ -126,7 +126,7 @@ local boolean(name, value) =
 
   // Adam with a linear decay to zero over the run, for the CPU-sized configs: with a few
   // thousand updates per epoch, the last ones at a small step size are worth more than a constant
-  // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The decay spans the corpus actually trained
+  // rate (benchmarks/log.md, bilm_small Runs 1 and 2). The decay spans the corpus actually trained
   // on: with `steps_per_epoch` null (the default) the `count_batches_per_epoch` callback counts
   // the training data's batches when training starts (elmo_plugin/training/corpus_schedule.py),
   // so `-o '{"train_data_path": ...}'` on another corpus needs nothing else; a number is used as

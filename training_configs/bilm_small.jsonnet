@@ -51,7 +51,7 @@ function(
     max_sentence_length=200,
     checkpoint_seconds=600,
     // Not bilm-tf's Adagrad 0.2: the recipe was tuned for ~1M updates, and one CPU epoch here is
-    // 3,165. Measured on 400 updates (BENCHMARKS.md): held-out perplexity 378 with Adam 0.002
+    // 3,165. Measured on 400 updates (benchmarks/log.md, Run 1): held-out perplexity 378 with Adam 0.002
     // against 966 with Adagrad 0.2 (and 431 for Adagrad after the whole epoch).
     optimizer={ type: "adam", lr: 0.002 },
     learning_rate_scheduler=common.linear_decay(steps_per_epoch),
