@@ -24,16 +24,16 @@ ALLENNLP := $(VENV)/bin/allennlp
 
 venv: $(STAMP)
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/figures.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(TORCH),cuda)
 	grep -v -E '^(torch|torchvision)==' requirements/constraints.txt > $(VENV)/constraints-without-torch.txt
-	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt -r requirements/figures.txt
 	$(PY) -m pip install --quiet -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt
-	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see README.md, "On a GPU"')"
+	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see docs/gpu.md')"
 else
-	$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt -r requirements/dev.txt -r requirements/figures.txt
 endif
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -r requirements/korean.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
