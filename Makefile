@@ -4,8 +4,8 @@
 # AllenNLP 2.10.1 declares pins that cannot be met on Python 3.11 to 3.13, so everything is installed
 # with --no-deps from a tested, fully pinned list (requirements/constraints.txt).
 
-# The Python of the environment: 3.11, 3.12 or 3.13 (`make venv PYTHON=python3.12`; README.md,
-# "Set up"). The pins of requirements/constraints.txt are the same on all three but torchvision's
+# The Python of the environment: 3.11, 3.12 or 3.13 (`make venv PYTHON=python3.12`;
+# docs/getting_started.md, "Set up"). The pins of requirements/constraints.txt are the same on all three but torchvision's
 # (environment markers there).
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,12 +16,12 @@ VENV ?= .venv
 # does: a CUDA build with its CUDA libraries (about 4 GB more), which runs on the CPU as well.
 # Beside the CPU build on Python 3.11, torchvision 0.15.2, which AllenNLP imports but never uses
 # (scripts/quiet_environment.py says why that version). TORCH=cuda: torch 2.13.0 and its own
-# torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt; README.md,
-# "On a GPU"), installed with their dependencies (the CUDA libraries).
+# torchvision 0.28.0 from PyPI, which are CUDA builds (requirements/torch-cuda.txt;
+# docs/gpu.md), installed with their dependencies (the CUDA libraries).
 TORCH ?= cpu
 PY := $(VENV)/bin/python
 # Exits with a message unless the Python running it is 3.11, 3.12 or 3.13.
-SUPPORTED_PYTHON := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else 'make venv: %s is Python %d.%d; 3.11, 3.12 and 3.13 are supported: choose one with PYTHON= (README.md, Set up)' % (sys.executable, *sys.version_info[:2]))
+SUPPORTED_PYTHON := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 13) else 'make venv: %s is Python %d.%d; 3.11, 3.12 and 3.13 are supported: choose one with PYTHON= (docs/getting_started.md, Set up)' % (sys.executable, *sys.version_info[:2]))
 STAMP := $(VENV)/.elmo_plugin-installed
 DEMO_DIR ?= demo_output
 SHARED ?= ../shared
@@ -29,7 +29,7 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv check-python wheel demo test test-all clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv check-python wheel demo test test-all docs docs-serve figure-speed-ratios clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: check-python $(STAMP)
 
@@ -47,7 +47,7 @@ ifeq ($(origin PYTHON),command line)
 	fi
 endif
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/figures.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
 		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	@test -x $(PY) || $(PYTHON) -c "$(SUPPORTED_PYTHON)"
@@ -55,16 +55,16 @@ $(STAMP): requirements/constraints.txt requirements/dev.txt requirements/korean.
 	@$(PY) -c "$(SUPPORTED_PYTHON)"
 	grep -v -E '^(torch|torchvision)==' requirements/constraints.txt > $(VENV)/constraints-without-torch.txt
 ifeq ($(TORCH),cuda)
-	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt -r requirements/figures.txt
 	$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt
-	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see README.md, "On a GPU"')"
+	$(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 'TORCH=cuda installed a CPU build of torch (' + torch.__version__ + '): a local CPU wheel in your pip configuration (find-links) won; see docs/gpu.md')"
 else
-	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -r $(VENV)/constraints-without-torch.txt -r requirements/dev.txt -r requirements/figures.txt
 	@if $(PY) -m pip install --quiet --no-deps --only-binary :all: 'torch==2.13.0+cpu' > $(VENV)/torch-cpu.log 2>&1; then \
 		echo "$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt"; \
 		$(PY) -m pip install --quiet --no-deps -r requirements/constraints.txt; \
 	else \
-		echo "make venv: pip finds no CPU build of torch 2.13.0 for Python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (PyPI has none for Linux x86_64): installing PyPI's torch 2.13.0 and torchvision 0.28.0, CUDA builds with their CUDA libraries (about 4 GB more; they run on the CPU too). README.md, \"Set up\", says how to get the CPU build instead."; \
+		echo "make venv: pip finds no CPU build of torch 2.13.0 for Python $$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (PyPI has none for Linux x86_64): installing PyPI's torch 2.13.0 and torchvision 0.28.0, CUDA builds with their CUDA libraries (about 4 GB more; they run on the CPU too). docs/getting_started.md, \"Set up\", says how to get the CPU build instead."; \
 		echo "$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt"; \
 		$(PY) -m pip install --quiet --no-warn-conflicts -c $(VENV)/constraints-without-torch.txt -r requirements/torch-cuda.txt; \
 	fi
@@ -74,8 +74,8 @@ endif
 	$(PY) scripts/quiet_environment.py
 	touch $(STAMP)
 
-# The plugin as a wheel, to install into an environment of your own (README.md, "In your
-# own environment"): dist/elmo_plugin-VERSION-py3-none-any.whl.
+# The plugin as a wheel, to install into an environment of your own (docs/getting_started.md,
+# "In your own environment"): dist/elmo_plugin-VERSION-py3-none-any.whl.
 wheel: venv
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir dist .
 
@@ -88,6 +88,32 @@ test: venv
 # Everything, the slow tests too (the wheel in a fresh environment, ...): what CI runs.
 test-all: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow"
+
+# The documentation site (mkdocs.yml): MkDocs + Material, the API reference generated from the
+# docstrings by mkdocstrings, in an environment of its own ($(DOCS_VENV): the docs tools' pins are
+# apart from AllenNLP's, and nothing of the plugin is imported to document it). `make docs`
+# builds build/site with every warning an error (broken links, missing references); CI runs it.
+DOCS_VENV ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.docs-installed
+
+$(DOCS_STAMP): requirements/docs.txt
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/docs.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs serve
+
+# The performance page's chart, docs/speed_ratios.png, drawn from benchmarks/results/speed_ratios.json
+# (the table "Speed against AllenNLP core" of BENCHMARKS.md, which a test keeps equal to it):
+# run after changing that table and the JSON. matplotlib comes from requirements/figures.txt,
+# installed for the figures only.
+figure-speed-ratios: venv
+	$(PY) -m pip install --quiet --no-deps -r requirements/figures.txt
+	$(PY) scripts/plot_speed_ratios.py --input benchmarks/results/speed_ratios.json --output docs/speed_ratios.png
 
 clean:
 	rm -rf $(DEMO_DIR) build dist *.egg-info
@@ -169,7 +195,7 @@ tasks-en: venv
 # that pretrain-ko exported to $(KO_DIR)/bilm), three seeds each, then mean ± std. A finished run
 # is kept, so an interrupted queue goes on where it stopped. KO_VARIANTS="baseline elmo elmo_io"
 # adds ELMo at the encoder's output too. Two runs at a time, one torch thread each (small LSTMs
-# use a second thread poorly: BENCHMARKS.md, "Korean downstream over three seeds"); +ELMo runs
+# use a second thread poorly: benchmarks/log.md, "Korean downstream over three seeds"); +ELMo runs
 # first. Per run, with the other core busy: NSMC +ELMo about 32 minutes on an AVX2 EPYC and 18 on
 # an AVX512 one, KLUE-NER +ELMo about 7 / 4, NSMC baseline about 12 / 7, KLUE-NER baseline about
 # 3: about 1.4 hours in all on the AVX2 machine (summed from those, not run as one queue).

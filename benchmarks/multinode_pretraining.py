@@ -1,6 +1,6 @@
 """
 Wall time of pretraining a biLM config with ``allennlp train`` as one process against the
-README's two-node rehearsal on this machine: two ``allennlp train`` processes, ``--node-rank 0``
+docs/pretraining.md's two-node rehearsal on this machine: two ``allennlp train`` processes, ``--node-rank 0``
 and ``--node-rank 1``, one CPU worker each (``"distributed": {"cuda_devices": [-1],
 "num_nodes": 2}``), gloo over 127.0.0.1, each node with its own serialization directory.
 

@@ -17,8 +17,8 @@ the others; the script exits with an error naming the failed runs after the rest
 ``--bilm DIR`` gives the +ELMo runs another biLM (a directory with ``options.json`` and
 ``weights.hdf5``, as ``allennlp elmo-export`` writes): the script then writes a config that calls
 the task's function with it, as a user adapting a config would. ``--variants elmo_io`` (Korean
-tasks) trains ELMo at the encoder's input and output (the paper's section 3.3; README "ELMo at the
-encoder's output"), as runs ``TASK_elmo_io[_seedN]`` from a config written the same way.
+tasks) trains ELMo at the encoder's input and output (the paper's section 3.3; docs/tasks.md, "ELMo
+at the encoder's output"), as runs ``TASK_elmo_io[_seedN]`` from a config written the same way.
 """
 import argparse
 import json

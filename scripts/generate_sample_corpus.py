@@ -8,7 +8,7 @@ the cats *sit*), ambiguous words (``bank``, ``bat``, ``light``) in different con
 clauses and numbers, so that a tiny biLM has something real to learn in a few CPU minutes. It is
 shipped so that ``make demo`` and ``allennlp train training_configs/bilm.jsonnet`` work on a
 fresh machine with no data at all. For real pretraining, point the config's ``train_data_path``
-at your corpus (README, "Pretraining").
+at your corpus (docs/pretraining.md).
 """
 import os
 import random

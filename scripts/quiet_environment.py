@@ -4,7 +4,7 @@ or 3.13 environment with the tested set (requirements/constraints.txt), so that
 `import elmo_plugin` and every `allennlp` command print only their own output. Run it with the environment's own Python:
 
     .venv/bin/python scripts/quiet_environment.py          # `make venv` does this
-    ~/my-env/bin/python scripts/quiet_environment.py       # your own environment (README.md, "In your own environment")
+    ~/my-env/bin/python scripts/quiet_environment.py       # your own environment (docs/getting_started.md)
 
 It changes that environment only (the plugin's import does none of this, but for the filter of
 3 on lines logged after it), and only where the cause is there, so it is a no-op in an

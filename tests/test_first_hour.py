@@ -6,13 +6,14 @@ A new user's first hour (issue 27), as typed:
 - ``import elmo_plugin`` prints nothing, and the quick start's ``allennlp elmo`` nothing from
   the environment (torchvision's warnings, nltk's download attempts, ``pkg_resources is
   deprecated``, the plugin's "already registered ... overwriting" notices);
-- the "own environment" block (``<!-- own-environment -->``) installs the plugin's wheel into a
-  fresh Python 3.11 virtual environment, and ``allennlp elmo`` runs from another directory
-  through a plugins file, with the vectors of this checkout (slow: CI runs it, ``make test-all``);
-  ``from allennlp.commands.elmo import ElmoEmbedder`` works there through the wheel's ``.pth``
-  file (issue 38), and after ``pip uninstall elmo_plugin`` fails as it did before the plugin.
+- the "own environment" block (``<!-- own-environment -->``, docs/getting_started.md) installs
+  the plugin's wheel into a fresh Python 3.11 virtual environment, and ``allennlp elmo`` runs
+  from another directory through a plugins file, with the vectors of this checkout (slow: CI
+  runs it, ``make test-all``); ``from allennlp.commands.elmo import ElmoEmbedder`` works there
+  through the wheel's ``.pth`` file (issue 38), and after ``pip uninstall elmo_plugin`` fails as
+  it did before the plugin.
 
-The blocks are read from README.md, so an edit of the README that breaks them fails here.
+The blocks are read from README.md and docs/, so an edit that breaks them fails here.
 """
 import os
 import re
@@ -40,12 +41,13 @@ ALLOWED_STDERR = re.compile(
 
 
 def block(marker: str) -> str:
-    """The fenced block after ``<!-- marker -->`` in README.md."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(rf"<!-- {marker} -->\s*\n```(?:bash)?\n(.*?)\n```", text, flags=re.S)
-    if match is None:
-        raise AssertionError(f"no block marked <!-- {marker} --> in README.md")
-    return match.group(1)
+    """The fenced block after ``<!-- marker -->`` in README.md or a page of docs/."""
+    for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        match = re.search(rf"<!-- {marker} -->\s*\n```(?:bash)?\n(.*?)\n```", text, flags=re.S)
+        if match is not None:
+            return match.group(1)
+    raise AssertionError(f"no block marked <!-- {marker} --> in README.md or docs/")
 
 
 def fresh_shell_environment(home: Path) -> dict:

@@ -1,5 +1,5 @@
 """
-Korean end to end, the road README's "Korean" section walks, on a dozen reviews: raw text ->
+Korean end to end, the road docs/korean.md walks, on a dozen reviews: raw text ->
 ``elmo-tokenize`` (Mecab morphemes) -> ``elmo-vocab`` -> ``allennlp train
 training_configs/bilm_ko.jsonnet`` (the course's architecture, 30 bytes per token; a few
 batches, with small stream windows so that it fits a CPU test) -> ``elmo-export`` -> the
@@ -59,7 +59,7 @@ def trained(tmp_path_factory):
     build_lm_vocabulary(str(root / "tokens" / "*.txt"), root / "vocabulary.txt", progress=False)
 
     # bilm_ko's model and recipe as they are, pointed at this corpus with -o overrides, as the
-    # README's Korean walkthrough does; only the stream windows shrink (2 rows x 5 steps instead
+    # docs/korean.md's walkthrough does; only the stream windows shrink (2 rows x 5 steps instead
     # of 128 x 20) so that the small corpus makes several batches.
     overrides = {
         "train_data_path": str(root / "tokens" / "*.txt"),

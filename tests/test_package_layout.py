@@ -1,6 +1,6 @@
 """
-The package's map in README.md ("Where things are") against the tree, and its imports against
-the order of the wings that the README gives: a subpackage or file that is gone, one that the
+The package's map in docs/architecture.md ("Where things are") against the tree, and its imports
+against the order of the wings that page gives: a subpackage or file that is gone, one that the
 map leaves out, and an import that runs upward all fail here.
 """
 import ast
@@ -29,12 +29,11 @@ LEVELS: List[Set[str]] = [
 ]
 
 
-def readme_map() -> Dict[str, str]:
+def architecture_map() -> Dict[str, str]:
     """The map's entries under ``elmo_plugin/``: path (``data/tokenizers/``, ``elmo_embedder.py``)
     to the text that describes it (continuation lines included)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Where things are", 1)[1]
-    block = section.split("```", 2)[1]
+    page = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = next(part for part in page.split("```") if part.startswith("\nelmo_plugin/"))
     entries: Dict[str, str] = {}
     current = None
     for line in block.splitlines():
@@ -60,23 +59,23 @@ def package_tree() -> Tuple[Set[str], Set[str]]:
     return folders, top_files
 
 
-def test_the_readme_map_lists_every_subpackage_and_only_those():
-    entries = readme_map()
+def test_the_architecture_map_lists_every_subpackage_and_only_those():
+    entries = architecture_map()
     folders, top_files = package_tree()
     listed_folders = {name for name in entries if name.endswith("/")}
     listed_files = {name for name in entries if not name.endswith("/")}
-    assert listed_folders - folders == set(), "the README's map lists folders that are gone"
-    assert folders - listed_folders == set(), "the README's map leaves out these folders"
+    assert listed_folders - folders == set(), "docs/architecture.md's map lists folders that are gone"
+    assert folders - listed_folders == set(), "docs/architecture.md's map leaves out these folders"
     assert listed_files == top_files
 
 
-def test_every_file_the_readme_map_names_exists():
-    for entry, text in readme_map().items():
+def test_every_file_the_architecture_map_names_exists():
+    for entry, text in architecture_map().items():
         if not entry.endswith("/"):
             continue
         present = [path.name for path in (PACKAGE / entry).iterdir()]
         for pattern in re.findall(r"(?<![/\w])[\w*]+\.py\b", text):
-            assert fnmatch.filter(present, pattern), f"README map: {entry}{pattern} does not exist"
+            assert fnmatch.filter(present, pattern), f"architecture map: {entry}{pattern} is gone"
 
 
 def _level(module: str) -> int:
@@ -86,7 +85,7 @@ def _level(module: str) -> int:
     for index, names in enumerate(LEVELS):
         if top in names:
             return index
-    raise AssertionError(f"{module}: not in the README's order of wings; add it to LEVELS and the map")
+    raise AssertionError(f"{module}: not in docs/architecture.md's order of wings; add it to LEVELS and the map")
 
 
 def test_imports_run_down_the_wings_only():
@@ -116,7 +115,9 @@ def test_help_texts_name_files_that_exist():
     assert missing == []
 
 
-def test_the_readme_names_files_that_exist():
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    named = re.findall(r"(?<![\w/.])((?:elmo_plugin|tests|benchmarks|scripts)/[\w/]+\.py)", readme)
-    assert named and [name for name in named if not (REPO_ROOT / name).is_file()] == []
+def test_the_readme_and_the_pages_name_files_that_exist():
+    for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        named = re.findall(r"(?<![\w/.])((?:elmo_plugin|tests|benchmarks|scripts)/[\w/]+\.py)", text)
+        missing = [name for name in named if not (REPO_ROOT / name).is_file()]
+        assert missing == [], f"{page.relative_to(REPO_ROOT)} names files that do not exist"

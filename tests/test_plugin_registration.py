@@ -11,7 +11,7 @@ an in-process check would pass on whatever an earlier test imported):
 
 Subcommands are found only through a plugins file: AllenNLP builds its subcommand parser before
 it reads ``--include-package`` (allennlp/commands/__init__.py), so ``allennlp elmo`` from a
-directory without ``.allennlp_plugins`` needs ``~/.allennlp/plugins`` (README, "Install").
+directory without ``.allennlp_plugins`` needs ``~/.allennlp/plugins`` (docs/getting_started.md).
 """
 import json
 import os

@@ -1,5 +1,5 @@
 """
-Python 3.12 and 3.13 (issue 37): the set-up as README.md, "Set up", says (``make venv
+Python 3.12 and 3.13 (issue 37): the set-up as docs/getting_started.md, "Set up", says (``make venv
 PYTHON=python3.12``) in a clean copy of the repository, then the quick start in a fresh shell,
 with nothing on stderr but the plugin's own lines, and no tensorboardX traceback at exit.
 

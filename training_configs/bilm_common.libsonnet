@@ -6,7 +6,7 @@
 //        "vocabulary.vocabulary_file": "vocab.txt", "trainer.num_epochs": 3,
 //        "model.mixed_precision": true, "trainer.cuda_device": 0}'
 // or import the config's function into your own config and call it with arguments
-// (README, "Pretraining a biLM").
+// (docs/pretraining.md).
 //
 // The arguments are checked here, when the config is read: a wrong value (0 epochs, a batch size
 // of 2.5, a number given as a string) is one error naming the argument, before `allennlp train`
@@ -84,10 +84,10 @@ local boolean(name, value) =
         type: "elmo_bilm",
         num_samples: num_samples,
         options: options,
-        // bfloat16 autocast in training where the device has bfloat16 arithmetic (README).
+        // bfloat16 autocast in training where the device has bfloat16 arithmetic (docs/gpu.md).
         mixed_precision: mixed_precision,
         // The LSTM recurrence compiled for stream batching's fixed-shape windows ("auto": where
-        // measured faster, README "On a GPU"), and TF32 float32 products on a CUDA GPU.
+        // measured faster, docs/gpu.md), and TF32 float32 products on a CUDA GPU.
         compile: compile,
         tf32: tf32,
       },
@@ -137,7 +137,7 @@ local boolean(name, value) =
 
   // Adam with a linear decay to zero over the run, for the CPU-sized configs: with a few
   // thousand updates per epoch, the last ones at a small step size are worth more than a constant
-  // rate (BENCHMARKS.md, bilm_small Runs 1 and 2). The decay spans the corpus actually trained
+  // rate (benchmarks/log.md, bilm_small Runs 1 and 2). The decay spans the corpus actually trained
   // on: with `steps_per_epoch` null (the default) the `count_batches_per_epoch` callback counts
   // the training data's batches when training starts (elmo_plugin/training/corpus_schedule.py),
   // so `-o '{"train_data_path": ...}'` on another corpus needs nothing else; a number is used as

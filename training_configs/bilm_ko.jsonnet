@@ -3,7 +3,7 @@
 // to 128, clips 3, skip connections, a vocabulary of the 100,000 most frequent morphemes, and
 // bilm-tf's recipe (Adagrad 0.2, batches of 128 rows x 20 steps, stream batching, 8192 samples).
 // A GPU model; `bilm_ko_small.jsonnet` is its CPU-sized sibling. It reads the files that
-// `make tokenize-ko` and the vocabulary step of `make pretrain-ko` write (README, "Korean"):
+// `make tokenize-ko` and the vocabulary step of `make pretrain-ko` write (docs/korean.md):
 //   allennlp train training_configs/bilm_ko.jsonnet --include-package elmo_plugin -s OUT \
 //     -o '{"trainer.cuda_device": 0}'
 local paths = import "paths.libsonnet";

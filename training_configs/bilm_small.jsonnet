@@ -2,7 +2,7 @@
 // ELMo's architecture at a size a CPU can afford (512 char filters, 1 highway layer, 2 LSTM
 // layers of 512 cells projected to 128, skip connections, clips 3), two epochs by default
 // (BENCHMARKS.md, Run 3, trained three: held-out perplexity 104).
-// `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see README):
+// `make pretrain-small` builds the vocabulary, trains, exports and evaluates (see docs/pretraining.md):
 //   allennlp train training_configs/bilm_small.jsonnet --include-package elmo_plugin -s OUT \
 //     -o '{"vocabulary.vocabulary_file": "vocab.txt"}'
 // On another corpus set train_data_path and validation_data_path; the learning rate's decay
@@ -51,7 +51,7 @@ function(
     max_sentence_length=200,
     checkpoint_seconds=600,
     // Not bilm-tf's Adagrad 0.2: the recipe was tuned for ~1M updates, and one CPU epoch here is
-    // 3,165. Measured on 400 updates (BENCHMARKS.md): held-out perplexity 378 with Adam 0.002
+    // 3,165. Measured on 400 updates (benchmarks/log.md, Run 1): held-out perplexity 378 with Adam 0.002
     // against 966 with Adagrad 0.2 (and 431 for Adagrad after the whole epoch).
     optimizer={ type: "adam", lr: 0.002 },
     learning_rate_scheduler=common.linear_decay(steps_per_epoch),

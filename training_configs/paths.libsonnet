@@ -20,7 +20,7 @@ local normalize(path) =
   in_repository(relative):: normalize($.repository + "/" + relative),
   // The built-in sample corpus: what `bilm.jsonnet` trains on unless told otherwise.
   sample_corpus: $.in_repository("elmo_plugin/sample_corpus"),
-  // The shared data of the project's machines (README, "Data"), beside the repository.
+  // The shared data of the project's machines (docs/testing.md, "Data"), beside the repository.
   shared_data: $.in_repository("../shared/data"),
   // Where the Makefile's pretraining targets export the biLMs that the +ELMo task configs load.
   english_bilm: $.in_repository("build/en_small/bilm"),

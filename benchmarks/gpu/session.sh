@@ -107,7 +107,7 @@ speed)
   ;;
 downstream)
   # The small biLM trained here (make pretrain-small; carry build/en_small/bilm): pretraining it
-  # on the GPU gains little (README, "On a GPU"). The task runs use
+  # on the GPU gains little (docs/gpu.md). The task runs use
   # the GPU and cores 4-15 while the CPU timings run on cores 0-1 (side by side in one process,
   # so their ratios hold; their absolute times are no figure).
   BILM=${BILM:-build/en_small/bilm}

@@ -97,7 +97,25 @@ class ElmoCharacterIds:
 def batch_to_ids(
     batch: Sequence[Sequence[str]], max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN
 ) -> torch.Tensor:
-    """Shortcut for ``ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)``."""
+    """
+    AllenNLP's ``batch_to_ids``: the character ids of a batch of tokenized sentences, the input
+    of `Elmo` and `ElmoBiLm`. Shortcut for
+    ``ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)``.
+
+    # Parameters
+
+    batch : `Sequence[Sequence[str]]`
+        The sentences, each a list of tokens; an empty sentence gives an all-padding row.
+    max_characters_per_token : `int`, optional (default = `50`)
+        The width of a token's row: the begin-of-word and end-of-word ids and at most this many
+        minus 2 UTF-8 bytes of the token (longer tokens are cut, as bilm-tf does). It must be the
+        model's ``max_characters_per_token`` (30 for the Korean course's models).
+
+    # Returns
+
+    `torch.LongTensor`
+        ``(batch_size, max_sentence_length, max_characters_per_token)``, padded with 0.
+    """
     return ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)
 
 

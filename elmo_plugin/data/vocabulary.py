@@ -120,6 +120,26 @@ def build_lm_vocabulary(
     ``elmo-vocab "dir/*.txt" dir/vocab.txt`` twice), it is left out of the corpus with a
     warning, instead of being counted as corpus text; `LmVocabularyStats.excluded_files` lists
     it.
+
+    # Parameters
+
+    file_glob_or_paths : `Union[PathLike, Sequence[PathLike]]`
+        The corpus: a glob (``"corpus/train/*.txt"``), a path, or a list of paths; tokenized text,
+        one sentence per line, tokens separated by whitespace.
+    output_file : `PathLike`
+        Where to write the vocabulary, one token per line.
+    min_count : `int`, optional (default = `1`)
+        Tokens seen fewer times are left out (they become ``<UNK>``).
+    max_size : `int`, optional (default = `None`)
+        At most this many lines in all, the special tokens included; `None` keeps every token
+        that meets ``min_count``.
+    progress : `bool`, optional (default = `True`)
+        Show a progress bar over the corpus files.
+
+    # Returns
+
+    `LmVocabularyStats`
+        The counts: tokens, types kept, coverage, and any file left out of the corpus.
     """
     if min_count < 1:
         raise ConfigurationError(f"min_count must be at least 1, got {min_count}")

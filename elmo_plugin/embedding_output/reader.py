@@ -54,7 +54,16 @@ _INDEX_DATASETS = ("sentence_to_index", "sentence_indices")
 
 
 class MissingShardError(ConfigurationError):
-    """A shard of an assembled output is missing or not the file it was."""
+    """
+    A shard of an assembled output is missing or not the file it was: reading it through the
+    virtual datasets would give the fill value (NaN) instead of vectors, so `EmbeddingsFile`
+    raises this instead.
+
+    # Parameters
+
+    message : `str`
+        Names the output and the shard, and says what to do (rerun the command that wrote it).
+    """
 
 
 def _text(value: Union[str, bytes]) -> str:
@@ -229,7 +238,16 @@ class EmbeddingsFile:
 
 
 def read_embeddings(path: PathLike, index: int) -> np.ndarray:
-    """Line ``index``'s vectors from an ``allennlp elmo`` output of either layout (opens and
-    checks the file each call; use `EmbeddingsFile` to read many)."""
+    """
+    Line ``index``'s vectors from an ``allennlp elmo`` output of either layout (opens and
+    checks the file each call; use `EmbeddingsFile` to read many).
+
+    # Parameters
+
+    path : `PathLike`
+        The output file, written by one process or assembled from shards.
+    index : `int`
+        The 0-based line of the input file.
+    """
     with EmbeddingsFile(path) as embeddings:
         return embeddings[index]

@@ -1,7 +1,7 @@
 """
 AllenNLP 0.9's ``allennlp/commands/elmo.py``, its public names and the behaviour code depends
 on, on this plugin's `elmo_plugin.ElmoEmbedder`. Imported as ``allennlp.commands.elmo`` (see
-`elmo_plugin.legacy`); README.md, "Code written for AllenNLP 0.9, flair and SeqVec", has the table
+`elmo_plugin.legacy`); docs/legacy.md has the table
 of what is the same and what differs.
 
 - ``ElmoEmbedder(options_file, weight_file, cuda_device)``: 0.9's positional order and defaults
@@ -45,7 +45,7 @@ ALLENNLP_BUCKET_ADDRESSES = (
 _STATELESS_NOTICE = (
     "allennlp.commands.elmo.ElmoEmbedder (elmo_plugin): every batch starts from a zero LSTM "
     "state, so a sentence gets the same vectors whatever was embedded before it. AllenNLP 0.9 "
-    "carried the state from batch to batch; pass stateful=True for its exact results (README: "
+    "carried the state from batch to batch; pass stateful=True for its exact results (docs/legacy.md: "
     "\"Code written for AllenNLP 0.9, flair and SeqVec\")."
 )
 _notice_given = False

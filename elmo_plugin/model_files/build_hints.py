@@ -36,7 +36,7 @@ def with_build_hint(error: ConfigurationError, *paths: Optional[str]) -> Configu
         if target and not os.path.exists(path):
             return ConfigurationError(
                 f"{error} -- this is the biLM that `{target}` exports: run `{target}` in the "
-                "repository first (README, \"Pretrain your own\"), or give the config's elmo "
+                "repository first (docs/pretraining.md), or give the config's elmo "
                 "argument another biLM"
             )
     return error

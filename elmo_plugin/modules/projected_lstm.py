@@ -20,7 +20,7 @@ class ProjectedLstmLayer(nn.Module):
     columns and of ``bias`` are ordered i, j (candidate), f, o, and ``bias`` is TensorFlow's
     stored ``B``, *without* the forget bias of 1.0 that ``LSTMCell`` adds at run time; we add it
     in ``forward`` too. The ``(in, out)`` layout is also the fast one for a few rows of states
-    (BENCHMARKS.md, issue 28).
+    (benchmarks/log.md, issue 28).
 
     One step, for gates ``z = x W_in + h W_rec + bias`` split into blocks i, j, f, o:
     ``c = sigmoid(f + forget_bias) * c + sigmoid(i) * tanh(j)``, clipped to ``cell_clip``;

@@ -2,7 +2,7 @@
 ``from allennlp.commands.elmo import ElmoEmbedder`` (AllenNLP 0.9's module, issue 38): the module
 path in a fresh interpreter, 0.9's public names, and 0.9's own tests of the module
 (allennlp/tests/commands/elmo_test.py at v0.9.0) run against it, with the differences that
-README.md's table documents.
+docs/legacy.md's table documents.
 
 References: `elmo_plugin.ElmoEmbedder` (itself checked against the biLM and TensorFlow's
 vectors), the TensorFlow biLM's top layers of the golden fixture (stateful), 0.9's constants.

@@ -1,6 +1,6 @@
 """
 Pretraining ``training_configs/bilm.jsonnet`` on two nodes, rehearsed on this machine as the
-README says: two ``allennlp train`` processes, ``--node-rank 0`` and ``--node-rank 1``, one CPU
+docs/pretraining.md says: two ``allennlp train`` processes, ``--node-rank 0`` and ``--node-rank 1``, one CPU
 worker each (``"distributed": {"cuda_devices": [-1], "num_nodes": 2}``), gloo over 127.0.0.1,
 each node with its own serialization directory. Checked: the model archive of node 0 loads and
 exports; both nodes end with the same weights (DDP); each node read its own half of the sample
@@ -49,7 +49,7 @@ def _overrides(port: int, **trainer) -> str:
 
 
 def _start_nodes(root: Path, overrides: str, recover: bool = False) -> List[subprocess.Popen]:
-    """The README's rehearsal: one ``allennlp train`` per node, each in its own session."""
+    """docs/pretraining.md's rehearsal: one ``allennlp train`` per node, each in its own session."""
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
     nodes = []
     for rank in range(NODES):

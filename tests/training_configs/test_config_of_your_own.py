@@ -1,5 +1,5 @@
 """
-"A config of your own" (task_common.libsonnet's header, the README's block marked
+"A config of your own" (task_common.libsonnet's header, docs/tasks.md's block marked
 ``<!-- config-of-your-own -->``): as written there with the repository's path filled in, it
 evaluates from another directory with nothing but ``model`` for the biLM (its width is read from
 the model), and trains; an ``output_dim`` that is not the model's is one error naming both numbers
@@ -39,10 +39,10 @@ def header_example() -> str:
 
 
 def readme_block(marker: str) -> str:
-    """The fenced block (any language) after ``<!-- marker -->`` in README.md."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    """The fenced block (any language) after ``<!-- marker -->`` in docs/tasks.md."""
+    text = (REPO_ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
     match = re.search(rf"<!-- {marker} -->\s*\n```\w*\n(.*?)\n```", text, flags=re.S)
-    assert match, f"no block marked <!-- {marker} --> in README.md"
+    assert match, f"no block marked <!-- {marker} --> in docs/tasks.md"
     return match.group(1)
 
 

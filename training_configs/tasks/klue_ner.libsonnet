@@ -6,7 +6,7 @@
 // main NER score) and `char_macro_f1`, after mapping the predicted morpheme entities back to
 // characters. About 2.2% of the entities do not start and end on morpheme boundaries (Mecab joins
 // e.g. a name with a following character); those a morpheme tagger cannot get exactly right
-// (README, "KLUE-NER").
+// (docs/korean.md, "KLUE-NER").
 //
 // The shared split has train and test only: the configs train on a fixed 90% of train
 // (`train.tsv[:90%]`) and select the epoch on the other 10% (`train.tsv[90%:]`); the test split

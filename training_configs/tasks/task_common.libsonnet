@@ -42,7 +42,7 @@ local paths = import "../paths.libsonnet";
   word_dim:: 100,
   character_dim:: 64,
 
-  // The three edits that add ELMo to a model (README, "Adding ELMo to a model"):
+  // The three edits that add ELMo to a model (docs/tasks.md):
   // 1. an `elmo_characters` indexer next to the model's own indexers,
   token_indexers(use_elmo, elmo):: {
     tokens: { type: "single_id", lowercase_tokens: true },
@@ -87,8 +87,8 @@ local paths = import "../paths.libsonnet";
                + std.manifestJson(elmo)
   ),
 
-  // ELMo at the input and the output of the task's encoder (the paper's section 3.3; README,
-  // "ELMo at the encoder's output"): the baseline's embeddings plus two mixes of one biLM run,
+  // ELMo at the input and the output of the task's encoder (the paper's section 3.3;
+  // docs/tasks.md, "ELMo at the encoder's output"): the baseline's embeddings plus two mixes of one biLM run,
   // the second of which `encoder_with_elmo_at_output` puts beside the encoder's output.
   elmo_input_output_embedder(elmo):: {
     type: "elmo_input_output",

@@ -25,7 +25,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
     ``model`` (a published model's name or a model directory, named as for ``allennlp elmo``).
     Add it to a model by three edits of its config: an ``elmo_characters`` token indexer in the
     dataset reader, this embedder under the same key in ``text_field_embedder``, and the
-    encoder's ``input_dim`` grown by ``get_output_dim()`` (README, "Add ELMo to a model").
+    encoder's ``input_dim`` grown by ``get_output_dim()`` (docs/tasks.md).
 
     # Parameters
 

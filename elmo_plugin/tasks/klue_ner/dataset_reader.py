@@ -97,7 +97,7 @@ def morpheme_tags(
 
     A morpheme that also holds characters outside its entity (e.g. ``박씨`` as one morpheme
     for the entity ``박``) crosses a boundary: its entity then maps back to a wider span than the
-    gold one. `stats` counts both (README, "KLUE-NER").
+    gold one. `stats` counts both (docs/korean.md, "KLUE-NER").
     """
     tags = ["O"] * len(token_spans)
     owner: List[Optional[int]] = [None] * len(token_spans)
