@@ -218,7 +218,7 @@ class ElmoCommand(Subcommand):
             default="float32",
             help="bfloat16: the biLM's matrix products in bfloat16 where the CPU or GPU has it "
             "natively (AVX512-BF16 or AMX; Ampere or newer), the cell state and the output "
-            "float32; elsewhere one warning and float32 (docs/embedding.md, "Precision")",
+            "float32; elsewhere one warning and float32 (docs/embedding.md, 'Precision')",
         )
         subparser.add_argument(
             "--layout",

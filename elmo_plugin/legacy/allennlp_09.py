@@ -45,8 +45,8 @@ ALLENNLP_BUCKET_ADDRESSES = (
 _STATELESS_NOTICE = (
     "allennlp.commands.elmo.ElmoEmbedder (elmo_plugin): every batch starts from a zero LSTM "
     "state, so a sentence gets the same vectors whatever was embedded before it. AllenNLP 0.9 "
-    "carried the state from batch to batch; pass stateful=True for its exact results (docs/legacy.md: "
-    "\"Code written for AllenNLP 0.9, flair and SeqVec\")."
+    "carried the state from batch to batch; pass stateful=True for its exact results "
+    "(docs/legacy.md)."
 )
 _notice_given = False
 
