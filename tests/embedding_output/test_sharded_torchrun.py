@@ -39,7 +39,8 @@ def test_two_processes_equal_one(tmp_path, layout):
     args = ["--all", "--batch-size", "2", "--layout", layout, "--shard-tokens", "300"]
     expected = plain_run(input_file, tmp_path / "plain.hdf5", *args)
     output = tmp_path / "out.hdf5"
-    result = torchrun([input_file, output, *args])
+    # --file-friendly-logging: with stderr redirected the console shows no bar otherwise.
+    result = torchrun([input_file, output, *args, "--file-friendly-logging"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "300 sentences by 2 processes" in result.stdout
     assert_same_output(expected, output)
