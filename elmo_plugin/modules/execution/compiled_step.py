@@ -43,6 +43,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import torch
 
+from elmo_plugin.modules.execution.lstm_recurrence import projected_lstm_step
+
 logger = logging.getLogger(__name__)
 
 # The values of the ``compile`` option: False (eager), True (torch.compile's default mode),
@@ -123,21 +125,13 @@ def full_batch_recurrence(
     """
     batch_size, cell_size = c0.shape
     num_steps = input_gates.size(0) // batch_size
-    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
-    steps = input_gates.to(state_dtype).view(num_steps, batch_size, 4 * cell_size)
+    steps = input_gates.to(c0.dtype).view(num_steps, batch_size, 4 * cell_size)
     h, c = h0, c0
     outputs = []
     for step in range(num_steps):
-        # The eager loops' order: the recurrent product added to the input half of the gates.
-        gates = steps[step] + torch.mm(h.to(matmul_dtype), recurrent_weight).to(state_dtype)
-        i, j, f, o = gates.split(cell_size, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-        if cell_clip is not None:
-            c = c.clamp(-cell_clip, cell_clip)
-        hidden = torch.tanh(c) * torch.sigmoid(o)
-        h = torch.mm(hidden.to(matmul_dtype), projection_weight).to(state_dtype)
-        if proj_clip is not None:
-            h = h.clamp(-proj_clip, proj_clip)
+        h, c = projected_lstm_step(
+            steps[step], h, c, recurrent_weight, projection_weight, cell_clip, proj_clip
+        )
         outputs.append(h)
     return torch.cat(outputs), h, c
 

@@ -331,24 +331,16 @@ def reference_recurrence(
     arguments and outputs as `ProjectedLstmRecurrence`. Products in the weights' dtype, everything
     else in the state's.
     """
-    cell_size = c0.size(1)
-    matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
+    state_dtype = c0.dtype
     h, c = h0, c0
     final_h, final_c = list(h0), list(c0)
     outputs = []
     offset = 0
     for rows in step_sizes:
-        h, c = h[:rows], c[:rows]
-        recurrent = (h.to(matmul_dtype) @ recurrent_weight).to(state_dtype)
-        gates = input_gates[offset : offset + rows].to(state_dtype) + recurrent
-        i, j, f, o = gates.split(cell_size, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-        if cell_clip is not None:
-            c = c.clamp(-cell_clip, cell_clip)
-        hidden = torch.tanh(c) * torch.sigmoid(o)
-        h = (hidden.to(matmul_dtype) @ projection_weight).to(state_dtype)
-        if proj_clip is not None:
-            h = h.clamp(-proj_clip, proj_clip)
+        h, c = projected_lstm_step(
+            input_gates[offset : offset + rows].to(state_dtype), h[:rows], c[:rows],
+            recurrent_weight, projection_weight, cell_clip, proj_clip,
+        )
         outputs.append(h)
         final_h[:rows], final_c[:rows] = list(h), list(c)
         offset += rows
@@ -366,21 +358,23 @@ def projected_lstm_step(
     proj_clip: Optional[float],
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """
-    One step of `reference_recurrence` for every row given, in one dtype: ``input_gates``
-    ``(rows, 4 * cell)`` (the input half of the gates plus bias), the state ``h`` ``(rows,
-    projection)``, ``c`` ``(rows, cell)``; returns the new ``(h, c)``. The same operations in the
-    same order as a step of `reference_recurrence`, without its dtype conversions, as a function
-    of its own so that a loop written another way (`scan_recurrence`, the recurrence that an
-    ONNX export carries) steps with this very definition; tests compare it with
-    `reference_recurrence` on every configuration.
+    One step of TensorFlow's ``LSTMCell`` with a projection for every row given, the one
+    definition that `reference_recurrence`, the compiled loop (`compiled_step`) and the loop an
+    ONNX export carries (`scan_recurrence`) all step with: ``input_gates`` ``(rows, 4 * cell)``
+    (the input half of the gates plus bias, in the state's dtype), the state ``h`` ``(rows,
+    projection)``, ``c`` ``(rows, cell)``; returns the new ``(h, c)``. The two products run in
+    the weights' dtype, everything else in the state's (``c``'s); where the dtypes agree the
+    conversions are no-ops (nothing in a traced or exported graph).
     """
     cell_size = c.size(1)
-    gates = input_gates + h @ recurrent_weight
+    matmul_dtype, state_dtype = recurrent_weight.dtype, c.dtype
+    gates = input_gates + (h.to(matmul_dtype) @ recurrent_weight).to(state_dtype)
     i, j, f, o = gates.split(cell_size, dim=1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
     if cell_clip is not None:
         c = c.clamp(-cell_clip, cell_clip)
-    h = (torch.tanh(c) * torch.sigmoid(o)) @ projection_weight
+    hidden = torch.tanh(c) * torch.sigmoid(o)
+    h = (hidden.to(matmul_dtype) @ projection_weight).to(state_dtype)
     if proj_clip is not None:
         h = h.clamp(-proj_clip, proj_clip)
     return h, c
