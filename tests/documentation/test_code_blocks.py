@@ -17,12 +17,14 @@ code as it is, so that the documentation cannot drift from it:
   torchrun's parser and then the command they launch, ``make`` lines by ``make -n`` (the
   target exists and expands); the whole block passes ``bash -n``. Commands of other programs
   (``source``, ``pip``, ``curl``, ...) must be in `OTHER_PROGRAMS`, so that a new kind of command
-  gets a rule here instead of going unchecked. The blocks that make the quick start and the
-  own-environment set-up run in full in a fresh shell: `tests/test_first_hour.py`.
+  gets a rule here instead of going unchecked. Then `test_shell_blocks_run.py` (slow) runs every
+  shell block as typed, with stand-ins for what a test machine cannot do; the quick start and the
+  own-environment set-up also run in a fresh shell in `tests/test_first_hour.py`.
 - Blocks without a language are output or file listings, and ``mermaid`` blocks figures: not run.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,8 +209,6 @@ def _evaluate_jsonnet(block: CodeBlock) -> Dict:
 
 @pytest.mark.parametrize("block", _blocks("jsonnet", "json"), ids=lambda block: block.where)
 def test_every_config_block_evaluates_and_names_registered_types(block):
-    import re
-
     config = _evaluate_jsonnet(block)
     assert config
     named = set(re.findall(r"""["']?type["']?\s*:\s*["']([\w-]+)["']""", block.text))
@@ -219,9 +219,10 @@ def test_every_config_block_evaluates_and_names_registered_types(block):
 # --- bash -----------------------------------------------------------------------------------
 
 
-def _parse_allennlp(arguments: List[str]) -> None:
+def _parse_allennlp(arguments: List[str]) -> str:
     """AllenNLP's own parser, with the plugin's subcommands (as the ``allennlp`` command builds
-    it); raises with argparse's message if the line does not parse."""
+    it); raises with argparse's message if the line does not parse, else returns what it printed
+    (``--help``'s text)."""
     from allennlp.commands import parse_args
 
     saved = sys.argv
@@ -235,6 +236,7 @@ def _parse_allennlp(arguments: List[str]) -> None:
             raise AssertionError(f"allennlp {' '.join(arguments)}: {output.getvalue()}") from None
     finally:
         sys.argv = saved
+    return output.getvalue()
 
 
 def _parse_torchrun(arguments: List[str]) -> List[str]:
@@ -274,6 +276,26 @@ def test_every_shell_block_parses_with_the_commands_as_they_are(block):
     assert commands, f"{block.where}: an empty shell block"
     for command in commands:
         _check_command(command, block.where)
+
+
+def _plain_allennlp_blocks() -> List[CodeBlock]:
+    # Not the messages a command prints ("allennlp elmo: error: ...").
+    return [block for block in _blocks("")
+            if re.match(r"allennlp [\w-]+(?!:)\s", block.text)]
+
+
+@pytest.mark.parametrize("block", _plain_allennlp_blocks(), ids=lambda block: block.where)
+def test_a_command_synopsis_names_the_options_there_are(block):
+    # A block without a language that starts with `allennlp` is a synopsis (``[--option]``, as
+    # --help prints it): its options must be the subcommand's. A command to type goes in a bash
+    # block, which runs (test_shell_blocks_run.py).
+    assert "[" in block.text, f"{block.where}: a command in a block without a language: make it ```bash"
+    subcommand = block.text.split()[1]
+    help_text = _parse_allennlp([subcommand, "--help"])
+    for option in set(re.findall(r"(?<![\w-])--[a-z][\w-]*", block.text)):
+        assert re.search(rf"(?<![\w-]){option}(?![\w-])", help_text), (
+            f"{block.where}: allennlp {subcommand} has no {option}"
+        )
 
 
 def test_the_checks_can_fail():
