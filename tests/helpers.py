@@ -278,3 +278,37 @@ def read_output(path: Path):
             json.loads(handle["sentence_to_index"][0]) if "sentence_to_index" in handle else None
         )
     return datasets, mapping
+
+
+def train_elmo_tagger(
+    directory: Path, num_epochs: int = 1, requires_grad: bool = False, do_layer_norm: bool = False
+) -> Path:
+    """
+    Trains AllenNLP's ``simple_tagger`` with the golden fixture's biLM in an
+    ``elmo_token_embedder`` (one scalar mix) on two tagged sentences, into ``directory / "run"``;
+    returns its ``model.tar.gz``: a task model with ELMo, for the export tests.
+    """
+    from allennlp.commands.train import train_model
+    from allennlp.common import Params
+
+    data = directory / "train.txt"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_text("the###D dog###N runs###V .###P\na###D big###A cat###N .###P\n", encoding="utf-8")
+    config = {
+        "dataset_reader": {"type": "sequence_tagging",
+                           "token_indexers": {"elmo": {"type": "elmo_characters"}}},
+        "train_data_path": str(data),
+        "model": {
+            "type": "simple_tagger",
+            "text_field_embedder": {"token_embedders": {"elmo": {
+                "type": "elmo_token_embedder", "options_file": str(FIXTURE_OPTIONS),
+                "weight_file": str(FIXTURE_WEIGHTS), "requires_grad": requires_grad,
+                "do_layer_norm": do_layer_norm, "dropout": 0.0}}},
+            "encoder": {"type": "pass_through", "input_dim": 32},
+        },
+        "data_loader": {"batch_size": 2},
+        "trainer": {"num_epochs": num_epochs, "optimizer": {"type": "adam", "lr": 0.1},
+                    "cuda_device": -1},
+    }
+    train_model(Params(config), str(directory / "run"))
+    return directory / "run" / "model.tar.gz"

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict
 
-from tests.helpers import FIXTURES, REPO_ROOT, SHARED_DATA, make_random_bilm_files
+from tests.helpers import FIXTURES, REPO_ROOT, SHARED_DATA, make_random_bilm_files, train_elmo_tagger
 
 # Linked into every sandbox: what the blocks run or read, never write.
 LINKED = (
@@ -93,29 +93,7 @@ def elmoformanylangs_zip(path: Path) -> None:
 def task_archive(directory: Path) -> Path:
     """A tagger trained with the fixture's biLM in its ``elmo_token_embedder`` (one scalar mix):
     what docs/serving.md's ``tagger/model.tar.gz`` stands for."""
-    from allennlp.commands.train import train_model
-    from allennlp.common import Params
-
-    data = directory / "train.txt"
-    data.parent.mkdir(parents=True, exist_ok=True)
-    data.write_text("the###D dog###N runs###V .###P\na###D big###A cat###N .###P\n", encoding="utf-8")
-    config = {
-        "dataset_reader": {"type": "sequence_tagging",
-                           "token_indexers": {"elmo": {"type": "elmo_characters"}}},
-        "train_data_path": str(data),
-        "model": {
-            "type": "simple_tagger",
-            "text_field_embedder": {"token_embedders": {"elmo": {
-                "type": "elmo_token_embedder", "options_file": str(FIXTURES / "options.json"),
-                "weight_file": str(FIXTURES / "lm_weights.hdf5"), "do_layer_norm": False,
-                "dropout": 0.0}}},
-            "encoder": {"type": "pass_through", "input_dim": 32},
-        },
-        "data_loader": {"batch_size": 2},
-        "trainer": {"num_epochs": 1, "optimizer": {"type": "adam", "lr": 0.1}, "cuda_device": -1},
-    }
-    train_model(Params(config), str(directory / "run"))
-    return directory / "run" / "model.tar.gz"
+    return train_elmo_tagger(directory)
 
 
 def korean_bilm(directory: Path) -> None:

@@ -33,7 +33,14 @@ from elmo_plugin.models.onnx_export import (
 )
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.elmo import Elmo
-from tests.helpers import FIXTURES, REPO_ROOT, VARIED_BATCH, assert_clips_exercised, run_export
+from tests.helpers import (
+    FIXTURES,
+    REPO_ROOT,
+    VARIED_BATCH,
+    assert_clips_exercised,
+    run_export,
+    train_elmo_tagger,
+)
 from tests.modules.test_scan_recurrence import clip_binding_bilm
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -342,30 +349,9 @@ def test_the_example_runs_without_pytorch(golden_export, tmp_path):
 
 @pytest.mark.slow  # trains a tagger for an epoch, then exports
 def test_a_task_models_fine_tuned_mix_through_the_command(tmp_path, capsys):
-    from allennlp.commands.train import train_model
-    from allennlp.common import Params
     from allennlp.models.archival import load_archive
 
-    data = tmp_path / "train.txt"
-    data.write_text("the###D dog###N runs###V .###P\na###D big###A cat###N .###P\n",
-                    encoding="utf-8")
-    config = {
-        "dataset_reader": {"type": "sequence_tagging",
-                           "token_indexers": {"elmo": {"type": "elmo_characters"}}},
-        "train_data_path": str(data),
-        "model": {
-            "type": "simple_tagger",
-            "text_field_embedder": {"token_embedders": {"elmo": {
-                "type": "elmo_token_embedder", "options_file": str(FIXTURES / "options.json"),
-                "weight_file": str(FIXTURES / "lm_weights.hdf5"), "requires_grad": True,
-                "do_layer_norm": True, "dropout": 0.0}}},
-            "encoder": {"type": "pass_through", "input_dim": 32},
-        },
-        "data_loader": {"batch_size": 2},
-        "trainer": {"num_epochs": 2, "optimizer": {"type": "adam", "lr": 0.1}, "cuda_device": -1},
-    }
-    train_model(Params(config), str(tmp_path / "run"))
-    archive = tmp_path / "run" / "model.tar.gz"
+    archive = train_elmo_tagger(tmp_path, num_epochs=2, requires_grad=True, do_layer_norm=True)
     out = tmp_path / "onnx"
     assert run_export(archive, out, "--format", "onnx", "--scalar-mix", "1") == 1
     assert "has 1 scalar mix(es); --scalar-mix takes 0 to 0, got 1" in capsys.readouterr().err
