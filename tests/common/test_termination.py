@@ -5,6 +5,7 @@ interruption with status 143.
 """
 import os
 import signal
+import sys
 
 import pytest
 from allennlp.common.util import SigTermReceived, install_sigterm_handler
@@ -50,6 +51,31 @@ def test_a_swallowed_sigterm_leaves_no_output_and_ends_the_command_with_143(
     assert capsys.readouterr().err == f"allennlp elmo: error: interrupted; {output} was not written.\n"
     assert os.listdir(tmp_path) == []
     assert signal.getsignal(signal.SIGTERM).__name__ == "_handle_sigterm"  # AllenNLP's, restored
+
+
+class SignalledWhileFinalized:
+    """An object whose finalizer is where the SIGTERM lands: Python cannot raise there."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs inside __del__
+
+
+def test_a_sigterm_landing_in_a_finalizer_prints_no_traceback_and_still_stops(
+    allennlp_sigterm_handler, capsys, monkeypatch
+):
+    printed = []  # what Python's hook would print ("Exception ignored in ...", a traceback)
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)
+
+    def work() -> None:
+        SignalledWhileFinalized()  # finalized at once: the signal's exception is unraisable
+        raise_if_terminated()
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_reporting_errors("elmo", work, interrupted="interrupted.")
+    assert [type(unraisable.exc_value) for unraisable in printed] == []
+    assert exit_info.value.code == EXIT_TERMINATED
+    assert capsys.readouterr().err == "allennlp elmo: error: interrupted.\n"
+    assert sys.unraisablehook == printed.append  # restored: other unraisable exceptions print
 
 
 def test_without_a_sigterm_or_outside_a_command_nothing_is_raised(
