@@ -139,7 +139,9 @@ def main() -> None:
             in_order = [list(range(start, min(start + batch_size, len(lengths))))
                         for start in range(0, len(lengths), batch_size)]
             by_length = serve.length_sorted_batches(lengths, batch_size)
-            for name, batches in (("file order", in_order), ("sorted", by_length)):
+            budgeted = serve.length_sorted_batches(lengths, batch_size, serve.DEFAULT_MAX_POSITIONS)
+            for name, batches in (("file order", in_order), ("sorted", by_length),
+                                  (f"sorted, {serve.DEFAULT_MAX_POSITIONS} positions", budgeted)):
                 groups = [[sentences[i] for i in batch] for batch in batches]
                 start = clock()
                 for group in groups:

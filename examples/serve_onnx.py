@@ -5,6 +5,7 @@ Serving ELMo with ONNX Runtime: the layers of tokenized sentences from a model t
 
     allennlp elmo-export small elmo-small-onnx --format onnx        # once, where the plugin is
     python examples/serve_onnx.py elmo-small-onnx sentences.txt out.npz [--batch-size 32]
+        [--max-positions 1024]
 
 ``sentences.txt`` holds one whitespace-tokenized sentence per line; ``out.npz`` gets one array per
 line (``sentence_0``, ...), as the export's output gives it: ``(num_layers, tokens, dim)`` for an
@@ -22,8 +23,9 @@ How it works, in three pieces that a service copies:
 - `embed_sorted` sorts sentences by length before batching them. The graph computes every row
   of a batch for as many steps as its longest sentence (finished rows are masked, not dropped),
   so a batch of one long and many short sentences computes mostly padding. Sorted, each batch
-  holds sentences of about one length; `padding_share` says how much of the computed positions
-  were padding either way (benchmarks/onnx_runtime.py measures both, in time too).
+  holds sentences of about one length, and a batch of long sentences holds fewer of them (at most
+  ``--max-positions`` rows times length, default 1024); `padding_share` says how much of the
+  computed positions were padding (benchmarks/onnx_runtime.py measures it, in time too).
 """
 import argparse
 import json
@@ -35,6 +37,11 @@ import numpy as np
 import onnxruntime
 
 MODEL_NAME = "elmo.onnx"
+# The positions (rows times the longest sentence's tokens and boundaries) a batch may compute at
+# most: measured with benchmarks/onnx_runtime.py (Small, 256 real sentences, batches of 64, one
+# thread), no budget 20.0 ms a sentence, 4096 15.3, 1024 13.3, 256 12.1; smaller batches gain
+# little more, and larger ones serve threads and GPUs better.
+DEFAULT_MAX_POSITIONS = 1024
 CHARACTER_IDS_NAME = "character_ids.json"
 
 
@@ -144,10 +151,27 @@ class ElmoOnnx:
         return [outputs[row, :length].copy() for row, length in enumerate(lengths)]
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
-    """The sentences' indices in batches of ``batch_size``, longest first."""
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_positions: Optional[int] = None
+) -> List[List[int]]:
+    """
+    The sentences' indices in batches of at most ``batch_size``, longest first; with
+    ``max_positions``, a batch also stops before its rows times its longest sentence's positions
+    (tokens and the two boundaries) would pass that budget (one sentence at least), so that the
+    few long sentences of a stream share their batches with few rows, instead of making a full
+    batch compute their length.
+    """
     order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches: List[List[int]] = []
+    for index in order:
+        if batches and len(batches[-1]) < batch_size and (
+            max_positions is None
+            or (len(batches[-1]) + 1) * (lengths[batches[-1][0]] + 2) <= max_positions
+        ):
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
 
 
 def padding_share(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> float:
@@ -159,12 +183,16 @@ def padding_share(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> f
 
 
 def embed_sorted(
-    model: ElmoOnnx, sentences: Sequence[Sequence[str]], batch_size: int = 32
+    model: ElmoOnnx,
+    sentences: Sequence[Sequence[str]],
+    batch_size: int = 32,
+    max_positions: Optional[int] = DEFAULT_MAX_POSITIONS,
 ) -> List[np.ndarray]:
-    """Every sentence's array, in input order, computed in batches of similar lengths."""
+    """Every sentence's array, in input order, computed in batches of similar lengths
+    (`length_sorted_batches`)."""
     lengths = [len(sentence) for sentence in sentences]
     results: List[Optional[np.ndarray]] = [None] * len(sentences)
-    for batch in length_sorted_batches(lengths, batch_size):
+    for batch in length_sorted_batches(lengths, batch_size, max_positions):
         for index, array in zip(batch, model.embed_batch([sentences[i] for i in batch])):
             results[index] = array
     return results  # type: ignore[return-value]
@@ -176,19 +204,22 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("input_file", help="one whitespace-tokenized sentence per line")
     parser.add_argument("output_file", help="an .npz with one array per line")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
+                        help="at most this many rows x positions in a batch (0: no limit)")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     with open(args.input_file, encoding="utf-8") as handle:
         sentences = [line.split() for line in handle]
     model = ElmoOnnx(args.model_directory, args.threads)
-    arrays = embed_sorted(model, sentences, args.batch_size)
+    max_positions = args.max_positions or None
+    arrays = embed_sorted(model, sentences, args.batch_size, max_positions)
     lengths = [len(sentence) for sentence in sentences]
     in_order = [list(range(s, min(s + args.batch_size, len(lengths))))
                 for s in range(0, len(lengths), args.batch_size)]
     np.savez(args.output_file, **{f"sentence_{i}": array for i, array in enumerate(arrays)})
     print(
         f"{len(sentences)} sentences -> {args.output_file}; padding computed: "
-        f"{padding_share(lengths, length_sorted_batches(lengths, args.batch_size)):.1%} sorted "
+        f"{padding_share(lengths, length_sorted_batches(lengths, args.batch_size, max_positions)):.1%} sorted "
         f"by length, {padding_share(lengths, in_order):.1%} in file order",
         file=sys.stderr,
     )

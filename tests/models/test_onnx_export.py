@@ -324,6 +324,19 @@ def test_serving_sorted_by_length_gives_each_sentence_its_vectors(golden_export)
         serve.padding_share(lengths, in_order))
 
 
+def test_a_position_budget_gives_long_sentences_smaller_batches():
+    serve = serve_module()
+    lengths = [5, 100, 6, 5, 98, 7, 5]
+    # Longest first; 100 and 98 tokens: 2 rows x 102 positions fit 210, a third row would not.
+    assert serve.length_sorted_batches(lengths, 4, max_positions=210) == [[1, 4], [5, 2, 0, 3], [6]]
+    assert serve.length_sorted_batches(lengths, 4) == [[1, 4, 5, 2], [0, 3, 6]]
+    # A sentence longer than the budget still gets its batch.
+    assert serve.length_sorted_batches([500, 3], 4, max_positions=100) == [[0], [1]]
+    budgeted = serve.length_sorted_batches(lengths, 4, max_positions=210)
+    assert serve.padding_share(lengths, budgeted) < serve.padding_share(
+        lengths, serve.length_sorted_batches(lengths, 4))
+
+
 def test_the_example_runs_without_pytorch(golden_export, tmp_path):
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("the dog runs .\n\nmany tired birds never visit the teachers .\n",
