@@ -39,8 +39,9 @@ import onnxruntime
 MODEL_NAME = "elmo.onnx"
 # The positions (rows times the longest sentence's tokens and boundaries) a batch may compute at
 # most: measured with benchmarks/onnx_runtime.py (Small, 256 real sentences, batches of 64, one
-# thread), no budget 20.0 ms a sentence, 4096 15.3, 1024 13.3, 256 12.1; smaller batches gain
-# little more, and larger ones serve threads and GPUs better.
+# thread), no budget 20.0 ms a sentence, 4096 15.3, 1024 13.3, 256 12.1 (and 15.9, 1024 9.0 once
+# the graph encoded each distinct token once); smaller batches gain little more, and larger ones
+# serve threads and GPUs better.
 DEFAULT_MAX_POSITIONS = 1024
 CHARACTER_IDS_NAME = "character_ids.json"
 

@@ -10,10 +10,10 @@ them records one example's choices: ``torch.onnx.export`` unrolls the time loop 
 length and pins the token axis (issue 40 has the details). Here instead
 
 - the character encoder runs over every real position of the batch (gathered by the mask;
-  padded positions stay zero, as `ElmoBiLm.encode_tokens` leaves them), its convolutions
-  ``nn.Conv1d`` over the character windows up to the batch's longest token
+  padded positions stay zero, as `ElmoBiLm.encode_tokens` leaves them), each distinct token once
+  (``torch.unique`` over the id rows, ONNX's ``Unique``), its convolutions ``nn.Conv1d`` over the
+  character windows up to the batch's longest token
   (`character_convolutions.leading_max_pooled_convolutions`, equal to the plain definition);
-  distinct tokens are not encoded once each, as the eager biLM does;
 - each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, which the ONNX exporter
   writes as an ONNX ``Scan``) over every row of the batch, each step the very step function of
   the eager definition (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
@@ -143,9 +143,14 @@ def bilm_layers_masked(
     # sentences most positions are padding, and the character encoder is most of the work at
     # the Small size.
     real = mask.reshape(-1).nonzero().squeeze(1)
-    character_part, word_ids = encoder._split_word_ids(flat_ids.index_select(0, real))
+    # Each distinct token once (ONNX's Unique over the id rows), as the eager biLM encodes them:
+    # in real text most positions repeat a token seen elsewhere in the batch.
+    distinct, position_to_distinct = torch.unique(
+        flat_ids.index_select(0, real), dim=0, return_inverse=True
+    )
+    character_part, word_ids = encoder._split_word_ids(distinct)
     pooled = leading_max_pooled_convolutions(encoder, character_part)
-    encoded = encoder._encode_pooled(pooled, word_ids)
+    encoded = encoder._encode_pooled(pooled, word_ids).index_select(0, position_to_distinct)
     tokens = encoded.new_zeros(batch_size * num_positions, encoder.output_dim)
     tokens = tokens.index_copy(0, real, encoded).reshape(
         batch_size, num_positions, encoder.output_dim
