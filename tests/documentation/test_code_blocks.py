@@ -22,6 +22,7 @@ code as it is, so that the documentation cannot drift from it:
   own-environment set-up also run in a fresh shell in `tests/test_first_hour.py`.
 - Blocks without a language are output or file listings, and ``mermaid`` blocks figures: not run.
 """
+import argparse
 import json
 import os
 import re
@@ -32,7 +33,7 @@ import textwrap
 from contextlib import redirect_stderr, redirect_stdout
 from io import StringIO
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -223,20 +224,30 @@ def _parse_allennlp(arguments: List[str]) -> str:
     """AllenNLP's own parser, with the plugin's subcommands (as the ``allennlp`` command builds
     it); raises with argparse's message if the line does not parse, else returns what it printed
     (``--help``'s text)."""
+    return _allennlp_parse(arguments)[1]
+
+
+def allennlp_arguments(arguments: List[str]) -> argparse.Namespace:
+    """What AllenNLP's parser makes of an ``allennlp`` command line (`_parse_allennlp`)."""
+    return _allennlp_parse(arguments)[0]
+
+
+def _allennlp_parse(arguments: List[str]) -> Tuple[Optional[argparse.Namespace], str]:
     from allennlp.commands import parse_args
 
     saved = sys.argv
     sys.argv = ["allennlp", *arguments]
     output = StringIO()
+    namespace = None
     try:
         with redirect_stdout(output), redirect_stderr(output):
-            parse_args()
+            namespace = parse_args()[1]
     except SystemExit as exit:
         if exit.code not in (0, None):
             raise AssertionError(f"allennlp {' '.join(arguments)}: {output.getvalue()}") from None
     finally:
         sys.argv = saved
-    return output.getvalue()
+    return namespace, output.getvalue()
 
 
 def _parse_torchrun(arguments: List[str]) -> List[str]:

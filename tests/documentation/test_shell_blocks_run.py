@@ -35,6 +35,7 @@ import pytest
 
 from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from tests.documentation.code_blocks import CodeBlock, all_code_blocks, shell_commands
+from tests.documentation.test_code_blocks import allennlp_arguments
 from tests.documentation.shell_sandbox import Sandboxes
 from tests.helpers import FIXTURES, REPO_ROOT, SHARED_DATA
 from tests.model_server import ModelServer
@@ -76,8 +77,6 @@ MAKE_DRY_RUN: Dict[str, str] = {
     "docs": "CI runs it after the tests",
     "tasks-en": "trains eight task models on the whole data (hours); "
                 "tests/training_configs/test_task_configs.py trains every config on samples",
-    "tasks-ko": "the same for the Korean tasks, three seeds each",
-    "kn-baseline-ko": "a trigram model over the whole Korean corpus",
 }
 
 # Fragments of a block that mean it reads ../shared/data (the Makefile's targets and the task
@@ -124,6 +123,9 @@ def test_every_stand_in_names_a_block_that_is_there():
     for fragment in [*NOT_RUN, *REWRITES]:
         matching = [block.where for block in SHELL_BLOCKS if fragment in block.text]
         assert matching, f"no shell block has {fragment!r}: remove or update the rule"
+    made = {word for block in SHELL_BLOCKS for command in shell_commands(block.text)
+            if command[0] == "make" for word in command[1:]}
+    assert set(MAKE_DRY_RUN) <= made, f"no block makes {set(MAKE_DRY_RUN) - made}"
     for fragment in NOT_RUN:
         matching = [block.where for block in SHELL_BLOCKS if fragment in block.text]
         assert len(matching) <= 2, f"{fragment!r} excuses {matching}: too wide a fragment"
@@ -141,62 +143,41 @@ def sandboxes(tmp_path_factory):
 # --- what the commands made -----------------------------------------------------------------
 
 
-def _option(command: List[str], *names: str) -> str:
-    for index, word in enumerate(command):
-        if word in names and index + 1 < len(command):
-            return command[index + 1]
-    return ""
-
-
-def _positional(command: List[str]) -> List[str]:
-    """The positional arguments of an ``allennlp SUBCOMMAND`` line (flags and their values out)."""
-    takes_value = {"-s", "-o", "-r", "--include-package", "--model", "--options-file",
-                   "--weight-file", "--format", "--scalar-mix", "--cuda-device", "--layout",
-                   "--max-size", "--min-count", "--tokenizer", "--node-rank", "--batch-size"}
-    words, skip = [], False
-    for word in command[2:]:
-        if skip:
-            skip = False
-        elif word in takes_value:
-            skip = True
-        elif not word.startswith("-"):
-            words.append(word)
-    return words
-
-
 def _check_products(command: List[str], repo: Path, where: str) -> None:
-    """What one ``allennlp`` command of a block should have left in the sandbox."""
+    """What one ``allennlp`` command of a block should have left in the sandbox (its paths as
+    AllenNLP's parser reads them from the line)."""
     launched = command
     if os.path.basename(command[0]) == "torchrun":
         launched = command[next(i for i, word in enumerate(command) if "allennlp" in word):]
-        launched = ["allennlp", *launched[1:]]
-    if os.path.basename(launched[0]) != "allennlp" or len(launched) < 2:
+    # `allennlp`, `.venv/bin/allennlp`, or what torchrun launches: "$(command -v allennlp)"
+    if not launched[0].rstrip(")").endswith("allennlp") or len(launched) < 2:
         return
-    subcommand, arguments = launched[1], _positional(launched)
+    subcommand, arguments = launched[1], allennlp_arguments(launched[1:])
     if subcommand == "elmo":
         from elmo_plugin import EmbeddingsFile
 
-        source, output = repo / arguments[0], repo / arguments[1]
+        source, output = repo / arguments.input_file, repo / arguments.output_file
         lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
         with EmbeddingsFile(output) as embeddings:
             assert len(embeddings) == len(lines), f"{where}: {output.name}: {len(embeddings)} entries for {len(lines)} lines"
             assert embeddings[0].shape[-2] == len(lines[0].split())
     elif subcommand == "train" and "--node-rank" not in launched:
-        run = repo / _option(launched, "-s")
+        # (Of a run on several nodes only node 0 writes the archive; the line's $R is not known.)
+        run = repo / arguments.serialization_dir
         assert (run / "model.tar.gz").is_file(), f"{where}: {run} has no model.tar.gz"
     elif subcommand == "elmo-export":
-        output = repo / arguments[1]
-        if _option(launched, "--format") == "onnx":
+        output = repo / arguments.output_directory
+        if arguments.format == "onnx":
             assert list(output.glob("*.onnx")), f"{where}: no .onnx in {output}"
         else:
             assert (output / "options.json").is_file() and (output / "weights.hdf5").is_file(), where
             with h5py.File(output / "weights.hdf5", "r") as weights:
                 assert "char_embed" in weights, where
     elif subcommand == "elmo-vocab":
-        vocabulary = (repo / arguments[1]).read_text(encoding="utf-8").splitlines()
+        vocabulary = (repo / arguments.output_file).read_text(encoding="utf-8").splitlines()
         assert vocabulary[:3] == ["<S>", "</S>", "<UNK>"] and len(vocabulary) > 3, where
     elif subcommand == "elmo-tokenize":
-        assert any((repo / arguments[1]).rglob("*.txt")), f"{where}: {arguments[1]} is empty"
+        assert any((repo / arguments.output_dir).rglob("*.txt")), f"{where}: {arguments.output_dir} is empty"
 
 
 # --- the blocks -----------------------------------------------------------------------------
