@@ -83,10 +83,12 @@ demo: venv
 	$(PY) scripts/demo.py $(DEMO_DIR)
 
 test: venv
+	$(VENV)/bin/ruff check elmo_plugin tests benchmarks scripts examples
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Everything, the slow tests too (the wheel in a fresh environment, ...): what CI runs.
 test-all: venv
+	$(VENV)/bin/ruff check elmo_plugin tests benchmarks scripts examples
 	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow"
 
 # The documentation site (mkdocs.yml): MkDocs + Material, the API reference generated from the

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-
 from bilm_sizes import load_sentences, write_random_bilm
+
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm

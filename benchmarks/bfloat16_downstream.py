@@ -30,9 +30,9 @@ from typing import Dict, List, Optional
 
 import torch
 from allennlp.common import Params
+from task_gains import METRIC, REPO, TASKS, config_file, mean_std, read_run, train
 
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
-from task_gains import METRIC, REPO, TASKS, config_file, mean_std, read_run, train
 
 NATIVE_LINE = "precision bfloat16: the biLM's products in bfloat16"
 PRECISION_KEY = "model.text_field_embedder.token_embedders.elmo.precision"

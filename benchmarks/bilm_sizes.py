@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.common.memory import keep_freed_memory_for_reuse
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.modules.bilm import ElmoBiLm
 
 FILTERS_2048 = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 SIZES: Dict[str, dict] = {

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Dict
 
 import torch
-
 from bilm_sizes import DATA, load_sentences
+
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm

@@ -246,7 +246,7 @@ def part_throughput(args: argparse.Namespace, work: Path) -> None:
 
 def part_resume(args: argparse.Namespace, work: Path) -> None:
     corpus = work / "resume.txt"
-    tokens = write_corpus(corpus, args.throughput_sentences, seed=2)
+    write_corpus(corpus, args.throughput_sentences, seed=2)
     output = work / "resume.hdf5"
     # Batches of 8: pieces are whole groups of 8 x 32 lines; one group per shard.
     elmo = ["elmo", str(corpus), str(output), "--top", "--layout", "flat", "--batch-size", "8",

@@ -18,10 +18,9 @@ import tempfile
 import time
 
 import torch
-
 from allennlp.modules.elmo import _ElmoBiLm
-
 from bilm_sizes import load_sentences, write_random_bilm
+
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm

@@ -24,15 +24,13 @@ from collections import defaultdict
 from typing import Dict, List, Tuple
 
 import torch
+from allennlp.modules.elmo import _ElmoBiLm
+from bilm_sizes import add_allocator_option, apply_allocator_option, load_sentences, write_random_bilm
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from allennlp.modules.elmo import _ElmoBiLm
-
-from bilm_sizes import (add_allocator_option, apply_allocator_option, load_sentences,
-                        write_random_bilm)
 from elmo_plugin.common.hardware import describe_run
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.precision import InferencePrecision
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
@@ -88,8 +86,9 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor, precision: str = "floa
 def profile_training_step(size: str, batch_size: int, tokens_per_sentence: int,
                           amp: bool = False) -> None:
     from bilm_sizes import SIZES
-    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
     from training_throughput import make_step
+
+    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
     ids = [batch_to_ids(load_sentences(batch_size, tokens_per_sentence, skip=k * batch_size))
            for k in range(2)]

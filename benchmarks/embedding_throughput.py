@@ -33,16 +33,15 @@ import tempfile
 import time
 
 import torch
-
 from allennlp.modules.elmo import _ElmoBiLm
-
 from bilm_sizes import load_sentences, write_random_bilm
+
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
-from elmo_plugin.modules.precision import InferencePrecision
+from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution import compiled_step
 from elmo_plugin.modules.execution.float32_products import set_tf32
-from elmo_plugin.data.character_ids import batch_to_ids
+from elmo_plugin.modules.precision import InferencePrecision
 
 # How calls are timed (``--clock``): wall-clock time, or the CPU time of this process (user and
 # system, all its threads), which leaves out the time the process waits while other processes

@@ -39,8 +39,8 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
-
 from bilm_sizes import SIZES
+
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
 
 MIB = 2**20

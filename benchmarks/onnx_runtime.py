@@ -28,10 +28,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import torch
-
 from allennlp.modules.elmo import _ElmoBiLm
-
 from bilm_sizes import load_sentences, write_random_bilm
+
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.models.onnx_export import MODEL_NAME, export_onnx

@@ -24,8 +24,8 @@ import tempfile
 from typing import Dict
 
 import torch
-
 from bilm_sizes import SIZES, load_sentences, write_random_bilm
+
 from elmo_plugin.common.hardware import describe_run
 
 
@@ -45,11 +45,11 @@ def _reset_peak() -> None:
 def child(args: argparse.Namespace) -> Dict[str, float]:
     """Runs one side in this process; returns its memory figures in MB."""
     from allennlp.modules.elmo import _ElmoBiLm
-
-    from elmo_plugin.modules.bilm import ElmoBiLm
-    from elmo_plugin.data.character_ids import batch_to_ids
-    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
     from training_throughput import make_step
+
+    from elmo_plugin.data.character_ids import batch_to_ids
+    from elmo_plugin.modules.bilm import ElmoBiLm
+    from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
     torch.manual_seed(0)
     train = args.mode == "train"

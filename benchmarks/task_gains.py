@@ -191,7 +191,8 @@ def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
     ``TASK_elmo_io_seedN`` runs exist, a second row puts them in the +ELMo column.
     """
     lines = [
-        "| task | metric | baseline mean ± std (n) | +ELMo mean ± std (n) | gain | baseline runs | +ELMo runs | wall time per run baseline / +ELMo |",
+        "| task | metric | baseline mean ± std (n) | +ELMo mean ± std (n) | gain | baseline runs | +ELMo runs "
+        "| wall time per run baseline / +ELMo |",
         "|---|---|---:|---:|---:|---|---|---:|",
     ]
     rows = [(task, "elmo") for task in tasks] + [
@@ -223,7 +224,8 @@ def seeds_table(runs: Path, tasks: List[str], seeds: List[int]) -> str:
 
 def table(runs: Path) -> str:
     lines = [
-        "| task | metric | baseline | +ELMo | gain | epochs | wall time baseline / +ELMo | ELMo layer weights softmax(s) |",
+        "| task | metric | baseline | +ELMo | gain | epochs | wall time baseline / +ELMo "
+        "| ELMo layer weights softmax(s) |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for task in TASKS:

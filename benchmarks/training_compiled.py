@@ -33,11 +33,10 @@ import time
 from typing import Callable, Dict, List
 
 import torch
-
 from allennlp.modules.elmo import _ElmoBiLm
-
 from bilm_sizes import SIZES, load_sentences, write_random_bilm
 from training_throughput import lm_loss, synchronize
+
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm

@@ -27,14 +27,12 @@ import time
 from typing import Callable, Dict, List
 
 import torch
-
 from allennlp.modules.elmo import _ElmoBiLm
+from bilm_sizes import SIZES, add_allocator_option, apply_allocator_option, load_sentences, write_random_bilm
 
-from bilm_sizes import (SIZES, add_allocator_option, apply_allocator_option, load_sentences,
-                        write_random_bilm)
 from elmo_plugin.common.hardware import describe_run
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import batch_to_ids
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
 
@@ -147,7 +145,8 @@ def main() -> None:
         # All timed steps together: with natural lengths every batch has its own token count.
         rate = {name: tokens / sum(values) for name, values in times.items()}
         row = (f"| {size} | {rate['ours']:,.0f} | {rate['allennlp']:,.0f} | "
-               f"{rate['ours'] / rate['allennlp']:.2f}x | {abs(losses['ours'] - losses['allennlp']):.1e} (loss {losses['ours']:.4f}) |")
+               f"{rate['ours'] / rate['allennlp']:.2f}x | "
+               f"{abs(losses['ours'] - losses['allennlp']):.1e} (loss {losses['ours']:.4f}) |")
         if args.amp:
             row += (f" {rate['ours_bf16']:,.0f} | {rate['allennlp_bf16']:,.0f} | "
                     f"{rate['ours_bf16'] / rate['allennlp_bf16']:.2f}x |")

@@ -73,6 +73,7 @@ from elmo_plugin.tasks import (
 )
 from elmo_plugin.training import KeepFreedMemoryCallback, ReduceOnPlateauLearningRateScheduler
 from elmo_plugin.commands import train_command
+from elmo_plugin.common import plugin_lines, tensorboard_shutdown
 from elmo_plugin.training import config_functions, console
 
 # `allennlp train` with the plugin: configs that read the ELMo width from the model, a console
@@ -81,7 +82,6 @@ from elmo_plugin.training import config_functions, console
 config_functions.install()
 console.install()
 train_command.install()
-from elmo_plugin.common import plugin_lines, tensorboard_shutdown
 
 # AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1, and no tensorboardX
 # traceback at exit on Python 3.12+ (see each module).

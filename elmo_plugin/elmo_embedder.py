@@ -23,16 +23,15 @@ from typing import IO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import h5py
 import numpy as np
 import torch
-
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
-from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
 from elmo_plugin.embedding_output.flat_writer import FlatWriter
 from elmo_plugin.embedding_output.layout import (

@@ -6,7 +6,7 @@ from allennlp.common import file_utils
 
 import elmo_plugin  # noqa: F401  (registers the plugin's components with AllenNLP)
 from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
-from tests.helpers import FIXTURES, FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files  # noqa: F401
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES, make_random_bilm_files  # noqa: F401
 from tests.model_server import ModelServer
 
 

@@ -9,13 +9,13 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 import h5py
 import numpy as np
 import pytest
-from allennlp.commands import ArgumentParserWithDefaults
 import torch
+from allennlp.commands import ArgumentParserWithDefaults
 
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.modules.bilm import ElmoBiLm
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # AllenNLP's golden ELMo fixture, in the repository so that the tests need nothing beside it

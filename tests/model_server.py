@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from elmo_plugin.model_files.catalogue import PublishedModel
-
 from tests.helpers import FIXTURES
 
 # Ways a served file can go wrong (`ModelServer.misbehave`).

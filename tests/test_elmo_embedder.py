@@ -12,14 +12,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import FIXTURES, read_output, write_lines
 
 OPTIONS_FILE = FIXTURES / "options.json"

@@ -33,14 +33,15 @@ from allennlp.data import Batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 
+from allennlp.nn.util import move_to_device  # noqa: E402
 from bilm_sizes import DATA, options_for  # noqa: E402
+
 from elmo_plugin.common.hardware import describe_run  # noqa: E402
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader  # noqa: E402
 from elmo_plugin.data.vocabulary import BilmTfVocabulary  # noqa: E402
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel  # noqa: E402
 from elmo_plugin.modules.execution import compiled_step  # noqa: E402
 from elmo_plugin.modules.execution.float32_products import set_tf32  # noqa: E402
-from allennlp.nn.util import move_to_device  # noqa: E402
 
 
 def tensor_batches(reader: BilmCorpusReader, path: str, vocab, batch_size: int, count: int,

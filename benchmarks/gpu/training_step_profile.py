@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
 
 from bilm_sizes import SIZES, load_sentences, write_random_bilm  # noqa: E402
 from training_compiled import make_step  # noqa: E402
+
 from elmo_plugin.common.hardware import describe_run  # noqa: E402
 from elmo_plugin.data.character_ids import batch_to_ids  # noqa: E402
 from elmo_plugin.modules.bilm import ElmoBiLm  # noqa: E402

@@ -107,7 +107,8 @@ def run_reporting_errors(
     """
     Runs ``work()`` and returns its result. ``errors`` (bad input) end the command with one line
     and status 1; ``usage_errors`` (arguments that do not go together, found only by the work)
-    with the ``usage`` line, that line and status 2, as argparse's own; Ctrl-C and SIGTERM (which the ``allennlp`` command turns into
+    with the ``usage`` line, that line and status 2, as argparse's own; Ctrl-C and SIGTERM (which
+    the ``allennlp`` command turns into
     `SigTermReceived`) with the line ``interrupted`` and status 130 or 143. The work is expected
     to leave no partial output behind in these cases (the plugin writes every output atomically).
     """

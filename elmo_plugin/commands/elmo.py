@@ -23,15 +23,20 @@ Started by ``torchrun``, the command runs sharded and resumable
 (`elmo_plugin.embedding_output.sharded_run`); without it, exactly as before.
 """
 import argparse
-import logging
 from typing import Any
 
 import torch
-
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.commands.common import (
+    EXIT_USAGE,
+    exit_with_error,
+    positive_int,
+    run_reporting_errors,
+    strict_subparser,
+)
 from elmo_plugin.common.torchrun import torchrun_process
 from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, EmbeddingJob
 from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
@@ -43,17 +48,8 @@ from elmo_plugin.model_files.catalogue import (
     PUBLISHED_MODELS,
     describe_published_models,
 )
-from elmo_plugin.modules.precision import PRECISIONS
 from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError
-from elmo_plugin.commands.common import (
-    EXIT_USAGE,
-    exit_with_error,
-    positive_int,
-    run_reporting_errors,
-    strict_subparser,
-)
-
-logger = logging.getLogger(__name__)
+from elmo_plugin.modules.precision import PRECISIONS
 
 _DESCRIPTION = """Embed a file of tokenized sentences with a pretrained ELMo biLM.
 

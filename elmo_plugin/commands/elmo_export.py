@@ -5,7 +5,6 @@ the plugin loads as one ONNX graph with dynamic batch and sentence length, for s
 (`elmo_plugin.models.onnx_export`).
 """
 import argparse
-import logging
 
 from allennlp.commands.subcommand import Subcommand
 
@@ -22,8 +21,6 @@ from elmo_plugin.models.onnx_export import export_onnx
 FORMATS = ("bilm-tf", "onnx")
 # How errors about the model spell it: the command has MODEL only.
 EXPORT_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "MODEL", " ")
-
-logger = logging.getLogger(__name__)
 
 
 @Subcommand.register("elmo-export")

@@ -21,8 +21,8 @@ from typing import Any, Dict
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
+from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.data.corpus_tokenization import (
     SUMMARY_FILE,
     TOKENIZER_CHOICES,

@@ -11,9 +11,9 @@ import argparse
 
 from allennlp.commands.subcommand import Subcommand
 
-from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
-from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
+from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
+from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
 
 _DESCRIPTION = """Count the tokens of a tokenized corpus and write the vocabulary file that ELMo
 pretraining (bilm-tf's format) uses: one token per line, <S>, </S>, <UNK> first, then the tokens

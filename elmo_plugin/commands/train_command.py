@@ -46,7 +46,6 @@ from elmo_plugin.training.console import (
     reported_metric_names,
 )
 
-logger = logging.getLogger(__name__)
 report = logging.getLogger(REPORT_LOGGER)
 
 EXIT_ERROR = 1

@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator
 
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.models.archival import CONFIG_NAME, _WEIGHTS_NAME  # "config.json", "weights.th"
+from allennlp.models.archival import _WEIGHTS_NAME, CONFIG_NAME  # "config.json", "weights.th"
 from allennlp.models.model import _DEFAULT_WEIGHTS  # "best.th", in a serialization directory
 
 from elmo_plugin.common.paths import PathLike

@@ -8,7 +8,6 @@ import ctypes
 import logging
 from typing import Optional
 
-
 logger = logging.getLogger(__name__)
 
 try:

@@ -31,5 +31,5 @@ with warnings.catch_warnings():
         module=r"torchvision\.(datapoints|transforms\.v2)",
     )
     import allennlp.data  # noqa: F401  (torchvision)
-    import allennlp.modules  # noqa: F401  (transformers -> torchvision.transforms.v2)
     import allennlp.models  # noqa: F401
+    import allennlp.modules  # noqa: F401  (transformers -> torchvision.transforms.v2)

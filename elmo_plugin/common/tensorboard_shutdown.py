@@ -8,7 +8,8 @@ left open. Closing wakes the writer's worker thread through a ``multiprocessing.
 first ``put`` starts the queue's feeder thread. A writer that was opened and never written to
 (a run that stops before its first batch, a trainer built and never trained) therefore starts a
 thread at exit, which Python 3.12 refuses once the interpreter is shutting down: a 12-line
-traceback after the command's own output (seen with 3.12.1; 3.13.0 lets that thread start). The trainer's ``on_end`` closes the writers of a run
+traceback after the command's own output (seen with 3.12.1; 3.13.0 lets that thread start). The
+trainer's ``on_end`` closes the writers of a run
 that trains, so that path is rare, but it is not an error of anyone's.
 
 `install` wraps ``EventFileWriter.close``: where that wake-up fails for exactly this reason, the

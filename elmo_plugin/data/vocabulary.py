@@ -36,9 +36,9 @@ from allennlp.data.vocabulary import (
 )
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
-from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
+from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ _ORDER_CHECK_MAX_WRONG_FRACTION = 0.05
 _ORDER_CHECK_MIN_WRONG_PAIRS = 10
 # Above this many pairs of entries, a random sample of this many pairs is judged.
 _ORDER_CHECK_MAX_PAIRS = 1_000_000
-
 
 
 @dataclass

@@ -10,10 +10,10 @@ classes are the same objects whichever name they were imported by.
     vectors = embedder.embed_sentence(["First", "sentence", "."])      # (3, 3, 1024) numpy
 """
 # The names 0.9's module defined, and the helpers it imported that scripts took from it.
+from allennlp.commands.subcommand import Subcommand  # noqa: F401
 from allennlp.common.checks import ConfigurationError  # noqa: F401
 from allennlp.common.tqdm import Tqdm  # noqa: F401
 from allennlp.common.util import lazy_groups_of  # noqa: F401
-from allennlp.commands.subcommand import Subcommand  # noqa: F401
 from allennlp.nn.util import remove_sentence_boundaries  # noqa: F401
 
 from elmo_plugin.data.character_ids import batch_to_ids  # noqa: F401

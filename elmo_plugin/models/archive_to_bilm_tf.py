@@ -2,21 +2,18 @@
 Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory), or the
 biLM of a task model's archive, to the bilm-tf format: what ``allennlp elmo-export`` runs.
 """
-import logging
 from typing import Dict, Optional
 
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
 from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
 from elmo_plugin.modules.bilm_loading import build_bilm
-
-logger = logging.getLogger(__name__)
 
 _SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
 

@@ -11,11 +11,11 @@ from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
 from allennlp.nn import InitializerApplicator
 
+from elmo_plugin.data.bilm_fields import character_ids, target_ids
+from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
-from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.data.bilm_fields import character_ids, target_ids
-from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution import compiled_step
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16

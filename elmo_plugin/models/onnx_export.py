@@ -48,7 +48,7 @@ from elmo_plugin.data.character_ids import (
 )
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
 from elmo_plugin.model_files.elmoformanylangs import OOV_TOKEN
-from elmo_plugin.model_files.resolve import ArgumentNames, PYTHON_ARGUMENTS, resolve_model
+from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, resolve_model
 from elmo_plugin.models.task_model_bilm import choose_bilm, elmo_bilms
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.bilm_loading import load_bilm

@@ -16,17 +16,14 @@ modules, each named by the module that holds it: ``text_field_embedder.token_emb
 for the embedder under the key ``elmo`` of a ``text_field_embedder``, which can also be named
 by that key alone.
 """
-import logging
 from typing import Dict, List, Optional
 
 from allennlp.common.checks import ConfigurationError
 from torch import nn
 
-from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.modules.bilm import ElmoBiLm
-
-logger = logging.getLogger(__name__)
 
 _TOKEN_EMBEDDER_PREFIX = "token_embedder_"
 

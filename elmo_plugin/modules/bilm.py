@@ -1,7 +1,6 @@
 """
 The ELMo biLM as one module: character encoder + bidirectional LSTM, producing every layer.
 """
-import logging
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
@@ -18,8 +17,6 @@ from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
-
-logger = logging.getLogger(__name__)
 
 
 class ElmoBiLm(nn.Module):

@@ -8,12 +8,12 @@ import torch
 from allennlp.common import FromParams, Lazy
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.model_files.build_hints import with_build_hint
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferencePrecision, check_frozen
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
-from elmo_plugin.model_files.build_hints import with_build_hint
 
 logger = logging.getLogger(__name__)
 

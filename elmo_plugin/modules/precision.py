@@ -14,7 +14,8 @@ scalar mix, the HDF5 output and the numpy arrays are float32 whichever precision
 
 bfloat16 only where the device multiplies it natively (`bfloat16_support`: a CPU with
 AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU), asked through the same helper as
-training's ``mixed_precision`` (`elmo_plugin.modules.execution.bfloat16`). Elsewhere PyTorch emulates bfloat16 products in software, many times slower
+training's ``mixed_precision`` (`elmo_plugin.modules.execution.bfloat16`). Elsewhere PyTorch
+emulates bfloat16 products in software, many times slower
 than float32 (17x for training on an AVX2-only AMD EPYC), so there is one warning and the biLM
 runs in float32: the very same computation as ``precision="float32"``, to the bit.
 """
@@ -101,7 +102,8 @@ class InferencePrecision:
 def check_frozen(precision: str, requires_grad: bool) -> None:
     """
     A `ConfigurationError` when ``precision`` is bfloat16 and the biLM is trained
-    (``requires_grad``: any of its parameters requires a gradient): the option is for inference with a frozen biLM. Fine-tuning in bfloat16 is
+    (``requires_grad``: any of its parameters requires a gradient): the option is for inference
+    with a frozen biLM. Fine-tuning in bfloat16 is
     mixed-precision training (float32 weights and optimizer, gradients through bfloat16
     products), which task models have not been measured with; silently running it in float32
     instead would hide that the option did nothing.

@@ -47,7 +47,9 @@ def _cuda_index(device: Any) -> int:
     return int(device)
 
 
-def check_training_device(cuda_device: Union[int, str, torch.device, List[Any], None], serialization_dir: str = "") -> None:
+def check_training_device(
+    cuda_device: Union[int, str, torch.device, List[Any], None], serialization_dir: str = ""
+) -> None:
     """Raises a `ConfigurationError` if ``cuda_device`` names a GPU that torch cannot use."""
     devices = cuda_device if isinstance(cuda_device, list) else [cuda_device]
     for device in devices:

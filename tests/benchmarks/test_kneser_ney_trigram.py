@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from tests.helpers import REPO_ROOT
 
 _PATH = REPO_ROOT / "benchmarks" / "kneser_ney_trigram.py"

@@ -11,6 +11,7 @@ import sys
 from typing import Dict, List, Tuple
 
 import pytest
+
 from tests.helpers import REPO_ROOT
 
 BENCHMARKS = REPO_ROOT / "BENCHMARKS.md"

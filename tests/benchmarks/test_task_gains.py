@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from tests.helpers import REPO_ROOT
 
 _PATH = REPO_ROOT / "benchmarks" / "task_gains.py"

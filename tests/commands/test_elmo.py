@@ -16,13 +16,12 @@ from typing import Dict, List, Optional
 import h5py
 import numpy as np
 import pytest
-
 from allennlp.common import logging as common_logging
 from cached_path import resource_to_filename
 
-from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import FIXTURES, REPO_ROOT, read_output, run_elmo, write_lines
 from tests.model_server import (
     DROPPED,

@@ -22,7 +22,7 @@ def _run_command(argv):
     args.func(args)
 
 
-def test_command_line(raw: Path, tmp_path: Path, capsys):
+def test_command_line(raw: Path, tmp_path: Path, capsys):  # noqa: F811 (the imported fixture)
     out = tmp_path / "out"
     _run_command(["elmo-tokenize", str(raw / "*.txt"), str(out), "--workers", "1",
                   "--no-progress", "--tokenizer", "korean"])
@@ -60,7 +60,7 @@ def test_command_line(raw: Path, tmp_path: Path, capsys):
         assert exit_info.value.code == 2  # argparse usage error
 
 
-def test_allennlp_elmo_tokenize_subprocess(raw: Path, tmp_path: Path):
+def test_allennlp_elmo_tokenize_subprocess(raw: Path, tmp_path: Path):  # noqa: F811
     allennlp = REPO_ROOT / ".venv" / "bin" / "allennlp"
     if not allennlp.exists():
         pytest.skip(f"{allennlp} not found")

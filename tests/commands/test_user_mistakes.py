@@ -203,7 +203,10 @@ def test_missing_data_read_in_part_names_the_file(tmp_path, capsys, monkeypatch)
     [
         ({"trainer.num_epochs": 0}, "{config}: num_epochs must be an integer >= 1, got 0"),
         ({"train_data_path": "{tmp}/corpus/*.txt"}, "train_data_path: no files match"),
-        ({"vocabulary.vocabulary_file": "{tmp}/vocab.txt"}, "vocabulary.vocabulary_file {tmp}/vocab.txt does not exist"),
+        (
+            {"vocabulary.vocabulary_file": "{tmp}/vocab.txt"},
+            "vocabulary.vocabulary_file {tmp}/vocab.txt does not exist",
+        ),
     ],
 )
 def test_bilm_config_mistakes(overrides, expected, tmp_path, capsys, monkeypatch):

@@ -27,7 +27,7 @@ def swallowed_sigterm() -> None:
     """A SIGTERM arriving where a library catches every exception."""
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # the handler raises right after the call
-    except Exception:  # noqa: BLE001: the library's, not ours
+    except Exception:  # noqa: BLE001 (the library's, not ours)
         pass
 
 

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -141,7 +140,9 @@ def test_hdf5_for_writing_raises_the_first_os_error_with_the_file_name(tmp_path,
                 raise OSError(28, "No space left on device")
             return real_write(self, data)
 
-    monkeypatch.setattr("elmo_plugin.common.write_errors.open", lambda p, m, buffering: FullDisk(p, "w+b"), raising=False)
+    monkeypatch.setattr(
+        "elmo_plugin.common.write_errors.open", lambda p, m, buffering: FullDisk(p, "w+b"), raising=False
+    )
     with pytest.raises(OSError) as raised:
         with hdf5_for_writing(path) as output:
             for index in range(50):

@@ -9,12 +9,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.data import corpus_tokenization
 from elmo_plugin.data.corpus_tokenization import SUMMARY_FILE, LineProcessor, tokenize_corpus
-
 
 LONG_LINE = "아버지가방에들어가신다. " * 400 + "끝."
 # Line by line: kept, blank, whitespace-only, English only (no Hangul), emoji, a very long line,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.vocabulary import Vocabulary
@@ -24,7 +23,6 @@ from elmo_plugin.data.vocabulary import (
     read_bilm_tf_vocabulary,
 )
 from tests.helpers import REPO_ROOT, write_serialization_directory
-
 
 # Counts: the 5, a 4, cat 2, dog 2, sat 1, on 1, mat 1, zebra 1 (17 tokens, 8 types).
 CORPUS_A = "the cat sat on the mat\n\nthe dog\n"

@@ -176,9 +176,8 @@ ABSENT_BILM_WIDTH = 64
 
 def _natives():
     """The plugin's native functions for jsonnet, with a width for biLMs that are not here."""
-    from elmo_plugin.training.config_functions import native_callbacks
-
     from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
+    from elmo_plugin.training.config_functions import native_callbacks
 
     (parameters, function), = native_callbacks().values()
 

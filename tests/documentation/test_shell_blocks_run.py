@@ -24,7 +24,6 @@ A block whose commands read ``../shared/data`` (through the Makefile or a config
 on samples of it, and is skipped, naming the path, where the shared data is absent.
 """
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +34,8 @@ import pytest
 
 from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from tests.documentation.code_blocks import CodeBlock, all_code_blocks, shell_commands
-from tests.documentation.test_code_blocks import allennlp_arguments
 from tests.documentation.shell_sandbox import Sandboxes
+from tests.documentation.test_code_blocks import allennlp_arguments
 from tests.helpers import FIXTURES, REPO_ROOT, SHARED_DATA
 from tests.model_server import ModelServer
 
@@ -159,7 +158,8 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
         source, output = repo / arguments.input_file, repo / arguments.output_file
         lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
         with EmbeddingsFile(output) as embeddings:
-            assert len(embeddings) == len(lines), f"{where}: {output.name}: {len(embeddings)} entries for {len(lines)} lines"
+            entries = len(embeddings)
+            assert entries == len(lines), f"{where}: {output.name}: {entries} entries for {len(lines)} lines"
             assert embeddings[0].shape[-2] == len(lines[0].split())
     elif subcommand == "train" and "--node-rank" not in launched:
         # (Of a run on several nodes only node 0 writes the archive; the line's $R is not known.)

@@ -18,7 +18,6 @@ import h5py
 import numpy as np
 import pytest
 import torch
-
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder as PluginEmbedder

@@ -225,7 +225,8 @@ def test_allennlp_keys_this_bilm_does_not_have_or_lacks_are_named():
 def test_a_shape_that_does_not_fit_is_named_with_both_shapes():
     state = _allennlp_state()
     state["_elmo_lstm.forward_layer_0.state_linearity.weight"] = torch.zeros(128, 16)
-    with pytest.raises(ConfigurationError, match=r"state_linearity.weight .* has shape \(128, 16\), but this biLM needs \(256, 16\)"):
+    expected = r"state_linearity.weight .* has shape \(128, 16\), but this biLM needs \(256, 16\)"
+    with pytest.raises(ConfigurationError, match=expected):
         our_bilm().load_state_dict(state)
 
 

@@ -30,8 +30,8 @@ from elmo_plugin.model_files.elmoformanylangs import (
     ElmoForManyLangsModel,
     is_elmoformanylangs_directory,
 )
-from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.modules.elmo import Elmo
 
 
 def _import_elmoformanylangs():
@@ -253,11 +253,11 @@ def test_allennlp_elmo_command_with_the_model_directory(model_dirs, tmp_path, va
 @pytest.mark.parametrize("variant", ["words", "no_words"])
 def test_elmo_and_the_token_embedder_give_its_average(model_dirs, variant):
     """Its default output (the mean of the three layers) is a fixed mix of equal weights."""
+    from allennlp.common import Params
     from allennlp.data import Batch, Instance, Vocabulary
     from allennlp.data.fields import TextField
-    from allennlp.data.tokenizers import Token
     from allennlp.data.token_indexers import TokenIndexer
-    from allennlp.common import Params
+    from allennlp.data.tokenizers import Token
     from allennlp.modules.token_embedders import TokenEmbedder
 
     directory = str(model_dirs[variant])

@@ -15,14 +15,13 @@ from allennlp.modules.token_embedders import TokenEmbedder
 from cached_path import resource_to_filename
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.model_files.catalogue import (
     MODELS_URL_VARIABLE,
     PUBLISHED_MODELS,
     describe_published_models,
 )
 from elmo_plugin.model_files.resolve import resolve_model
-
+from elmo_plugin.modules.elmo import Elmo
 from tests.model_server import (
     DROPPED,
     HTML_PAGE,

@@ -21,17 +21,23 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Vocabulary
 from allennlp.models import Model
+from allennlp.models.archival import load_archive
 from allennlp.modules.elmo import _ElmoBiLm
 
-from allennlp.models.archival import load_archive
-
-from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
-from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
-from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.commands.elmo import ElmoCommand
-from elmo_plugin.modules.bilm import ElmoBiLm
+from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from tests.helpers import LONG_TOKEN, REPO_ROOT, config_calling, read_hdf5_datasets, run_export, write_serialization_directory
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
+from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
+from elmo_plugin.modules.bilm import ElmoBiLm
+from tests.helpers import (
+    LONG_TOKEN,
+    REPO_ROOT,
+    config_calling,
+    read_hdf5_datasets,
+    run_export,
+    write_serialization_directory,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -89,7 +95,6 @@ def trained(tmp_path_factory) -> Trained:
         "metrics_epoch_0.json"
     ]
     return Trained(serialization_dir, model.eval(), config["model"]["options"])
-
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,18 @@ from allennlp.data.fields import TextField
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common import hardware
-from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
+from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates
-from tests.helpers import (FIXTURE_WEIGHTS, REPO_ROOT, randomize_bilm_, record_bfloat16_autocast,
-                           write_serialization_directory)
+from tests.helpers import (
+    FIXTURE_WEIGHTS,
+    REPO_ROOT,
+    randomize_bilm_,
+    record_bfloat16_autocast,
+    write_serialization_directory,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

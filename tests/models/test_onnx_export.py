@@ -31,8 +31,8 @@ from elmo_plugin.models.onnx_export import (
     export_onnx,
     symbolic_input_axes,
 )
-from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.elmo import Elmo
+from elmo_plugin.modules.scalar_mix import ScalarMix
 from tests.helpers import (
     FIXTURES,
     REPO_ROOT,
@@ -208,9 +208,8 @@ def test_a_fine_tuned_scalar_mix_is_elmos():
 
 def test_the_axes_check_refuses_fixed_batch_or_tokens(tmp_path):
     import onnx
-    from onnx import TensorProto, helper
-
     from allennlp.common.checks import ConfigurationError
+    from onnx import TensorProto, helper
 
     for dims, refused in [(["b", "t", 50], False), ([2, "t", 50], True), (["b", 7, 50], True)]:
         graph = helper.make_graph(

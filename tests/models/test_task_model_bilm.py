@@ -19,8 +19,7 @@ from allennlp.models.archival import load_archive
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.models.task_model_bilm import elmo_bilms
 from elmo_plugin.modules.bilm import ElmoBiLm
-from tests.helpers import (FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files, run_elmo,
-                           run_export)
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, make_random_bilm_files, run_elmo, run_export
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

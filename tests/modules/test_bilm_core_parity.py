@@ -10,8 +10,8 @@ import torch
 from allennlp.modules.elmo import Elmo, _ElmoBiLm
 from allennlp.modules.elmo import batch_to_ids as allennlp_batch_to_ids
 
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import (
     LONG_TOKEN,
     VARIED_BATCH,
@@ -38,7 +38,7 @@ ARCHITECTURES: Dict[str, dict] = {
         n_layers=2,
         cell_clip=3.0,
         proj_clip=2.0,
-        
+
         seed=1,
     ),
     # (c) one LSTM layer, no highway, a single filter, small clips (often active)
@@ -61,7 +61,7 @@ ARCHITECTURES: Dict[str, dict] = {
         n_layers=3,
         cell_clip=None,
         proj_clip=1.5,
-        
+
         seed=3,
     ),
     # (e) no projection clip, a small cell clip
@@ -73,7 +73,7 @@ ARCHITECTURES: Dict[str, dict] = {
         n_layers=2,
         cell_clip=1.0,
         proj_clip=None,
-        
+
         seed=4,
     ),
 }

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.model_files.bilm_tf.weights import lstm_scope
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.model_files.bilm_tf.weights import lstm_scope
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import (
     FIXTURE_OPTIONS,
     FIXTURE_WEIGHTS,

@@ -6,10 +6,10 @@ rounding is a bug rather than noise.
 import pytest
 import torch
 
+from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules import character_encoder
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.execution import character_convolutions
-from elmo_plugin.data.character_ids import ElmoCharacterIds
 
 
 def plain_forward(encoder: CharacterEncoder, ids: torch.Tensor) -> torch.Tensor:

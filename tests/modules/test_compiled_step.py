@@ -22,8 +22,7 @@ from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.modules.execution import compiled_step, float32_products
-from elmo_plugin.modules.execution.lstm_recurrence import (ProjectedLstmRecurrence,
-                                                           reference_recurrence)
+from elmo_plugin.modules.execution.lstm_recurrence import ProjectedLstmRecurrence, reference_recurrence
 from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, assert_clips_exercised, randomize_bilm_
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -354,8 +353,7 @@ def test_allennlp_train_with_compile_trains_a_stream_epoch(tmp_path, monkeypatch
     (AllenNLP's training replaces the logging handlers, so the calls are counted instead.)"""
     import json
 
-    from tests.training_configs.test_bilm_configs import (TINY_BILM, train_bilm,
-                                                           write_sample_subset)
+    from tests.training_configs.test_bilm_configs import TINY_BILM, train_bilm, write_sample_subset
 
     arguments = {**write_sample_subset(tmp_path / "data", train_lines=64, heldout_lines=16),
                  **TINY_BILM, "batching": "stream", "num_epochs": 1, "num_samples": 16,

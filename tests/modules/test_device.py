@@ -12,9 +12,9 @@ import pytest
 import torch
 from allennlp.modules.elmo import _ElmoBiLm
 
+from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.character_encoder import CharacterEncoder
-from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
 from tests.helpers import VARIED_BATCH, make_random_bilm_files, masked_max_abs_diff
 from tests.modules.test_character_encoder import encoder_ids, plain_forward

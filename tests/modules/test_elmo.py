@@ -20,14 +20,21 @@ from allennlp.modules.token_embedders import TokenEmbedder
 from allennlp.nn import RegularizerApplicator
 from allennlp.nn.regularizers import L2Regularizer
 
-from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.data.vocabulary import BilmTfVocabulary
+from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
-from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
-from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.modules.scalar_mix import ScalarMix, SingleLayerMix
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, KOREAN_LONG, LONG_TOKEN, make_random_bilm_files, write_serialization_directory
+from elmo_plugin.modules.token_embedders.elmo_token_embedder import ElmoTokenEmbedder
+from tests.helpers import (
+    FIXTURE_OPTIONS,
+    FIXTURE_WEIGHTS,
+    KOREAN_LONG,
+    LONG_TOKEN,
+    make_random_bilm_files,
+    write_serialization_directory,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -329,7 +336,10 @@ def test_l2_penalty_on_the_layer_weights_changes_the_loss_by_lambda_s_squared():
         )
         model = _Classifier(Vocabulary(), embedder, regularizer)
         trainer = GradientDescentTrainer(
-            model, torch.optim.SGD(model.parameters(), lr=0.1), data_loader=SimpleDataLoader([], batch_size=1), num_epochs=1
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=SimpleDataLoader([], batch_size=1),
+            num_epochs=1,
         )
         outputs = trainer.batch_outputs(
             {"ids": character_ids(), "label": torch.tensor([0, 1, 0, 1])}, for_training=True

@@ -14,7 +14,6 @@ from typing import Dict, List
 
 import pytest
 import torch
-
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, DatasetReader, Instance, Vocabulary
@@ -25,16 +24,16 @@ from allennlp.modules.seq2vec_encoders import BagOfEmbeddingsEncoder
 from allennlp.modules.text_field_embedders import BasicTextFieldEmbedder
 from allennlp.modules.token_embedders import Embedding
 
-from elmo_plugin.tasks.universal_dependencies.conllu import (
-    ConlluSentenceGenreReader,
-    ConlluTaggingReader,
-    read_conllu_sentences,
-)
-from elmo_plugin.tasks.tagging.token_tag_conll import TokenTagConllReader
 from elmo_plugin.tasks.srl.universal_propbank_srl import (
     PropBankReadStats,
     UniversalPropBankSrlReader,
     propbank_frame_to_bio,
+)
+from elmo_plugin.tasks.tagging.token_tag_conll import TokenTagConllReader
+from elmo_plugin.tasks.universal_dependencies.conllu import (
+    ConlluSentenceGenreReader,
+    ConlluTaggingReader,
+    read_conllu_sentences,
 )
 from tests.helpers import SHARED_DATA, requires_shared_data
 
@@ -500,8 +499,8 @@ def test_universal_propbank_fixture(tmp_path):
 
 def test_universal_propbank_matches_srl_reader_text_to_instance():
     """Same fields, labels and metadata as allennlp-models' SrlReader for the same input."""
-    from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
     from allennlp.data.tokenizers import Token
+    from allennlp_models.structured_prediction.dataset_readers.srl import SrlReader
 
     tokens = [Token(word) for word in BUSH_WORDS]
     verb_label = [int(index == 4) for index in range(len(tokens))]

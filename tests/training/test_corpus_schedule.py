@@ -9,10 +9,10 @@ import warnings
 from typing import Any, List
 
 import pytest
+import torch
 from allennlp.commands.train import train_model_from_file
 from allennlp.common.checks import ConfigurationError
 from allennlp.training.callbacks.callback import TrainerCallback
-import torch
 
 from elmo_plugin.training.corpus_schedule import LinearDecayOverCorpus
 from tests.helpers import config_calling

@@ -7,7 +7,6 @@ accelerator device"). Each is found before ``allennlp train`` makes its serializ
 (`elmo_plugin.commands.train_command`), so none leaves a run directory behind.
 """
 import json
-from pathlib import Path
 
 import pytest
 import torch

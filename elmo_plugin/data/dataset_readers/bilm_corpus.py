@@ -90,9 +90,6 @@ from allennlp.data.token_indexers import SingleIdTokenIndexer, TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
-from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
-from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
-from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer
 from elmo_plugin.data.bilm_fields import (
     BACKWARD_TARGETS_FIELD,
     BACKWARD_TOKENS_FIELD,
@@ -102,6 +99,9 @@ from elmo_plugin.data.bilm_fields import (
     SENTENCE_FIELD,
     TARGETS_INDEXER,
 )
+from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
+from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import ElmoCharactersIndexer
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE
 
 logger = logging.getLogger(__name__)

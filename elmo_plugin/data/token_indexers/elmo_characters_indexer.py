@@ -10,8 +10,8 @@ from allennlp.data.token_indexers.token_indexer import IndexedTokenList, TokenIn
 from allennlp.data.tokenizers import Token
 from allennlp.data.vocabulary import Vocabulary
 
-from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN, ElmoCharacterIds
 from elmo_plugin.common.registration import replace_registration
+from elmo_plugin.data.character_ids import DEFAULT_MAX_CHARACTERS_PER_TOKEN, ElmoCharacterIds
 
 logger = logging.getLogger(__name__)
 _replacement_logged = False
@@ -67,7 +67,8 @@ class CharacterRowsIndexer(TokenIndexer):
 @replace_registration(TokenIndexer, "elmo_characters")
 class ElmoCharactersIndexer(CharacterRowsIndexer):
     """
-    Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and end-of-word ids; see `elmo_plugin.data.character_ids`).
+    Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and
+    end-of-word ids; see `elmo_plugin.data.character_ids`).
 
     Registered as a `TokenIndexer` with name ``"elmo_characters"``, **replacing AllenNLP's own
     ``ELMoTokenCharactersIndexer``** when elmo_plugin is loaded (a message is logged once). The

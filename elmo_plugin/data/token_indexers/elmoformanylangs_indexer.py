@@ -3,8 +3,8 @@ The ``elmoformanylangs_characters`` token indexer: the ids an ELMoForManyLangs m
 """
 from allennlp.data.token_indexers.token_indexer import TokenIndexer
 
-from elmo_plugin.data.token_indexers.elmo_characters_indexer import CharacterRowsIndexer
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
+from elmo_plugin.data.token_indexers.elmo_characters_indexer import CharacterRowsIndexer
 from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 
 

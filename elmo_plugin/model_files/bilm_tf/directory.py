@@ -1,7 +1,8 @@
 """
 Writing a biLM as a bilm-tf directory: ``options.json`` + ``weights.hdf5`` (+ ``vocabulary.txt``,
 + ``softmax.hdf5``), which every ELMo loader reads: AllenNLP core's ``Elmo``, bilm-tf, and
-this plugin. This is the plugin's one bilm-tf writer. The directory is written as a set (`atomic_directory`): a reader sees the whole old
+this plugin. This is the plugin's one bilm-tf writer. The directory is written as a set
+(`atomic_directory`): a reader sees the whole old
 export or the whole new one, never a mix.
 """
 import os
@@ -10,10 +11,10 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
 from elmo_plugin.common.atomic_output import atomic_directory
 from elmo_plugin.common.write_errors import hdf5_for_writing
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
 
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"

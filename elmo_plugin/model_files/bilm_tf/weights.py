@@ -28,7 +28,6 @@ from typing import Dict, List, Set, Tuple
 import h5py
 import numpy as np
 import torch
-
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike

@@ -14,6 +14,7 @@ import torch
 
 from elmo_plugin.common import hardware
 
+
 class NativeBfloat16:
     """
     Whether a device multiplies in bfloat16 natively (`hardware.bfloat16_support`), decided the

@@ -12,12 +12,9 @@ On a CPU nothing here changes anything: the flag is CUDA's, and it is set only f
 (oneDNN's own precision setting is not touched).
 """
 import contextlib
-import logging
 from typing import Iterator, Optional, Union
 
 import torch
-
-logger = logging.getLogger(__name__)
 
 
 def set_tf32(device: Union[torch.device, str], enabled: bool) -> bool:

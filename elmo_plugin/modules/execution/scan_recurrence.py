@@ -30,10 +30,10 @@ from typing import List, Optional, Tuple
 import torch
 from torch._higher_order_ops import scan  # PyTorch's scan (a prototype), exported as ONNX Scan
 
+from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
 from elmo_plugin.modules.execution.character_convolutions import leading_max_pooled_convolutions
 from elmo_plugin.modules.execution.lstm_recurrence import projected_lstm_step
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
-from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
 
 
 def masked_recurrence(

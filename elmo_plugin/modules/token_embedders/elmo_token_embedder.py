@@ -1,18 +1,15 @@
 """
 ``elmo_token_embedder``: ELMo in a ``text_field_embedder``, replacing AllenNLP's registration.
 """
-import logging
 from typing import List, Optional
 
 import torch
 from allennlp.common import Lazy
 from allennlp.modules.token_embedders import TokenEmbedder
 
-from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.common.registration import replace_registration
+from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
-
-logger = logging.getLogger(__name__)
 
 
 @replace_registration(TokenEmbedder, "elmo_token_embedder")

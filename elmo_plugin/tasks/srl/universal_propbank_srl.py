@@ -18,9 +18,9 @@ from allennlp.data.instance import Instance
 from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token
 
-from elmo_plugin.tasks.universal_dependencies.conllu import CONLLU_COLUMNS, HEAD, ConlluSentence, read_conllu_sentences
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error, tokens_and_metadata
 from elmo_plugin.tasks.common.task_data import task_data_path
+from elmo_plugin.tasks.universal_dependencies.conllu import CONLLU_COLUMNS, HEAD, ConlluSentence, read_conllu_sentences
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ Both, and the ``universal_propbank_srl`` reader, parse the files with `read_conl
 so that every CoNLL-U file in the plugin is split, checked and reported on in the same way; the
 instances, sharding and indexing are `elmo_plugin.tasks.common.sharded_task_reader.ShardedTaskReader`'s.
 """
-import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,8 +23,6 @@ from allennlp.data.tokenizers import Token
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
-
-logger = logging.getLogger(__name__)
 
 # CoNLL-U's ten columns (0-based indices into a row).
 ID, FORM, LEMMA, UPOS, XPOS, FEATS, HEAD, DEPREL, DEPS, MISC = range(10)

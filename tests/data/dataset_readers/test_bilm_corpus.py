@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import Batch, DatasetReader

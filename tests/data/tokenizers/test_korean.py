@@ -7,7 +7,6 @@ import pickle
 import sys
 
 import pytest
-
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.tokenizers import Tokenizer

@@ -9,11 +9,11 @@ import pytest
 import torch
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
-from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_arrays
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import (
     FIXTURE_OPTIONS,
     FIXTURE_WEIGHTS,
