@@ -10,7 +10,7 @@ over tokens, and the worst token), on real English held-out sentences at their o
 trained with bilm-tf); ``small`` and ``original`` have random weights (bilm_sizes.py); a
 directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export`` writes) is
 that trained biLM. bfloat16 runs whether or not the device has it natively
-(``InferencePrecision(native_only=False)``): on a CPU without it, emulated, which is slow but
+(``InferenceSettings(native_only=False)``): on a CPU without it, emulated, which is slow but
 computes the same numbers. Only accuracy is measured here; speed is embedding_throughput.py's
 ``--precision bfloat16``.
 """
@@ -25,7 +25,7 @@ from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.precision import InferencePrecision
+from elmo_plugin.modules.precision import InferenceSettings, run_bilm
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "elmo_allennlp"
 
@@ -58,8 +58,8 @@ def main() -> None:
     print("| size | layer | max abs diff | largest abs value | mean cosine | worst-token cosine |")
     print("|---|---:|---:|---:|---:|---:|")
     sentences = load_sentences(args.sentences, 0)
-    float32 = InferencePrecision("float32")
-    bfloat16 = InferencePrecision("bfloat16", native_only=False)
+    float32 = InferenceSettings("float32")
+    bfloat16 = InferenceSettings("bfloat16", native_only=False)
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             bilm = load_bilm(size, directory).eval().to(device)
@@ -67,8 +67,8 @@ def main() -> None:
         for start in range(0, len(sentences), args.batch_size):
             ids = batch_to_ids(sentences[start : start + args.batch_size]).to(device)
             with torch.no_grad():
-                expected = float32.run_bilm(bilm, ids)
-                got = bfloat16.run_bilm(bilm, ids)
+                expected = run_bilm(bilm, ids, float32.plan(ids.device))
+                got = run_bilm(bilm, ids, bfloat16.plan(ids.device))
             mask = expected["mask"]
             if differences is None:
                 layers = len(expected["activations"])

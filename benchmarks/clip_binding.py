@@ -30,7 +30,7 @@ from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution import lstm_layer
-from elmo_plugin.modules.execution.lstm_recurrence import training_loop
+from elmo_plugin.modules.execution.lstm_recurrence import recurrence_loop
 from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer
 
 
@@ -41,18 +41,17 @@ class ClipCounter:
         self.current = ""
         self.counts: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
-    def recurrence(self, input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes,
-                   cell_clip, proj_clip, few_rows_weights=None):
-        """`inference_loop`'s arguments, run by the training loop, which keeps the pass masks."""
-        outputs, h, c, saved = training_loop(
-            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, None, None)
-        _, cells, _, _, _ = saved
+    def recurrence(self, input_gates, h0, c0, weights, step_sizes, few_rows=None):
+        """`recurrence_loop`'s arguments, run as training runs it, which keeps the pass masks."""
+        cell_clip, proj_clip = weights.cell_clip, weights.proj_clip
+        unclipped = weights._replace(cell_clip=None, proj_clip=None)
+        outputs, h, c, saved = recurrence_loop(input_gates, h0, c0, unclipped, step_sizes, True)
+        cells = saved.cells
         # The same run with the clips: what the biLM computes. The run above, without them,
         # gives the values before clipping (the largest ones, and how many lie outside).
-        clipped_outputs, h, c, saved = training_loop(
-            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip)
-        _, clipped_cells, _, cell_passes, output_passes = saved
+        clipped_outputs, h, c, saved = recurrence_loop(input_gates, h0, c0, weights, step_sizes,
+                                                       True)
+        cell_passes, output_passes = saved.cell_passes, saved.output_passes
         counts = self.counts[self.current]
         counts["positions"] += cells.size(0)
         counts["largest cell (unclipped run)"] = max(
@@ -89,8 +88,8 @@ def main() -> None:
           "| largest output |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     counter = ClipCounter()
-    original = lstm_layer.inference_loop
-    lstm_layer.inference_loop = counter.recurrence
+    original = lstm_layer.recurrence_loop
+    lstm_layer.recurrence_loop = counter.recurrence
     try:
         for directory in args.models:
             counter.counts.clear()
@@ -120,7 +119,7 @@ def main() -> None:
                       f"{share('output values clipped', 'output values')} | "
                       f"{counts['largest output (unclipped run)']:.3g} |", flush=True)
     finally:
-        lstm_layer.inference_loop = original
+        lstm_layer.recurrence_loop = original
 
 
 if __name__ == "__main__":

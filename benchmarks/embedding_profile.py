@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.precision import InferencePrecision
+from elmo_plugin.modules.precision import InferenceSettings, run_bilm
 
 # Convolutions count as matrix multiplies: AllenNLP's character CNN runs as nn.Conv1d.
 MATRIX_MULTIPLIES = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -57,14 +57,13 @@ def profile_one(bilm: torch.nn.Module, ids: torch.Tensor, precision: str = "floa
                 ) -> Tuple[Dict[Tuple[str, str], float], List[Tuple[float, str, int, list]]]:
     """
     Self CPU milliseconds by (part, kind), and by operator and input shapes (ms, operator,
-    calls, shapes; the largest first), of ``bilm`` run in ``precision`` as `InferencePrecision`
-    runs it.
+    calls, shapes; the largest first), of ``bilm`` run in ``precision`` as inference runs it.
     """
-    run = InferencePrecision(precision, native_only=False).run_bilm
+    plan = InferenceSettings(precision, native_only=False).plan(ids.device)
     with torch.no_grad():
-        run(bilm, ids)  # warm-up
+        run_bilm(bilm, ids, plan)  # warm-up
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-            run(bilm, ids)
+            run_bilm(bilm, ids, plan)
     operators = sorted(
         ((e.self_cpu_time_total / 1000.0, e.key, e.count, e.input_shapes)
          for e in prof.key_averages(group_by_input_shape=True)), key=lambda row: -row[0])

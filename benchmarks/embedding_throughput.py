@@ -15,7 +15,7 @@ the top layer's mean cosine over tokens). It runs in bfloat16 whether or not the
 natively; the header says which, because emulated bfloat16 (a CPU without AVX512-BF16 or AMX)
 is many times slower and its times are no measure of the option.
 
-``--compile MODE``: our side's LSTM recurrence compiled (issue 36) in that torch.compile mode,
+``--compile MODE``: our side's LSTM recurrence compiled in that torch.compile mode,
 for batches whose rows all have one length (``--tokens-per-sentence`` N > 0; with 0 the batches
 have padding and run eagerly); the first call of each shape compiles, in the warm-up. ``--tf32``:
 float32 products in TF32 on a GPU, on every side.
@@ -39,9 +39,8 @@ from bilm_sizes import load_sentences, write_random_bilm
 from elmo_plugin.common.hardware import bfloat16_support, describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.execution import compiled_step
-from elmo_plugin.modules.execution.float32_products import set_tf32
-from elmo_plugin.modules.precision import InferencePrecision
+from elmo_plugin.modules.execution.plan import COMPILE_MODES, ExecutionPlan, float32_products
+from elmo_plugin.modules.precision import run_bilm
 
 # How calls are timed (``--clock``): wall-clock time, or the CPU time of this process (user and
 # system, all its threads), which leaves out the time the process waits while other processes
@@ -76,21 +75,21 @@ def main() -> None:
                         help="cpu: the process's CPU time instead of wall-clock time, for a "
                         "machine whose cores other jobs share (use it with --threads 1: spinning "
                         "OpenMP threads count as CPU time)")
-    parser.add_argument("--compile", default=None, choices=compiled_step.COMPILE_MODES,
+    parser.add_argument("--compile", default=None, choices=COMPILE_MODES,
                         help="our LSTM recurrence compiled in this mode (one-length batches)")
     parser.add_argument("--tf32", action="store_true", help="TF32 float32 products (GPU)")
     args = parser.parse_args()
-    with compiled_step.compiling(args.compile or False):
-        run(args)
+    plan = ExecutionPlan.build(args.device, compile=args.compile or False, tf32=args.tf32)
+    with float32_products(plan):  # on every side
+        run(args, plan)
 
 
-def run(args) -> None:
+def run(args, plan: ExecutionPlan) -> None:
     global clock
     clock = CLOCKS[args.clock]
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    set_tf32(device, args.tf32)
     torch.manual_seed(0)
     bfloat16 = args.precision == "bfloat16"
     print(f"# {describe_run(device)}; {args.clock} clock; ours "
@@ -107,7 +106,7 @@ def run(args) -> None:
     else:
         print("| size | batch | ours tokens/s | AllenNLP tokens/s | ratio | max abs diff |")
         print("|---|---:|---:|---:|---:|---:|")
-    in_bfloat16 = InferencePrecision("bfloat16", native_only=False)
+    in_bfloat16 = ExecutionPlan(device, torch.bfloat16, plan.compile_mode, plan.tf32)
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
@@ -122,11 +121,11 @@ def run(args) -> None:
                 return theirs(ids)
 
             with torch.no_grad():  # warm-up, and the agreement check
-                a = ours(ids)["activations"]
+                a = ours(ids, execution=plan)["activations"]
                 b = run_theirs()["activations"]
                 diff = max(float((x - y).abs().max()) for x, y in zip(a, b))
             def run_bfloat16():
-                return in_bfloat16.run_bilm(ours, ids)
+                return run_bilm(ours, ids, in_bfloat16)
 
             if bfloat16:
                 with torch.no_grad():
@@ -138,7 +137,7 @@ def run(args) -> None:
                     ).mean()
             ours_times, theirs_times, bfloat16_times = [], [], []
             for _ in range(args.repeats):
-                ours_times.append(time_call(lambda: ours(ids), device))
+                ours_times.append(time_call(lambda: ours(ids, execution=plan), device))
                 theirs_times.append(time_call(run_theirs, device))
                 if bfloat16:
                     bfloat16_times.append(time_call(run_bfloat16, device))

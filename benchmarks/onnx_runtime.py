@@ -33,7 +33,7 @@ from bilm_sizes import load_sentences, write_random_bilm
 
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
-from elmo_plugin.models.onnx_export import MODEL_NAME, export_onnx
+from elmo_plugin.export.onnx_export import MODEL_NAME, export_onnx
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.util import remove_sentence_boundaries
 

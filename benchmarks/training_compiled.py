@@ -1,5 +1,5 @@
 """
-Training tokens/s of the biLM with its LSTM recurrence compiled (``torch.compile``, issue 36)
+Training tokens/s of the biLM with its LSTM recurrence compiled (``torch.compile``)
 against the eager path and against AllenNLP core's biLM (``allennlp.modules.elmo._ElmoBiLm``),
 side by side in one process on the same weights and batches: a full training step each
 (forward, the sampled softmax loss of both directions, backward, gradient clipping, Adagrad),
@@ -41,23 +41,27 @@ from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution import compiled_step
-from elmo_plugin.modules.execution.float32_products import set_tf32
+from elmo_plugin.modules.execution.plan import (
+    COMPILE_MODES,
+    ExecutionPlan,
+    running,
+    tf32_through_backward,
+)
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
 
 def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callable[[], None],
-              amp: bool, compile_setting) -> Callable:
+              plan: ExecutionPlan) -> Callable:
     parameters = list(bilm.parameters()) + list(softmax.parameters())
     optimizer = torch.optim.Adagrad(parameters, lr=0.2, initial_accumulator_value=1.0)
-    device_type = next(bilm.parameters()).device.type
 
     def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> float:
         reset()
         optimizer.zero_grad(set_to_none=True)
-        with compiled_step.compiling(compile_setting), torch.autocast(
-                device_type, dtype=torch.bfloat16, enabled=amp):
-            output = bilm(ids)
+        with running(plan):  # AllenNLP's biLM (no plan) and the softmax: under autocast
+            output = bilm(ids, execution=plan) if isinstance(bilm, ElmoBiLm) else bilm(ids)
             loss = lm_loss(output["activations"], output["mask"], targets, softmax, sampled)
+        tf32_through_backward(plan, loss, parameters)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(parameters, 10.0)
         optimizer.step()
@@ -77,7 +81,7 @@ def main() -> None:
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    parser.add_argument("--mode", default="default", choices=compiled_step.COMPILE_MODES)
+    parser.add_argument("--mode", default="default", choices=COMPILE_MODES)
     parser.add_argument("--precisions", nargs="+", default=["float32"],
                         choices=["float32", "tf32", "bfloat16"])
     parser.add_argument("--no-allennlp", action="store_true", help="leave AllenNLP core out")
@@ -115,26 +119,28 @@ def main() -> None:
                                      args.num_samples).to(device)
         softmax.train()
         for precision in args.precisions:
-            set_tf32(device, precision == "tf32")
-            row = time_sides(args, device, batches, initial, core, softmax,
-                             amp=precision == "bfloat16")
+            row = time_sides(args, device, batches, initial, core, softmax, precision)
             print(f"| {size} | {precision} | {row}", flush=True)
-    set_tf32(device, False)
 
 
 def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial: ElmoBiLm,
-               core, softmax: SampledSoftmaxLoss, amp: bool) -> str:
+               core, softmax: SampledSoftmaxLoss, precision: str) -> str:
     """One table row (after the size and precision): each side trained from the same weights."""
     eager = copy.deepcopy(initial).to(device).train()
     compiled = copy.deepcopy(initial).to(device).train()
+
+    def plan(compile) -> ExecutionPlan:
+        return ExecutionPlan.build(device, torch.bfloat16 if precision == "bfloat16" else None,
+                                   compile, precision == "tf32")
+
     sides: Dict[str, Callable] = {
-        "eager": make_step(eager, copy.deepcopy(softmax), lambda: None, amp, False),
-        "compiled": make_step(compiled, copy.deepcopy(softmax), lambda: None, amp, args.mode),
+        "eager": make_step(eager, copy.deepcopy(softmax), lambda: None, plan(False)),
+        "compiled": make_step(compiled, copy.deepcopy(softmax), lambda: None, plan(args.mode)),
     }
     if core is not None:
         theirs = copy.deepcopy(core).to(device).train()
         sides["allennlp"] = make_step(theirs, copy.deepcopy(softmax),
-                                      theirs._elmo_lstm.reset_states, amp, False)
+                                      theirs._elmo_lstm.reset_states, plan(False))
     generator = torch.Generator(device=device).manual_seed(1)
     times: Dict[str, List[float]] = {name: [] for name in sides}
     losses: Dict[str, List[float]] = {name: [] for name in sides}

@@ -48,9 +48,7 @@ from elmo_plugin.embedding_output.layout import (
 from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm_loading import load_bilm
-from elmo_plugin.modules.execution import compiled_step
-from elmo_plugin.modules.execution.float32_products import tf32_products
-from elmo_plugin.modules.precision import InferencePrecision
+from elmo_plugin.modules.precision import InferenceSettings, run_bilm
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
 logger = logging.getLogger(__name__)
@@ -208,7 +206,7 @@ class ElmoEmbedder:
         Batches with padding run eagerly as always. Within float32 rounding of the eager path,
         not to the bit. ``True``, ``False``, ``"auto"`` or a torch.compile mode, as training's
         ``compile`` (`elmo_plugin.modules.execution.compiled_step`). Its speed is not measured
-        yet, on a CPU (only on a shared, overloaded machine) or a GPU (issue 36).
+        yet, on a CPU (only on a shared, overloaded machine) or a GPU.
     tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, run the float32 matrix products in TF32 (faster, 10-bit mantissa
         operands) while embedding; the default keeps them exact float32. No effect on a CPU.
@@ -232,12 +230,7 @@ class ElmoEmbedder:
         compile: Union[bool, str] = False,
         tf32: bool = False,
     ) -> None:
-        self._precision = InferencePrecision(precision)
-        try:
-            self._compile = compiled_step.check_compile_setting(compile)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
-        self._tf32 = tf32
+        settings = InferenceSettings(precision, compile, tf32)
         # The device first: a missing GPU should not wait for a model download.
         if isinstance(cuda_device, torch.device):
             self._device = cuda_device
@@ -254,13 +247,14 @@ class ElmoEmbedder:
         # eval(): no dropout. The parameters already have requires_grad=False.
         self.elmo_bilm.eval()
         self.elmo_bilm.to(self._device)
-        self._precision.uses_bfloat16(self._device)  # decided (and any warning given) now
+        # How the biLM runs, decided (and any warning given) now.
+        self.execution = settings.plan(self._device)
 
     @property
     def precision(self) -> str:
         """The precision the biLM computes in: ``"bfloat16"`` only where it was asked for and
         the device has it natively."""
-        return "bfloat16" if self._precision.uses_bfloat16(self._device) else "float32"
+        return "float32" if self.execution is None or not self.execution.products else "bfloat16"
 
     @property
     def stateful(self) -> bool:
@@ -308,8 +302,7 @@ class ElmoEmbedder:
             )
             return activations, torch.zeros(batch_size, 0, dtype=torch.bool, device=self._device)
         character_ids = self.elmo_bilm.character_ids.batch_to_ids(batch).to(self._device)
-        with compiled_step.compiling(self._compile), tf32_products(self._device, self._tf32):
-            output = self._precision.run_bilm(self.elmo_bilm, character_ids)
+        output = run_bilm(self.elmo_bilm, character_ids, self.execution)
         layers = torch.stack(output["activations"], dim=2)  # (batch, time + 2, layers, dim)
         activations, mask = remove_sentence_boundaries(layers, output["mask"])
         activations = activations.transpose(1, 2)  # (batch, layers, time, dim)

@@ -20,7 +20,7 @@ from elmo_plugin.data.corpus_tokenization import tokenize_corpus
 from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
 from elmo_plugin.data.vocabulary import build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from tests.helpers import REPO_ROOT, run_elmo
 
 pytest.importorskip("mecab_ko")

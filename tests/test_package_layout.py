@@ -20,6 +20,8 @@ LEVELS: List[Set[str]] = [
     {"data"},
     {"modules"},
     {"models", "training"},
+    # What allennlp elmo-export writes: bilm-tf directories of training runs, ONNX graphs.
+    {"export"},
     {"tasks"},
     # The embedder and what it writes (layouts, readers, sharded runs) use each other.
     {"elmo_embedder", "embedding_output"},

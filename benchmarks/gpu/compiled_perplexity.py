@@ -41,7 +41,7 @@ from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader  # noq
 from elmo_plugin.data.vocabulary import BilmTfVocabulary  # noqa: E402
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel  # noqa: E402
 from elmo_plugin.modules.execution import compiled_step  # noqa: E402
-from elmo_plugin.modules.execution.float32_products import set_tf32  # noqa: E402
+from elmo_plugin.modules.execution.plan import COMPILE_MODES  # noqa: E402
 
 
 def tensor_batches(reader: BilmCorpusReader, path: str, vocab, batch_size: int, count: int,
@@ -70,15 +70,14 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=8192)
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--eval-sentences", type=int, default=200)
-    parser.add_argument("--mode", default="default", choices=compiled_step.COMPILE_MODES)
+    parser.add_argument("--mode", default="default", choices=COMPILE_MODES)
     parser.add_argument("--tf32", action="store_true")
     parser.add_argument("--amp", action="store_true", help="both runs in bfloat16 autocast")
     parser.add_argument("--corpus", default=str(DATA))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="# %(name)s: %(message)s")
     logging.getLogger(compiled_step.__name__).setLevel(logging.INFO)
-    device = torch.device(args.device)
-    set_tf32(device, args.tf32)
+    device = torch.device(args.device)  # TF32: the models' own tf32 option
     print(f"# {describe_run(device)}; torch {torch.__version__} CUDA {torch.version.cuda}")
     lines = [line.split() for line in Path(args.corpus).read_text(encoding="utf-8").splitlines()]
     lines = [tokens for tokens in lines if tokens]

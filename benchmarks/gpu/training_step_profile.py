@@ -39,8 +39,11 @@ from training_compiled import make_step  # noqa: E402
 from elmo_plugin.common.hardware import describe_run  # noqa: E402
 from elmo_plugin.data.character_ids import batch_to_ids  # noqa: E402
 from elmo_plugin.modules.bilm import ElmoBiLm  # noqa: E402
-from elmo_plugin.modules.execution.compiled_step import COMPILE_MODES  # noqa: E402
-from elmo_plugin.modules.execution.float32_products import set_tf32  # noqa: E402
+from elmo_plugin.modules.execution.plan import (  # noqa: E402
+    COMPILE_MODES,
+    ExecutionPlan,
+    float32_products,
+)
 from elmo_plugin.modules.projected_lstm import ProjectedLstmLayer  # noqa: E402
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss  # noqa: E402
 
@@ -52,7 +55,9 @@ def profile_training_step(args, device: torch.device) -> None:
     bilm.train()
     softmax = SampledSoftmaxLoss(args.vocabulary_size, SIZES[args.size]["projection_dim"],
                                  args.num_samples).to(device)
-    step = make_step(bilm, softmax, lambda: None, args.amp, args.compile or False)
+    plan = ExecutionPlan.build(device, torch.bfloat16 if args.amp else None,
+                               args.compile or False, args.tf32)
+    step = make_step(bilm, softmax, lambda: None, plan)
     generator = torch.Generator(device=device).manual_seed(1)
     batches = []
     for k in range(3):
@@ -144,10 +149,10 @@ def main() -> None:
     device = torch.device("cuda")
     torch.manual_seed(0)
     print(f"# {describe_run(device)}; torch CUDA {torch.version.cuda}")
-    set_tf32(device, args.tf32)
-    profile_training_step(args, device)
-    if not args.no_cudnn:
-        compare_with_cudnn(args, device)
+    with float32_products(ExecutionPlan.build(device, tf32=args.tf32)):  # cuDNN's side too
+        profile_training_step(args, device)
+        if not args.no_cudnn:
+            compare_with_cudnn(args, device)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 ``allennlp elmo-export``: a trained ``elmo_bilm`` model in, bilm-tf ``options.json`` +
 ``weights.hdf5`` out (the default, ``--format bilm-tf``); or, with ``--format onnx``, any biLM
 the plugin loads as one ONNX graph with dynamic batch and sentence length, for serving
-(`elmo_plugin.models.onnx_export`).
+(`elmo_plugin.export.onnx_export`).
 """
 import argparse
 
@@ -14,9 +14,9 @@ from elmo_plugin.commands.common import (
     run_reporting_errors,
     strict_subparser,
 )
+from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.export.onnx_export import export_onnx
 from elmo_plugin.model_files.resolve import ArgumentNames
-from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
-from elmo_plugin.models.onnx_export import export_onnx
 
 FORMATS = ("bilm-tf", "onnx")
 # How errors about the model spell it: the command has MODEL only.

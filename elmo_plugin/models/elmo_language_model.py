@@ -3,7 +3,7 @@ The biLM as an AllenNLP `Model`: what ``allennlp train training_configs/bilm.jso
 """
 import logging
 import math
-from typing import Any, Dict, List, Optional, Set, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -17,9 +17,13 @@ from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderChe
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.execution import compiled_step
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
-from elmo_plugin.modules.execution.float32_products import set_tf32
+from elmo_plugin.modules.execution.plan import (
+    ExecutionPlan,
+    check_compile_setting,
+    running,
+    tf32_through_backward,
+)
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
@@ -77,15 +81,16 @@ class ElmoLanguageModel(Model):
         validation and evaluation run eagerly. ``true`` compiles (torch.compile's default mode),
         ``false`` never does, a torch.compile mode by name (``"reduce-overhead"``: with CUDA
         graphs on a GPU) compiles in it, and ``"auto"`` compiles only on a device where that was
-        measured faster (`elmo_plugin.modules.execution.compiled_step.COMPILED_BY_DEFAULT`): on
-        a CPU that is not established yet (issue 36), so ``"auto"`` stays eager there; on a GPU
-        it is not measured yet, so eager too. The compile time is logged once per shape, at the
-        first batch.
+        measured faster (`elmo_plugin.modules.execution.plan.COMPILED_BY_DEFAULT`): on a CPU
+        that is not established yet, so ``"auto"`` stays eager there; on a GPU it is not
+        measured yet, so eager too. The compile time is logged once per shape, at the first
+        batch.
     tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, float32 matrix products use TF32 (10-bit mantissa operands, float32
-        sums; Ampere and newer), set for the whole process at the first training batch, with one
-        log line. No effect on a CPU. Off by default until issue 36's GPU runs show that TF32
-        leaves the perplexity curve unchanged (the condition for turning it on by default).
+        sums; Ampere and newer) in the model's forward passes and in training's backward
+        passes, with one log line at the first training batch. No effect on a CPU. Off by
+        default until GPU runs show that TF32 leaves the perplexity curve unchanged (the
+        condition for turning it on by default).
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -117,14 +122,14 @@ class ElmoLanguageModel(Model):
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
         try:
-            self._compile = compiled_step.check_compile_setting(compile, "model.compile")
+            self._compile = check_compile_setting(compile, "model.compile")
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
         self._tf32 = tf32
-        # The devices whose TF32 setting training has made (once each: `_start_training_on`).
-        self._tf32_devices: Set[torch.device] = set()
-        # Whether bfloat16 autocast is used on each device the model has trained on, decided on
-        # the first training batch there (`_autocast_enabled`).
+        # How the forward passes run, by device and training or not (`_plan`).
+        self._plans: Dict[Tuple[torch.device, bool], ExecutionPlan] = {}
+        # Whether training uses bfloat16 on each device, decided on its first training batch
+        # there (`_plan`).
         self._native_bfloat16 = NativeBfloat16(
             "mixed_precision: bfloat16 autocast in training (%s)",
             "%s; mixed_precision is off, training in float32",
@@ -212,42 +217,48 @@ class ElmoLanguageModel(Model):
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
                 "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
             )
-        device = self._device()
-        if self.training and device not in self._tf32_devices:
-            self._tf32_devices.add(device)
-            if set_tf32(device, self._tf32):
-                logger.info("tf32: float32 matrix products on %s in %s (model.tf32)", device,
-                            "TF32" if self._tf32 else "plain float32")
-        # The LSTM's recurrence compiled in training where `compile` asks for it on this device
-        # (the choice is `compiled_step`'s, made per layer call).
-        with compiled_step.compiling(self._compile if self.training else False), torch.autocast(
-            device.type, dtype=torch.bfloat16, enabled=self._autocast_enabled(device)
-        ):
+        plan = self._plan(self._device())
+        # The biLM is handed the plan; the rest of the pass (the softmax) runs under it.
+        with running(plan):
             if tokens is not None:
-                return self._sentences_forward(tokens, sampled)
-            return self._stream_forward(
-                forward_tokens, forward_targets, backward_tokens, backward_targets, sampled
-            )
+                output = self._sentences_forward(tokens, sampled, plan)
+            else:
+                output = self._stream_forward(
+                    forward_tokens, forward_targets, backward_tokens, backward_targets, sampled,
+                    plan,
+                )
+        tf32_through_backward(plan, output["loss"], self.parameters())
+        return output
 
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device
 
-    def _autocast_enabled(self, device: torch.device) -> bool:
+    def _plan(self, device: torch.device) -> ExecutionPlan:
         """
-        Whether this forward pass runs in bfloat16 autocast: in training with
-        ``mixed_precision``, where ``device`` has native bfloat16. Asked once per device; a
-        device without it gets one warning, and training goes on in float32.
+        How a forward pass runs on ``device``, decided on its first one there: in training with
+        ``mixed_precision``'s bfloat16 products where the device has native bfloat16 (asked once
+        per device; a device without it gets one warning, and training goes on in float32) and
+        ``compile``; in evaluation in float32, eagerly; ``tf32`` in both.
         """
-        if not (self._mixed_precision and self.training):
-            return False
-        return self._native_bfloat16.on(device)
+        key = (device, self.training)
+        if key not in self._plans:
+            bfloat16 = self.training and self._mixed_precision and self._native_bfloat16.on(device)
+            plan = ExecutionPlan.build(device, torch.bfloat16 if bfloat16 else None,
+                                       self._compile if self.training else False, self._tf32)
+            if self.training and plan.tf32 is not None:
+                logger.info("tf32: float32 matrix products on %s in %s (model.tf32)", device,
+                            "TF32" if plan.tf32 else "plain float32")
+            self._plans[key] = plan
+        return self._plans[key]
 
-    def _sentences_forward(self, tokens: TextFieldTensors, sampled) -> Dict[str, torch.Tensor]:
+    def _sentences_forward(
+        self, tokens: TextFieldTensors, sampled, plan: ExecutionPlan
+    ) -> Dict[str, torch.Tensor]:
         self.bilm.end_stream()  # sentences are stateless (validation after stream training)
         characters = character_ids(tokens)
         token_mask = character_mask(characters)
         targets = self._with_boundary_targets(target_ids(tokens), token_mask)
-        output = self.bilm(characters)
+        output = self.bilm(characters, execution=plan)
         top, mask = output["activations"][-1], output["mask"]
         forward_outputs = top[:, :-1, : self._projection_dim]
         backward_outputs = top[:, 1:, self._projection_dim :]
@@ -271,12 +282,13 @@ class ElmoLanguageModel(Model):
         backward_tokens: TextFieldTensors,
         backward_targets: TextFieldTensors,
         sampled,
+        plan: ExecutionPlan,
     ) -> Dict[str, torch.Tensor]:
         losses: List[torch.Tensor] = []
         for direction, (inputs, targets) in enumerate(
             ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
         ):
-            top, mask = self.bilm.stream_direction(direction, character_ids(inputs))
+            top, mask = self.bilm.stream_direction(direction, character_ids(inputs), plan)
             # The reader gives every input position its next token, so the input mask is the
             # target mask. (A mask computed from the target ids would drop <S>, whose id is 0.)
             losses.append(

@@ -15,6 +15,7 @@ from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.resolve import ModelFiles
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
+from elmo_plugin.modules.execution.plan import ExecutionPlan
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
@@ -203,7 +204,9 @@ class ElmoBiLm(nn.Module):
             parameter.requires_grad for parameter in self.character_encoder.parameters()
         )
 
-    def _encode_unique(self, flat_ids: torch.Tensor) -> torch.Tensor:
+    def _encode_unique(
+        self, flat_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+    ) -> torch.Tensor:
         """
         The character encoder's output for ``(n, max_characters)`` ids, each distinct token
         encoded once: in running text most tokens of a batch repeat ("the", ".", "<S>"), and
@@ -212,11 +215,16 @@ class ElmoBiLm(nn.Module):
         """
         deduplicated = unique_rows(flat_ids) if flat_ids.size(0) > 1 else None
         if deduplicated is None:
-            return self.character_encoder(flat_ids)
+            return self.character_encoder(flat_ids, execution)
         unique_ids, inverse = deduplicated
-        return self.character_encoder(unique_ids)[inverse]
+        return self.character_encoder(unique_ids, execution)[inverse]
 
-    def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def encode_tokens(
+        self,
+        character_ids: torch.Tensor,
+        mask: torch.Tensor,
+        execution: Optional[ExecutionPlan] = None,
+    ) -> torch.Tensor:
         """Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions."""
         batch_size, num_tokens, num_chars = character_ids.shape
         flat_mask = mask.reshape(-1)
@@ -227,15 +235,18 @@ class ElmoBiLm(nn.Module):
             encoded[found] = cached
             missing = ~found
             if missing.any():
-                encoded[missing] = self._encode_unique(flat_ids[missing])
+                encoded[missing] = self._encode_unique(flat_ids[missing], execution)
         else:
-            encoded = self._encode_unique(flat_ids)
+            encoded = self._encode_unique(flat_ids, execution)
         tokens = encoded.new_zeros(batch_size * num_tokens, encoded.size(-1))
         tokens[flat_mask] = encoded
         return tokens.view(batch_size, num_tokens, encoded.size(-1))
 
     def stream_direction(
-        self, direction: int, character_ids: torch.Tensor
+        self,
+        direction: int,
+        character_ids: torch.Tensor,
+        execution: Optional[ExecutionPlan] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): the
@@ -243,7 +254,7 @@ class ElmoBiLm(nn.Module):
         token stream (the backward LM's already reversed, boundaries included by the reader), run
         through the token encoder and that direction's LSTM stack only, each row continuing the
         state that the same row of the previous window left. The first stream window after
-        sentences (or after `end_stream`) starts from zero.
+        sentences (or after `end_stream`) starts from zero. ``execution``: as for `forward`.
 
         # Returns
 
@@ -252,8 +263,8 @@ class ElmoBiLm(nn.Module):
         if not self.stateful:
             self.stateful = True  # resets the carried state: a new stream starts from zero
         mask = character_mask(character_ids)
-        tokens = self.encode_tokens(character_ids, mask)
-        return self.lstm.run_direction(direction, tokens, mask)[-1], mask
+        tokens = self.encode_tokens(character_ids, mask, execution)
+        return self.lstm.run_direction(direction, tokens, mask, execution)[-1], mask
 
     def end_stream(self) -> None:
         """
@@ -263,8 +274,13 @@ class ElmoBiLm(nn.Module):
         if self.stateful:
             self.stateful = False
 
-    def forward(self, character_ids: torch.Tensor) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+    def forward(
+        self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+    ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
         """
+        ``execution``: how the character encoder and the LSTM layers run (`ExecutionPlan`: the
+        products' dtype, compiling; None: plain PyTorch).
+
         # Returns
 
         ``"activations"``: a list of ``num_layers`` tensors ``(batch, time + 2, 2 * projection_dim)``
@@ -282,10 +298,10 @@ class ElmoBiLm(nn.Module):
                 f"built for {ids_per_token} (max_characters_per_token {max_characters}{word_id})"
             )
         ids, mask = self.add_sentence_boundaries(character_ids)
-        tokens = self.encode_tokens(ids, mask)
+        tokens = self.encode_tokens(ids, mask, execution)
         layer_mask = mask.unsqueeze(-1).to(tokens.dtype)
         activations = [torch.cat([tokens, tokens], dim=-1)]
-        activations.extend(layer * layer_mask for layer in self.lstm(tokens, mask))
+        activations.extend(layer * layer_mask for layer in self.lstm(tokens, mask, execution))
         return {"activations": activations, "mask": mask}
 
 

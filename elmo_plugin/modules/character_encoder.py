@@ -9,8 +9,12 @@ import torch
 from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
-from elmo_plugin.modules.execution.character_convolutions import max_pooled_convolutions
+from elmo_plugin.modules.execution.character_convolutions import (
+    CharacterConvolutions,
+    max_pooled_convolutions,
+)
 from elmo_plugin.modules.execution.linear import linear
+from elmo_plugin.modules.execution.plan import ExecutionPlan
 
 # The +1-shifted id of bilm-tf's padding character, which fills every token's ids after its
 # end-of-word marker.
@@ -33,11 +37,13 @@ class Highway(nn.Module):
         self.dim = dim
         self.layers = nn.ModuleList([nn.Linear(dim, 2 * dim) for _ in range(num_layers)])
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, inputs: torch.Tensor, execution: Optional[ExecutionPlan] = None
+    ) -> torch.Tensor:
         x = inputs
         for layer in self.layers:
-            # layer(x), run as fast as this call allows (`execution.linear`).
-            transform, gate = linear(x, layer).chunk(2, dim=-1)
+            # layer(x), run as the plan says (`execution.linear`).
+            transform, gate = linear(x, layer.weight, layer.bias, execution).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(transform) + (1.0 - gate) * x
         return x
@@ -146,7 +152,7 @@ class CharacterEncoder(nn.Module):
                 nn.init.uniform_(self.word_embedding.weight, -0.25, 0.25)
                 self.word_embedding.weight[0].zero_()
 
-    def _split_word_ids(
+    def split_word_ids(
         self, token_ids: torch.Tensor
     ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """``(character ids, word ids or None)`` of ``(num_tokens, ids per token)`` rows."""
@@ -154,27 +160,43 @@ class CharacterEncoder(nn.Module):
             return token_ids, None
         return token_ids[:, :-1], token_ids[:, -1]
 
-    def forward(self, character_ids: torch.Tensor) -> torch.Tensor:
+    def convolution_weights(self) -> CharacterConvolutions:
+        """What the convolutions compute with: the embedding, kernels, biases, padding id."""
+        return CharacterConvolutions(
+            self.char_embedding.weight,
+            [convolution.weight for convolution in self.convolutions],
+            [convolution.bias for convolution in self.convolutions],
+            self.padding_id,
+        )
+
+    def forward(
+        self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+    ) -> torch.Tensor:
         """
         ``character_ids``: ``(num_tokens, max_characters_per_token)``, +1-shifted ids (with a
         word embedding, one more column: the word id). Returns ``(num_tokens, output_dim)``.
+        ``execution``: how it runs (`ExecutionPlan`; None: plain PyTorch).
         """
-        character_ids, word_ids = self._split_word_ids(character_ids)
+        character_ids, word_ids = self.split_word_ids(character_ids)
         # Each convolution over the characters, max-pooled over positions (computed over the
         # windows that can differ, `execution.character_convolutions`), then the activation:
         # bilm-tf's order (the same for monotone activations, and cheaper).
-        return self._encode_pooled(max_pooled_convolutions(self, character_ids), word_ids)
+        pooled = max_pooled_convolutions(character_ids, self.convolution_weights(), execution)
+        return self.encode_pooled(pooled, word_ids, execution)
 
-    def _encode_pooled(
-        self, pooled: torch.Tensor, word_ids: Optional[torch.Tensor] = None
+    def encode_pooled(
+        self,
+        pooled: torch.Tensor,
+        word_ids: Optional[torch.Tensor] = None,
+        execution: Optional[ExecutionPlan] = None,
     ) -> torch.Tensor:
         """Activation, highway and projection of the max-pooled convolutions."""
         token = torch.relu(pooled) if self.activation == "relu" else torch.tanh(pooled)
-        token = self.highway(token)
+        token = self.highway(token, execution)
         if self.word_embedding is not None:
             # The word vector comes first: the projection's first word_embedding_dim input
             # columns belong to it (ELMoForManyLangs' ConvTokenEmbedder concatenates so).
             token = torch.cat([self.word_embedding(word_ids), token], dim=-1)
         if self.projection is not None:
-            token = linear(token, self.projection)
+            token = linear(token, self.projection.weight, self.projection.bias, execution)
         return token

@@ -11,7 +11,7 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.model_files.build_hints import with_build_hint
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.bilm_loading import load_bilm
-from elmo_plugin.modules.precision import InferencePrecision, check_frozen
+from elmo_plugin.modules.precision import InferenceSettings, check_frozen, run_bilm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -95,7 +95,7 @@ class Elmo(torch.nn.Module, FromParams):
         super().__init__()
         # Checked before a model is loaded (or downloaded), and again on the biLM itself below
         # (one passed in ready-made may have trainable parameters).
-        self._precision = InferencePrecision(precision)
+        self._execution = InferenceSettings(precision)
         check_frozen(precision, requires_grad)
         if module is not None:
             if bilm is not None:
@@ -184,7 +184,7 @@ class Elmo(torch.nn.Module, FromParams):
         original_shape = inputs.shape
         if inputs.dim() > 3:
             inputs = inputs.reshape(-1, *original_shape[-2:])
-        output = self._precision.run_bilm(self._elmo_lstm, inputs)
+        output = run_bilm(self._elmo_lstm, inputs, self._execution.plan(inputs.device))
         layers, mask_with_boundaries = output["activations"], output["mask"]
         representations = []
         for mix in self._scalar_mixes:

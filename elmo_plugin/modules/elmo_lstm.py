@@ -7,6 +7,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+from elmo_plugin.modules.execution.plan import ExecutionPlan
 from elmo_plugin.modules.projected_lstm import LstmState, ProjectedLstmLayer
 
 
@@ -124,7 +125,11 @@ class ElmoBiLstm(nn.Module):
         self._states[direction][layer] = (h, c)
 
     def run_direction(
-        self, direction: int, inputs: torch.Tensor, mask: torch.Tensor
+        self,
+        direction: int,
+        inputs: torch.Tensor,
+        mask: torch.Tensor,
+        execution: Optional[ExecutionPlan] = None,
     ) -> List[torch.Tensor]:
         """
         Runs one direction's stack (0 = forward, 1 = backward) over ``inputs`` in the order
@@ -132,6 +137,7 @@ class ElmoBiLstm(nn.Module):
         stack expects its inputs already reversed: `forward` reverses within each row's length;
         bilm-tf's stream training feeds the backward LM its own reversed stream.
         In stateful mode the state of this direction is read and updated row by row.
+        ``execution``: how the layers run (`ExecutionPlan`; None: plain PyTorch).
         """
         batch_size = inputs.size(0)
         layers = self.forward_layers if direction == 0 else self.backward_layers
@@ -143,7 +149,7 @@ class ElmoBiLstm(nn.Module):
             if self.dropout > 0.0:
                 layer_input = nn.functional.dropout(layer_input, self.dropout, self.training)
             state = self._initial_state(direction, layer_index, batch_size, inputs)
-            output, final_state = layer(layer_input, mask, state)
+            output, final_state = layer(layer_input, mask, state, execution)
             if self.use_skip_connections and layer_index > 0:
                 output = output + x
             final_states.append(final_state)
@@ -156,7 +162,9 @@ class ElmoBiLstm(nn.Module):
                 self._store_state(direction, layer_index, final_state)
         return outputs
 
-    def forward(self, inputs: torch.Tensor, mask: torch.Tensor) -> List[torch.Tensor]:
+    def forward(
+        self, inputs: torch.Tensor, mask: torch.Tensor, execution: Optional[ExecutionPlan] = None
+    ) -> List[torch.Tensor]:
         """
         # Parameters
 
@@ -164,6 +172,8 @@ class ElmoBiLstm(nn.Module):
             ``(batch, time, input_size)``, each row left-aligned.
         mask : `torch.BoolTensor`
             ``(batch, time)``.
+        execution : `ExecutionPlan`, optional
+            How the layers run; None: plain PyTorch.
 
         # Returns
 
@@ -171,8 +181,10 @@ class ElmoBiLstm(nn.Module):
         outputs concatenated, zero at padded positions.
         """
         lengths = mask.sum(dim=1)
-        forward_outputs = self.run_direction(0, inputs, mask)
-        backward_outputs = self.run_direction(1, reverse_within_lengths(inputs, lengths), mask)
+        forward_outputs = self.run_direction(0, inputs, mask, execution)
+        backward_outputs = self.run_direction(
+            1, reverse_within_lengths(inputs, lengths), mask, execution
+        )
         return [
             torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
             for forward, backward in zip(forward_outputs, backward_outputs)

@@ -1,16 +1,16 @@
 """
 The arithmetic precision of a frozen biLM at inference: ``"float32"`` (the default) or
 ``"bfloat16"``, for `ElmoEmbedder`, ``allennlp elmo --precision``, `Elmo` and
-``elmo_token_embedder``.
+``elmo_token_embedder``, decided once per device into the biLM's execution plan
+(`InferenceSettings`, with the embedder's ``compile`` and ``tf32``).
 
-In bfloat16 the biLM runs under bfloat16 autocast, the mechanism that pretraining's
-``mixed_precision`` uses (`elmo_plugin.models.elmo_language_model`): the matrix products take
-bfloat16 operands (the character convolutions, the highway layers, the token projection, the
-LSTM's input half for all steps, and its per-step recurrent and projection products, for which
-`ProjectedLstmLayer` hands the recurrence bfloat16 copies of its two weights). What accumulates
-stays float32: the LSTM's gates and cell state (summed over every step), the clipping, and the
-convolution and highway sums outside the products. The layers come back as float32, so the
-scalar mix, the HDF5 output and the numpy arrays are float32 whichever precision computed them.
+In bfloat16 the plan's products are bfloat16, as pretraining's ``mixed_precision`` makes them
+(`elmo_plugin.models.elmo_language_model`): the matrix products take bfloat16 operands (the
+character convolutions, the highway layers, the token projection, the LSTM's input half for all
+steps, and its per-step recurrent and projection products). What accumulates stays float32: the
+LSTM's gates and cell state (summed over every step), the clipping, and the convolution and
+highway sums outside the products. The layers come back as float32, so the scalar mix, the HDF5
+output and the numpy arrays are float32 whichever precision computed them.
 
 bfloat16 only where the device multiplies it natively (`bfloat16_support`: a CPU with
 AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU), asked through the same helper as
@@ -20,12 +20,19 @@ than float32 (17x for training on an AVX2-only AMD EPYC), so there is one warnin
 runs in float32: the very same computation as ``precision="float32"``, to the bit.
 """
 import logging
-from typing import Dict, List, Union
+from typing import Dict, List, Optional, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
+from elmo_plugin.modules.execution.plan import (
+    ExecutionPlan,
+    check_compile_setting,
+    float32_products,
+    running,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,27 +48,41 @@ def check_precision(precision: str) -> str:
     return precision
 
 
-class InferencePrecision:
+class InferenceSettings:
     """
-    Runs a frozen biLM in the precision asked for, where the device allows it.
-
-    Whether a device gets bfloat16 is decided the first time it is asked about
-    (`uses_bfloat16`), with one log line: an info naming the hardware when it has native
-    bfloat16, a warning saying that the biLM runs in float32 when it has not. Later calls
-    neither ask again nor log again.
+    How a frozen biLM runs at inference, decided into an `ExecutionPlan` once per device
+    (`plan`): whether a device gets bfloat16 is decided the first time it is asked about, with
+    one log line: an info naming the hardware when it has native bfloat16, a warning saying that
+    the biLM runs in float32 when it has not. Later calls neither ask again nor log again.
 
     # Parameters
 
     precision : `str`, optional (default = `"float32"`)
         ``"float32"`` or ``"bfloat16"``.
+    compile : `Union[bool, str]`, optional (default = `False`)
+        The LSTM's recurrence compiled for batches of one length (`ExecutionPlan`).
+    tf32 : `bool`, optional (default = `None`)
+        On a CUDA GPU, float32 products in TF32 (True) or plain float32 (False) during each call;
+        None leaves the process's setting.
     native_only : `bool`, optional (default = `True`)
         Use bfloat16 only where the device has it natively. ``False`` uses it everywhere,
         emulated where it must be (slowly): for measuring its accuracy on any machine
         (``benchmarks/bfloat16_accuracy.py``), not for speed.
     """
 
-    def __init__(self, precision: str = "float32", native_only: bool = True) -> None:
+    def __init__(
+        self,
+        precision: str = "float32",
+        compile: Union[bool, str] = False,
+        tf32: Optional[bool] = None,
+        native_only: bool = True,
+    ) -> None:
         self.precision = check_precision(precision)
+        try:
+            self.compile = check_compile_setting(compile)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        self.tf32 = tf32
         self.native_only = native_only
         self._native = NativeBfloat16(
             "precision bfloat16: the biLM's products in bfloat16 (%s)",
@@ -69,34 +90,50 @@ class InferencePrecision:
             "float32, so the biLM runs in float32",
             logger,
         )
+        self._plans: Dict[torch.device, Optional[ExecutionPlan]] = {}
 
-    def uses_bfloat16(self, device: Union[torch.device, str]) -> bool:
-        """Whether the biLM runs in bfloat16 on ``device`` (asked and logged once per device)."""
-        if self.precision != "bfloat16":
-            return False
-        if not self.native_only:
-            return True
-        return self._native.on(device)
-
-    def run_bilm(
-        self, bilm: torch.nn.Module, character_ids: torch.Tensor
-    ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+    def plan(self, device: Union[torch.device, str]) -> Optional[ExecutionPlan]:
         """
-        ``bilm(character_ids)`` (an `ElmoBiLm`'s output) with its products in bfloat16 where
-        `uses_bfloat16`, and its ``"activations"`` in float32 either way. In float32 nothing
-        is wrapped or converted: the output is the biLM's own.
+        The plan on ``device`` (decided, and logged, the first time it is asked for); None where
+        that is plain PyTorch (float32, eager, TF32 left as it is).
         """
-        if not self.uses_bfloat16(character_ids.device):
-            return bilm(character_ids)
-        with torch.autocast(character_ids.device.type, dtype=torch.bfloat16):
-            output = bilm(character_ids)
-        # The token layer comes out of the projection in bfloat16 (the LSTM layers are float32
-        # already: their outputs are written into float32 buffers).
-        output["activations"] = [layer.float() for layer in output["activations"]]
-        return output
+        device = torch.device(device)
+        if device not in self._plans:
+            bfloat16 = self.precision == "bfloat16" and (
+                not self.native_only or self._native.on(device)
+            )
+            plan = ExecutionPlan.build(
+                device, torch.bfloat16 if bfloat16 else None, self.compile, self.tf32
+            )
+            self._plans[device] = None if plan == ExecutionPlan(device) else plan
+        return self._plans[device]
 
     def __repr__(self) -> str:
-        return f"InferencePrecision({self.precision!r})"
+        return f"InferenceSettings({self.precision!r})"
+
+
+def run_bilm(
+    bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[ExecutionPlan]
+) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+    """
+    ``bilm(character_ids)`` (an `ElmoBiLm`'s output) run as ``plan`` says: an `ElmoBiLm` is
+    handed the plan; another module (AllenNLP's ``_ElmoBiLm``, given to `Elmo` as ``module``)
+    runs under it (`running`: its products under autocast). Its ``"activations"`` come back in
+    float32 either way; without a plan nothing is wrapped or converted.
+    """
+    if plan is None:
+        return bilm(character_ids)
+    if isinstance(bilm, ElmoBiLm):
+        with float32_products(plan):
+            output = bilm(character_ids, execution=plan)
+    else:
+        with running(plan):
+            output = bilm(character_ids)
+    if plan.products is not None:
+        # The token layer comes out of the projection in the products' dtype (the LSTM layers
+        # are float32 already: their outputs are written into float32 buffers).
+        output["activations"] = [layer.float() for layer in output["activations"]]
+    return output
 
 
 def check_frozen(precision: str, requires_grad: bool) -> None:

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from elmo_plugin.modules.execution.lstm_layer import LstmState, run_layer
+from elmo_plugin.modules.execution.lstm_recurrence import LstmWeights
+from elmo_plugin.modules.execution.plan import ExecutionPlan
 
 
 class ProjectedLstmLayer(nn.Module):
@@ -20,7 +22,7 @@ class ProjectedLstmLayer(nn.Module):
     columns and of ``bias`` are ordered i, j (candidate), f, o, and ``bias`` is TensorFlow's
     stored ``B``, *without* the forget bias of 1.0 that ``LSTMCell`` adds at run time; we add it
     in ``forward`` too. The ``(in, out)`` layout is also the fast one for a few rows of states
-    (benchmarks/log.md, issue 28).
+    (benchmarks/log.md).
 
     One step, for gates ``z = x W_in + h W_rec + bias`` split into blocks i, j, f, o:
     ``c = sigmoid(f + forget_bias) * c + sigmoid(i) * tanh(j)``, clipped to ``cell_clip``;
@@ -83,6 +85,11 @@ class ProjectedLstmLayer(nn.Module):
         offset[2 * self.cell_size : 3 * self.cell_size] = self.forget_bias
         return self.bias + offset
 
+    def recurrence_weights(self) -> LstmWeights:
+        """What the recurrence computes with: the recurrent and projection weights, the clips."""
+        return LstmWeights(self.recurrent_weight, self.projection_weight, self.cell_clip,
+                           self.proj_clip)
+
     def zero_state(self, batch_size: int, like: torch.Tensor) -> LstmState:
         return (
             like.new_zeros(batch_size, self.projection_size),
@@ -94,6 +101,7 @@ class ProjectedLstmLayer(nn.Module):
         inputs: torch.Tensor,
         mask: torch.Tensor,
         initial_state: Optional[LstmState] = None,
+        execution: Optional[ExecutionPlan] = None,
     ) -> Tuple[torch.Tensor, LstmState]:
         """
         # Parameters
@@ -104,11 +112,16 @@ class ProjectedLstmLayer(nn.Module):
             ``(batch, time)``, True at real positions.
         initial_state : `LstmState`, optional
             ``(h, c)``; zeros if not given.
+        execution : `ExecutionPlan`, optional
+            How it runs; None: plain PyTorch.
 
         # Returns
 
         ``outputs``: ``(batch, time, projection_size)``, zero at padded positions, and the final
         state ``(h, c)`` of each row: its state after its own last real position.
         """
-        # The steps above over the batch, run as this call allows (`execution.lstm_layer`).
-        return run_layer(self, inputs, mask, initial_state)
+        # The steps above over the batch, run as the plan says (`execution.lstm_layer`).
+        if initial_state is None:
+            initial_state = self.zero_state(inputs.size(0), inputs)
+        return run_layer(inputs, mask, initial_state, self.input_weight, self.effective_bias(),
+                         self.recurrence_weights(), execution)

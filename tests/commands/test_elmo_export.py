@@ -1,7 +1,7 @@
 """
 ``allennlp elmo-export`` with bad inputs and interruptions: every error is one line naming the
 path, and the output directory always holds one whole export, the old one or the new one
-(exporting is tested in tests/models/test_archive_to_bilm_tf.py and tests/model_files/bilm_tf/test_directory.py).
+(exporting is tested in tests/export/test_archive_to_bilm_tf.py and tests/model_files/bilm_tf/test_directory.py).
 """
 import os
 from pathlib import Path

@@ -1,10 +1,11 @@
 """
-The compiled LSTM recurrence (`elmo_plugin.modules.execution.compiled_step`, issue 36) against
-the eager paths: the training model's loss and every gradient, compiled with Inductor's C++
-backend on the CPU, equal the eager ones within float32 rounding, on random weights whose clips
-bind and on the golden fixture's weights; the recurrence is one graph, without breaks; the
-setting reaches the layers only where it is on and only for batches without padding; and the
-TF32 option touches CUDA's setting only.
+The compiled LSTM recurrence (`elmo_plugin.modules.execution.compiled_step`) against the eager
+paths: the training model's loss and every gradient, compiled with Inductor's C++ backend on the
+CPU, equal the eager ones within float32 rounding, on random weights whose clips bind and on the
+golden fixture's weights; the recurrence is one graph, without breaks; the plan reaches the
+layers only where it compiles and only for batches without padding; and the TF32 option touches
+CUDA's setting only, for the forward and the backward pass. (What is compiled, run eagerly,
+against the plain definition: tests/modules/test_fast_paths.py.)
 
 All compiled cases share one architecture (the golden fixture's: 64 cells, projection 16) and one
 window shape, so one process compiles the recurrence once for training and once for inference.
@@ -21,8 +22,14 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
-from elmo_plugin.modules.execution import compiled_step, float32_products
-from elmo_plugin.modules.execution.lstm_recurrence import ProjectedLstmRecurrence, reference_recurrence
+from elmo_plugin.modules.execution import compiled_step, plan
+from elmo_plugin.modules.execution.lstm_recurrence import (
+    LstmWeights,
+    recurrence_backward,
+    reference_recurrence,
+    training_recurrence,
+)
+from elmo_plugin.modules.execution.plan import ExecutionPlan
 from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, assert_clips_exercised, randomize_bilm_
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -156,7 +163,9 @@ def test_compiled_training_in_bfloat16_autocast_equals_eager(vocab):
     assert len(compiled_step._SHAPES_SEEN) == 1
 
 
-def random_recurrence_inputs(seed: int = 0, requires_grad: bool = True):
+def random_recurrence_inputs(seed: int = 0, requires_grad: bool = True, clips=(0.5, 0.4)):
+    """Input gates, h0, c0 and `LstmWeights` of a full batch: clips at 0.5 and 0.4 bind on most
+    positions."""
     generator = torch.Generator().manual_seed(seed)
     cell, projection = 64, 16
 
@@ -164,63 +173,35 @@ def random_recurrence_inputs(seed: int = 0, requires_grad: bool = True):
         return (torch.randn(*shape, generator=generator) * scale).requires_grad_(requires_grad)
 
     return (randn(WINDOW * BATCH, 4 * cell, scale=2.0), randn(BATCH, projection),
-            randn(BATCH, cell), randn(projection, 4 * cell, scale=0.5),
-            randn(cell, projection, scale=0.5))
+            randn(BATCH, cell), LstmWeights(randn(projection, 4 * cell, scale=0.5),
+                                            randn(cell, projection, scale=0.5), *clips))
 
 
-def test_full_batch_recurrence_is_the_reference_without_padding():
-    """The function that is compiled, run eagerly: the plain definition's values and gradients."""
-    ours_inputs = random_recurrence_inputs()
-    reference_inputs = random_recurrence_inputs()
-    ours = compiled_step.full_batch_recurrence(*ours_inputs, 0.5, 0.4)
-    reference = reference_recurrence(*reference_inputs, [BATCH] * WINDOW, 0.5, 0.4)
-    weights = torch.linspace(-1, 1, ours[0].numel()).view_as(ours[0])
-    for ours_output, reference_output in zip(ours, reference):
-        assert torch.equal(ours_output, reference_output)
-    (ours[0] * weights).sum().backward()
-    (reference[0] * weights).sum().backward()
-    for ours_input, reference_input in zip(ours_inputs, reference_inputs):
-        assert torch.allclose(ours_input.grad, reference_input.grad, rtol=1e-6, atol=1e-7)
+def leaves(inputs):
+    return [*inputs[:3], inputs[3].recurrent, inputs[3].projection]
 
 
 def test_the_compiled_functions_are_one_graph_each_on_a_fixed_shape():
     import torch._dynamo
 
     torch._dynamo.reset()
-    inputs = random_recurrence_inputs()
+    inputs = random_recurrence_inputs(clips=(3.0, 3.0))
+    steps = [BATCH] * WINDOW
     explain = torch._dynamo.explain
     with torch.no_grad():
-        inference = explain(compiled_step.full_batch_recurrence)(*inputs, 3.0, 3.0)
-        forward = explain(compiled_step.full_batch_training_forward)(*inputs, 3.0, 3.0)
-        saved = compiled_step.full_batch_training_forward(*inputs, 3.0, 3.0)
-        outputs, final_h, final_c = saved[:3]
-        backward = explain(compiled_step.full_batch_training_backward)(
+        inference = explain(reference_recurrence)(*inputs, steps)
+        forward = explain(reference_recurrence)(*inputs, steps, True)
+        outputs, final_h, final_c, record = reference_recurrence(*inputs, steps, True)
+        backward = explain(recurrence_backward)(
             torch.ones_like(outputs), torch.zeros_like(final_h), torch.zeros_like(final_c),
-            *inputs[1:], outputs, *saved[3:])
+            *inputs[1:], outputs, record, steps)
     for explanation in (inference, forward, backward):
         assert explanation.graph_break_count == 0, explanation.break_reasons
         assert explanation.graph_count == 1
 
 
-def test_the_training_functions_are_the_hand_written_recurrence_without_padding():
-    """Run eagerly, the two functions that are compiled for training compute what
-    `ProjectedLstmRecurrence` computes, with clips that bind."""
-    ours_inputs = random_recurrence_inputs(seed=5)
-    eager_inputs = random_recurrence_inputs(seed=5)
-    ours = compiled_step.CompiledRecurrence.apply(
-        compiled_step.full_batch_training_forward, compiled_step.full_batch_training_backward,
-        *ours_inputs, 0.5, 0.4)
-    eager = ProjectedLstmRecurrence.apply(*eager_inputs, [BATCH] * WINDOW, 0.5, 0.4)
-    assert float((eager[2].abs() == 0.5).float().mean()) > 0.2  # the cell clip binds
-    assert float((eager[0].abs() == 0.4).float().mean()) > 0.2  # the projection clip binds
-    # Not to the bit: the eager loop adds the input gates inside the product (addmm).
-    for ours_output, eager_output in zip(ours, eager):
-        assert relative_difference(ours_output, eager_output) < 1e-6
-    weights = torch.linspace(-1, 1, eager[0].numel()).view_as(eager[0])
-    (ours[0] * weights).sum().backward()
-    (eager[0] * weights).sum().backward()
-    for ours_input, eager_input in zip(ours_inputs, eager_inputs):
-        assert relative_difference(ours_input.grad, eager_input.grad) < 1e-6
+def compiling(setting) -> ExecutionPlan:
+    return ExecutionPlan.build("cpu", compile=setting)
 
 
 @pytest.mark.slow  # compiling: see above
@@ -228,12 +209,12 @@ def test_compiled_recurrence_equals_the_hand_written_backward_where_clips_bind()
     """At the recurrence alone (Inductor, CPU): clips at 0.5 and 0.4 bind on most positions."""
     compiled_inputs = random_recurrence_inputs(seed=5)
     eager_inputs = random_recurrence_inputs(seed=5)
-    with compiled_step.compiling(True):
-        function = compiled_step.recurrence_for(
-            *compiled_inputs[:5], [BATCH] * WINDOW, 0.5, 0.4, needs_gradient=True)
+    steps = [BATCH] * WINDOW
+    function = compiled_step.recurrence_for(
+        compiling(True), *compiled_inputs, steps, needs_gradient=True)
     assert function is not None
-    compiled = function(*compiled_inputs, 0.5, 0.4)
-    eager = ProjectedLstmRecurrence.apply(*eager_inputs, [BATCH] * WINDOW, 0.5, 0.4)
+    compiled = function(*compiled_inputs, steps)
+    eager = training_recurrence(*eager_inputs, steps)
     assert float((eager[2].abs() == 0.5).float().mean()) > 0.2  # the cell clip binds
     assert float((eager[0].abs() == 0.4).float().mean()) > 0.2  # the projection clip binds
     weights = torch.linspace(-1, 1, eager[0].numel()).view_as(eager[0])
@@ -241,28 +222,26 @@ def test_compiled_recurrence_equals_the_hand_written_backward_where_clips_bind()
         assert relative_difference(compiled_output, eager_output) < 1e-6
     (compiled[0] * weights).sum().backward()
     (eager[0] * weights).sum().backward()
-    for compiled_input, eager_input in zip(compiled_inputs, eager_inputs):
+    for compiled_input, eager_input in zip(leaves(compiled_inputs), leaves(eager_inputs)):
         assert relative_difference(compiled_input.grad, eager_input.grad) < RELATIVE
 
 
-def test_the_setting_reaches_only_batches_without_padding_where_it_is_on():
-    inputs = random_recurrence_inputs(requires_grad=False)
+def test_the_plan_reaches_only_batches_without_padding_where_it_compiles():
+    inputs = random_recurrence_inputs(requires_grad=False, clips=(3.0, 3.0))
     full = [BATCH] * WINDOW
     padded = [BATCH] * (WINDOW - 1) + [BATCH - 1]
 
-    def answer(step_sizes, setting=None):
-        if setting is None:
-            return compiled_step.recurrence_for(*inputs, step_sizes, 3.0, 3.0, False)
-        with compiled_step.compiling(setting):
-            return compiled_step.recurrence_for(*inputs, step_sizes, 3.0, 3.0, False)
+    def answer(step_sizes, execution):
+        return compiled_step.recurrence_for(execution, *inputs, step_sizes, False)
 
-    assert answer(full) is None  # outside any `compiling`: eager
-    assert answer(full, False) is None
-    assert compiled_step.COMPILED_BY_DEFAULT["cpu"] is None
-    assert answer(full, "auto") is None  # measured slower on a CPU: "auto" stays eager
-    assert answer(padded, True) is None
+    assert answer(full, None) is None  # no plan: eager
+    assert answer(full, compiling(False)) is None
+    assert plan.COMPILED_BY_DEFAULT["cpu"] is None
+    assert compiling("auto").compile_mode is None  # not measured faster on a CPU: eager
+    assert compiling(True).compile_mode == "default"
+    assert answer(padded, compiling(True)) is None
     with pytest.raises(ValueError, match="compile must be one of"):
-        answer(full, "fast")
+        compiling("fast")
 
 
 def test_a_wrong_compile_setting_is_a_configuration_error(vocab):
@@ -270,23 +249,56 @@ def test_a_wrong_compile_setting_is_a_configuration_error(vocab):
         ElmoLanguageModel(vocab, fixture_options(), compile="yes")
 
 
-def test_tf32_is_set_for_cuda_only_and_restored_after_inference():
+def test_tf32_is_set_for_cuda_only_and_restored_after_each_call():
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32
     try:
         matmul.allow_tf32 = False
-        assert float32_products.set_tf32(torch.device("cpu"), True) is False
-        assert matmul.allow_tf32 is False
-        with float32_products.tf32_products("cpu", True):
+        assert ExecutionPlan.build("cpu", tf32=True).tf32 is None
+        with plan.float32_products(ExecutionPlan.build("cpu", tf32=True)):
             assert matmul.allow_tf32 is False
         # Setting CUDA's flag needs no GPU: what a CUDA device would get.
-        assert float32_products.set_tf32("cuda:0", True) is True
-        assert matmul.allow_tf32 is True
-        with float32_products.tf32_products(torch.device("cuda"), False):
+        with plan.float32_products(ExecutionPlan.build("cuda:0", tf32=True)):
+            assert matmul.allow_tf32 is True
+        assert matmul.allow_tf32 is False
+        matmul.allow_tf32 = True
+        with plan.float32_products(ExecutionPlan.build("cuda", tf32=False)):
             assert matmul.allow_tf32 is False
         assert matmul.allow_tf32 is True
-        with float32_products.tf32_products("cuda", None):
+        with plan.float32_products(ExecutionPlan.build("cuda", tf32=None)):
             assert matmul.allow_tf32 is True
+    finally:
+        matmul.allow_tf32 = before
+
+
+def test_tf32_holds_for_the_backward_pass_and_is_restored_after_it():
+    """The backward pass runs after the forward pass has returned: the plan sets TF32 again
+    when it starts at the loss and restores it when every parameter's gradient is computed."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    cuda = ExecutionPlan.build("cuda:0", tf32=True)  # a CUDA plan; the tensors stay on the CPU
+    weight = torch.nn.Parameter(torch.randn(3, 3))
+    seen = []
+    try:
+        matmul.allow_tf32 = False
+        for step in range(2):
+            with plan.running(cuda):
+                assert matmul.allow_tf32 is True
+                hidden = torch.randn(2, 3) @ weight
+                hidden.register_hook(lambda gradient: seen.append(matmul.allow_tf32))
+                loss = hidden.sum()
+            assert matmul.allow_tf32 is False
+            plan.tf32_through_backward(cuda, loss, [weight])
+            loss.backward()
+            assert seen == [True] * (step + 1)  # the backward pass ran in TF32
+            assert matmul.allow_tf32 is False  # and left the setting as it was
+        # A forward pass without a backward pass leaves nothing behind.
+        with plan.running(cuda):
+            loss = (torch.randn(2, 3) @ weight).sum()
+        plan.tf32_through_backward(cuda, loss, [weight])
+        del loss
+        (torch.randn(2, 3) @ weight).sum().backward()
+        assert matmul.allow_tf32 is False
     finally:
         matmul.allow_tf32 = before
 
@@ -294,12 +306,12 @@ def test_tf32_is_set_for_cuda_only_and_restored_after_inference():
 def test_training_on_a_cpu_leaves_the_tf32_setting_alone(vocab):
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32
-    model = make_model(vocab, False, "random")
-    assert model._tf32 is False  # the default, until a GPU run shows TF32 keeps the perplexity
-    model._tf32 = True  # asked for: on a CPU it must still change nothing
-    model(**windows())
+    assert make_model(vocab, False, "random")._tf32 is False  # the default, until a GPU run
+    model = ElmoLanguageModel(vocab, fixture_options(), num_samples=5, compile=False, tf32=True,
+                              check_vocabulary_order=False).train()
+    model(**windows())["loss"].backward()  # asked for: on a CPU it must still change nothing
     assert matmul.allow_tf32 == before
-    assert model._tf32_devices == {torch.device("cpu")}
+    assert model._plans == {(torch.device("cpu"), True): ExecutionPlan(torch.device("cpu"))}
 
 
 @pytest.mark.slow
@@ -326,21 +338,26 @@ def test_compiled_recurrence_on_a_gpu_equals_eager_there(mode):
     matmul.allow_tf32 = False
     try:
         device = torch.device("cuda")
-        compiled_inputs = [t.detach().to(device).requires_grad_()
-                           for t in random_recurrence_inputs(seed=7)]
-        eager_inputs = [t.detach().clone().requires_grad_() for t in compiled_inputs]
-        with compiled_step.compiling(mode):
-            function = compiled_step.recurrence_for(
-                *compiled_inputs, [BATCH] * WINDOW, 0.5, 0.4, needs_gradient=True)
+
+        def on_gpu(inputs):
+            tensors = [t.detach().to(device).requires_grad_() for t in leaves(inputs)]
+            return (*tensors[:3], LstmWeights(*tensors[3:], *inputs[3][2:]))
+
+        compiled_inputs = on_gpu(random_recurrence_inputs(seed=7))
+        eager_inputs = on_gpu(random_recurrence_inputs(seed=7))
+        steps = [BATCH] * WINDOW
+        function = compiled_step.recurrence_for(
+            ExecutionPlan.build(device, compile=mode), *compiled_inputs, steps,
+            needs_gradient=True)
         assert function is not None
-        compiled = function(*compiled_inputs, 0.5, 0.4)
-        eager = ProjectedLstmRecurrence.apply(*eager_inputs, [BATCH] * WINDOW, 0.5, 0.4)
+        compiled = function(*compiled_inputs, steps)
+        eager = training_recurrence(*eager_inputs, steps)
         for compiled_output, eager_output in zip(compiled, eager):
             assert relative_difference(compiled_output, eager_output) < 1e-6
         weights = torch.linspace(-1, 1, eager[0].numel(), device=device).view_as(eager[0])
         (compiled[0] * weights).sum().backward()
         (eager[0] * weights).sum().backward()
-        for compiled_input, eager_input in zip(compiled_inputs, eager_inputs):
+        for compiled_input, eager_input in zip(leaves(compiled_inputs), leaves(eager_inputs)):
             assert relative_difference(compiled_input.grad, eager_input.grad) < RELATIVE
     finally:
         matmul.allow_tf32 = before
@@ -359,11 +376,11 @@ def test_allennlp_train_with_compile_trains_a_stream_epoch(tmp_path, monkeypatch
                  **TINY_BILM, "batching": "stream", "num_epochs": 1, "num_samples": 16,
                  "batch_size": 4}
     compiles, runs = [], []
-    real_compile, real_apply = compiled_step._compile_now, compiled_step.CompiledRecurrence.apply
+    real_compile, real_run = compiled_step._compile_now, compiled_step.run_training_recurrence
     monkeypatch.setattr(compiled_step, "_compile_now", lambda function, arguments, gradient: (
         compiles.append(tuple(arguments[0].shape)) or real_compile(function, arguments, gradient)))
-    monkeypatch.setattr(compiled_step.CompiledRecurrence, "apply", lambda *arguments: (
-        runs.append(1) or real_apply(*arguments)))
+    monkeypatch.setattr(compiled_step, "run_training_recurrence", lambda *arguments: (
+        runs.append(1) or real_run(*arguments)))
     train_bilm(tmp_path / "run", arguments, {"model.compile": True})
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["model"]["compile"] is True

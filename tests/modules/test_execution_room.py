@@ -1,11 +1,16 @@
 """
 The modules that define ELMo say what is computed, in plain PyTorch: how it runs on a device and
-in a precision is decided in `elmo_plugin.modules.execution` (issue 34). This reads their source
-for the questions that decide such a branch (autocast, gradients, the device's type, a dtype
-compared) so that one cannot creep back in unnoticed; and for the private operators that the
-project gave up (``torch.ops.*``), anywhere in the package.
+in a precision is decided in `elmo_plugin.modules.execution`. This reads their source for the
+questions that decide such a branch (autocast, gradients, the device's type, a dtype compared)
+so that one cannot creep back in unnoticed; and, anywhere in the package, for the private
+operators that the project gave up (``torch.ops.*``) and for PyTorch's private modules imported
+at module level (``import elmo_plugin`` must import none itself: a torch upgrade could break
+users who never use them; the export imports PyTorch's prototype scan only when exporting).
 """
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +80,74 @@ def test_no_private_pytorch_operator_in_the_package():
         and isinstance(node.value, ast.Name) and node.value.id == "torch"
     ]
     assert uses == []
+
+
+def module_level_imports(tree: ast.Module):
+    """The imports a module runs when it is imported: top-level statements, and those under a
+    top-level ``if``, ``try`` or ``with`` (not inside functions or classes)."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            pending.extend(ast.iter_child_nodes(node))
+        elif isinstance(node, ast.ExceptHandler):
+            pending.extend(node.body)
+
+
+def private_torch_imports(source: str):
+    found = []
+    for node in module_level_imports(ast.parse(source)):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+            alias.name for alias in node.names]
+        found += [name for name in names if name.startswith("torch._")]
+    return found
+
+
+def test_no_private_pytorch_module_is_imported_at_module_level():
+    found = {
+        str(path.relative_to(REPO_ROOT)): private_torch_imports(path.read_text(encoding="utf-8"))
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+def test_the_private_import_check_finds_one():
+    assert private_torch_imports(
+        "import torch._dynamo\n"
+        "try:\n    from torch._higher_order_ops import scan\nexcept ImportError:\n    pass\n"
+        "def export():\n    from torch._higher_order_ops import while_loop\n"
+    ) == ["torch._higher_order_ops", "torch._dynamo"]
+
+
+# Run in a fresh interpreter: every import statement that a module of the package runs while
+# `import elmo_plugin` runs, and whether PyTorch's scan was loaded by then (torch itself may load
+# it, as torch 2.13 does: then only the statements tell).
+IMPORTS = """
+import builtins, json, sys
+import torch
+scan = "torch._higher_order_ops.scan"
+loaded_by_torch = scan in sys.modules
+statements = []
+real_import = builtins.__import__
+def recording(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__") or ""
+    if importer.startswith("elmo_plugin") and level == 0:
+        statements.extend([name] + [name + "." + item for item in fromlist or ()])
+    return real_import(name, globals, locals, fromlist, level)
+builtins.__import__ = recording
+import elmo_plugin
+print(json.dumps({"loaded_by_torch": loaded_by_torch, "loaded": scan in sys.modules,
+                  "private": sorted({s for s in statements if s.startswith("torch._")})}))
+"""
+
+
+def test_importing_the_package_imports_no_private_pytorch_module_itself():
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORTS], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["private"] == []
+    if not found["loaded_by_torch"]:
+        assert found["loaded"] is False

@@ -4,7 +4,8 @@
 and its layers stay within bfloat16's rounding of float32's, on the golden fixture (the trained
 TensorFlow biLM and its 30 sentences) and against the TensorFlow outputs themselves; without it
 there is one warning and float32's numbers, exactly; through `ElmoEmbedder`, `Elmo` and
-``elmo_token_embedder``. The command's option is tested in tests/commands/test_elmo_precision.py.
+``elmo_token_embedder``, each deciding the biLM's execution plan once per device. The command's
+option is tested in tests/commands/test_elmo_precision.py.
 """
 import json
 import logging
@@ -23,8 +24,8 @@ from elmo_plugin.data.character_ids import ElmoCharacterIds
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
-from elmo_plugin.modules.precision import InferencePrecision, check_precision
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES, record_bfloat16_autocast
+from elmo_plugin.modules.precision import InferenceSettings, check_precision
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -49,6 +50,18 @@ MEAN_COSINE = 0.9999
 # The TensorFlow outputs (float32) against ours in bfloat16: the top layer lies within [-3, 3]
 # (proj_clip), where 2 units are 2**-5.
 GOLDEN_BFLOAT16_ATOL = 2.0**-5
+
+
+def record_products(module: torch.nn.Module) -> List:
+    """The products' dtype of the plan each later call of ``module`` is handed (None: none)."""
+    products: List = []
+
+    def hook(_module, arguments):
+        plan = arguments[1] if len(arguments) > 1 else None
+        products.append(None if plan is None else plan.products)
+
+    module.register_forward_pre_hook(hook)
+    return products
 
 
 def precision_records(caplog) -> List[logging.LogRecord]:
@@ -104,11 +117,11 @@ def test_with_native_bfloat16_the_embedder_computes_in_bfloat16_close_to_float32
             "AVX512-BF16 instructions)",
         )
     ]
-    autocast = record_bfloat16_autocast(embedder.elmo_bilm.character_encoder)
+    products = record_products(embedder.elmo_bilm.character_encoder)
     batch = [sentence for batch in golden_sentences for sentence in batch]
     expected, expected_mask = reference.batch_to_embeddings(batch)
     got, mask = embedder.batch_to_embeddings(batch)
-    assert autocast == [True]
+    assert products == [torch.bfloat16]
     assert torch.equal(mask, expected_mask)
     assert not torch.equal(got, expected)  # bfloat16's numbers, not float32's
     assert_within_bfloat16_rounding(expected, got, mask)
@@ -141,14 +154,14 @@ def test_without_native_bfloat16_one_warning_and_exactly_float32(cpu_with, golde
     with caplog.at_level(logging.INFO, logger=PRECISION_LOGGER):
         embedder = ElmoEmbedder(FIXTURE_OPTIONS, FIXTURE_WEIGHTS, precision="bfloat16")
         assert embedder.precision == "float32"
-        autocast = record_bfloat16_autocast(embedder.elmo_bilm.character_encoder)
+        products = record_products(embedder.elmo_bilm.character_encoder)
         for batch in golden_sentences[:4]:
             expected = reference.embed_batch(batch)
             got = embedder.embed_batch(batch)
             for want, have in zip(expected, got):
                 assert have.dtype == np.float32
                 np.testing.assert_array_equal(have, want)
-    assert autocast == [False] * 4
+    assert products == [None] * 4  # plain PyTorch
     assert [(r.levelno, r.getMessage()) for r in precision_records(caplog)] == [
         (logging.WARNING, NO_BFLOAT16_WARNING)
     ]
@@ -164,7 +177,28 @@ def test_precision_is_checked_and_float32_asks_nothing(monkeypatch):
         raise AssertionError("float32 must not look at the hardware")
 
     monkeypatch.setattr(hardware, "bfloat16_support", fail)
-    assert not InferencePrecision("float32").uses_bfloat16("cpu")
+    assert InferenceSettings("float32").plan("cpu") is None
+
+
+def test_the_plan_is_decided_once_and_read_after(cpu_with, golden_sentences, monkeypatch):
+    cpu_with(BFLOAT16_CPU)
+    embedder = ElmoEmbedder(FIXTURE_OPTIONS, FIXTURE_WEIGHTS, precision="bfloat16")
+    plan = embedder.execution
+    assert plan.products == torch.bfloat16 and plan.compile_mode is None
+
+    def fail(device):
+        raise AssertionError("the plan was decided when the embedder was built")
+
+    monkeypatch.setattr(hardware, "bfloat16_support", fail)
+    products = record_products(embedder.elmo_bilm.character_encoder)
+    for batch in golden_sentences[:2]:
+        embedder.embed_batch(batch)
+    assert embedder.precision == "bfloat16" and embedder.execution is plan
+    assert products == [torch.bfloat16] * 2
+    settings = InferenceSettings("bfloat16")
+    monkeypatch.undo()
+    cpu_with(BFLOAT16_CPU)
+    assert settings.plan("cpu") is settings.plan(torch.device("cpu"))  # once per device
 
 
 def character_ids(batches) -> torch.Tensor:

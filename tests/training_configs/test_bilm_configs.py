@@ -18,7 +18,7 @@ from allennlp.data import DataLoader, DatasetReader, Vocabulary
 from allennlp.models import Model
 from allennlp.training import GradientDescentTrainer, Trainer
 
-from elmo_plugin.models.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.training.corpus_schedule import CountBatchesPerEpochCallback, LinearDecayOverCorpus
 from tests.helpers import CONFIG_DIR, REPO_ROOT, config_calling

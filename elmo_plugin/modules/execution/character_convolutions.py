@@ -1,18 +1,18 @@
 """
 The max-pooled character convolutions of `CharacterEncoder`: ``max over positions (conv(embedded)
 + bias)`` of every filter, computed over only the windows that can differ
-(`max_pooled_convolutions`), beside the plain definition with ``nn.Conv1d`` over every position
-(`reference_max_pooled_convolutions`), which it equals to float rounding (tests compare values
-and gradients).
+(`max_pooled_convolutions`; `leading_max_pooled_convolutions` for an exported graph), beside the
+plain definition with ``nn.Conv1d`` over every position (`reference_max_pooled_convolutions`),
+which both equal to float rounding (tests compare values and gradients).
 """
 import bisect
-from typing import TYPE_CHECKING, List
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:  # the module this computes for; imported for the type only (no cycle)
-    from elmo_plugin.modules.character_encoder import CharacterEncoder
+from elmo_plugin.modules.execution.fast_paths import fast_path
+from elmo_plugin.modules.execution.plan import ExecutionPlan, products_dtype, products_in
 
 # Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
 # (rows, total filters) intermediate to 64 MB at 2048 filters.
@@ -53,27 +53,69 @@ class _MaxOverWindows(torch.autograd.Function):
         return gradient.new_zeros(ctx.shape).scatter_(1, first.unsqueeze(1), gradient.unsqueeze(1))
 
 
+class CharacterConvolutions(NamedTuple):
+    """
+    What the convolutions read of a `CharacterEncoder`: its character embedding ``(ids,
+    char_dim)``, whose row 0 (the mask id) gets no gradient, as the module's ``padding_idx=0``;
+    every convolution's kernel ``(count, char_dim, width)`` and bias ``(count,)``; and the id
+    that fills a token's row of ids after its end.
+    """
 
-def _fused_kernel(encoder: "CharacterEncoder") -> torch.Tensor:
+    embedding: torch.Tensor
+    kernels: Sequence[torch.Tensor]
+    biases: Sequence[torch.Tensor]
+    padding_id: int
+
+    @property
+    def filters(self) -> List[tuple]:
+        """``(width, count)`` of each convolution."""
+        return [(kernel.size(2), kernel.size(0)) for kernel in self.kernels]
+
+    def embed(self, character_ids: torch.Tensor) -> torch.Tensor:
+        return nn.functional.embedding(character_ids, self.embedding, padding_idx=0)
+
+    def padding_starts(self, num_chars: int, device: torch.device) -> torch.Tensor:
+        """Each filter column's last valid window start (later ones run off the token's end)."""
+        return torch.cat([torch.full((count,), num_chars - width, device=device)
+                          for width, count in self.filters])
+
+
+def _fused_kernel(convolutions: CharacterConvolutions) -> torch.Tensor:
     """
     Every convolution's kernel in one ``(total filters, char_dim * max width)`` matrix,
     narrower kernels padded with zero taps on the right, in ``unfold``'s (dim, tap) order.
     """
-    max_width = max(width for width, _ in encoder.filters)
+    max_width = max(width for width, _ in convolutions.filters)
     return torch.cat(
-        [
-            nn.functional.pad(conv.weight, (0, max_width - width))
-            for (width, _), conv in zip(encoder.filters, encoder.convolutions)
-        ]
+        [nn.functional.pad(kernel, (0, max_width - kernel.size(2)))
+         for kernel in convolutions.kernels]
     ).flatten(1)
 
 
 
-def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Tensor) -> torch.Tensor:
+def reference_max_pooled_convolutions(
+    character_ids: torch.Tensor, convolutions: CharacterConvolutions
+) -> torch.Tensor:
     """
-    ``max over positions (conv(embedded) + bias)`` of every filter: ``(num_tokens, total
-    filters)``, the same numbers as running each ``nn.Conv1d`` and max-pooling (to float
-    rounding), computed as one matrix multiply over only the windows that can differ.
+    The plain definition: every convolution (``nn.Conv1d``'s) over every position of
+    ``character_ids`` ``(num_tokens, max_characters_per_token)``, then the max: ``(num_tokens,
+    total filters)``.
+    """
+    embedded = convolutions.embed(character_ids).transpose(1, 2)
+    return torch.cat([nn.functional.conv1d(embedded, kernel, bias).max(dim=-1).values
+                      for kernel, bias in zip(convolutions.kernels, convolutions.biases)], -1)
+
+
+@fast_path(reference_max_pooled_convolutions, gradients=True)
+def max_pooled_convolutions(
+    character_ids: torch.Tensor,
+    convolutions: CharacterConvolutions,
+    plan: Optional[ExecutionPlan] = None,
+) -> torch.Tensor:
+    """
+    `reference_max_pooled_convolutions`' numbers (to float rounding), computed as one matrix
+    multiply over only the windows that can differ, its operands rounded to the plan's products
+    dtype (`plan.products_in`).
 
     Why not ``nn.Conv1d``: it runs far below a large matrix multiply's speed on a CPU
     (docs/implementation.md), and most of its windows are wasted. A token's ids end in
@@ -86,24 +128,23 @@ def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Te
     token needs.
     """
     num_tokens, num_chars = character_ids.shape
-    max_width = max(width for width, _ in encoder.filters)
-    kernel = _fused_kernel(encoder)
-    # Each column's last valid window start (positions num_chars - width + 1 onwards run off
-    # the end of the token).
-    last_start = torch.cat(
-        [
-            torch.full((count,), num_chars - width, device=character_ids.device)
-            for width, count in encoder.filters
-        ]
-    )
+    max_width = max(width for width, _ in convolutions.filters)
+    kernel = _fused_kernel(convolutions)
+    device_type = character_ids.device.type
+    # A context, entered around each product (reusable: it is never nested).
+    narrowed = products_in(products_dtype(plan, device_type, kernel.dtype), device_type,
+                           kernel.dtype)
+    last_start = convolutions.padding_starts(num_chars, character_ids.device)
     # The value of a window made only of padding characters, for every filter.
-    padding_row = encoder.char_embedding.weight[encoder.padding_id]
+    padding_row = convolutions.embedding[convolutions.padding_id]
     padding_window = padding_row.unsqueeze(-1).expand(-1, max_width).reshape(-1)
-    padding_value = kernel @ padding_window
+    with narrowed:
+        padding_value = kernel @ padding_window
 
     # Non-padding length of each token: one past its last non-padding id.
     positions = torch.arange(1, num_chars + 1, device=character_ids.device)
-    lengths = torch.where(character_ids != encoder.padding_id, positions, 0).max(dim=1).values
+    padding_id = convolutions.padding_id
+    lengths = torch.where(character_ids != padding_id, positions, 0).max(dim=1).values
     lengths, order = lengths.sort()
     sorted_lengths = lengths.tolist()
     pooled_chunks: List[torch.Tensor] = []
@@ -123,22 +164,23 @@ def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Te
             end = start + max(1, CONVOLUTION_ROWS_PER_CHUNK // max(sorted_lengths[end - 1], 1))
         num_windows = max(sorted_lengths[end - 1], 1)
         chunk_ids = character_ids[order[start:end], : num_windows + max_width - 1]
-        embedded = encoder.char_embedding(chunk_ids)  # (tokens, chars, dim)
+        embedded = convolutions.embed(chunk_ids)  # (tokens, chars, dim)
         # Zeros past the token's end feed only the zero taps of narrower kernels, or windows
         # that are invalid and excluded below.
         embedded = nn.functional.pad(
             embedded, (0, 0, 0, num_windows + max_width - 1 - embedded.size(1))
         )
         windows = embedded.unfold(1, max_width, 1)  # (tokens, windows, dim, max_width)
-        values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
-            end - start, num_windows, -1
-        )
+        with narrowed:
+            values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
+                end - start, num_windows, -1
+            )
         if num_windows - 1 <= num_chars - max_width:
             pooled = _MaxOverWindows.apply(values)
         else:  # Long tokens: each width has its own last valid window.
             pooled_parts = []
             offset = 0
-            for width, count in encoder.filters:
+            for width, count in convolutions.filters:
                 valid = min(num_windows, num_chars - width + 1)
                 pooled_parts.append(
                     _MaxOverWindows.apply(values[:, :valid, offset : offset + count])
@@ -154,35 +196,27 @@ def max_pooled_convolutions(encoder: "CharacterEncoder", character_ids: torch.Te
     pooled = torch.cat(pooled_chunks) if pooled_chunks else kernel.new_zeros(0, kernel.size(0))
     restore = torch.empty_like(order)
     restore[order] = torch.arange(num_tokens, device=order.device)
-    bias = torch.cat([conv.bias for conv in encoder.convolutions])
-    return pooled[restore] + bias
+    return pooled[restore] + torch.cat(list(convolutions.biases))
 
 
-def reference_max_pooled_convolutions(
-    encoder: "CharacterEncoder", character_ids: torch.Tensor
-) -> torch.Tensor:
-    """The plain definition: every ``nn.Conv1d`` over every position, then the max."""
-    embedded = encoder.char_embedding(character_ids).transpose(1, 2)
-    return torch.cat([conv(embedded).max(dim=-1).values for conv in encoder.convolutions], -1)
-
-
+@fast_path(reference_max_pooled_convolutions)
 def leading_max_pooled_convolutions(
-    encoder: "CharacterEncoder", character_ids: torch.Tensor
+    character_ids: torch.Tensor, convolutions: CharacterConvolutions
 ) -> torch.Tensor:
     """
-    `reference_max_pooled_convolutions` (every ``nn.Conv1d``, then the max) over only the
-    leading characters that can differ, for the graph that ONNX export writes (where
-    `max_pooled_convolutions`' chunks of sorted tokens would be a Python loop over data): the
-    ids are cut after the batch's longest token (its last non-padding id) plus the widest window
-    less one, and a token with room for a window of nothing but padding also takes that window's
-    value, which every such window has. The same numbers as the reference, to float rounding:
-    the windows cut off lie wholly in the padding. Tokens are mostly far shorter than
-    ``max_characters_per_token`` (a five-letter word has 7 non-padding ids of 50).
+    `reference_max_pooled_convolutions` over only the leading characters that can differ, for
+    the graph that ONNX export writes (where `max_pooled_convolutions`' chunks of sorted tokens
+    would be a Python loop over data): the ids are cut after the batch's longest token (its
+    last non-padding id) plus the widest window less one, and a token with room for a window of
+    nothing but padding also takes that window's value, which every such window has. The same
+    numbers as the reference, to float rounding: the windows cut off lie wholly in the padding.
+    Tokens are mostly far shorter than ``max_characters_per_token`` (a five-letter word has 7
+    non-padding ids of 50).
     """
     num_tokens, num_chars = character_ids.shape
-    max_width = max(width for width, _ in encoder.filters)
+    max_width = max(width for width, _ in convolutions.filters)
     positions = torch.arange(1, num_chars + 1, device=character_ids.device)
-    lengths = torch.where(character_ids != encoder.padding_id, positions, 0)
+    lengths = torch.where(character_ids != convolutions.padding_id, positions, 0)
     # One zero row, so that an empty batch has a longest length (0) too.
     lengths = torch.cat([lengths, lengths.new_zeros(1, num_chars)]).amax(dim=1)
     # .item(), not int(): under export a symbol for the graph, not the example's number.
@@ -190,16 +224,14 @@ def leading_max_pooled_convolutions(
     torch._check(keep >= max_width)
     torch._check(keep <= num_chars)
     lengths = lengths[:num_tokens]
-    embedded = encoder.char_embedding(character_ids[:, :keep]).transpose(1, 2)
-    pooled = torch.cat([conv(embedded).amax(dim=-1) for conv in encoder.convolutions], dim=-1)
-    padding = encoder.char_embedding.weight[encoder.padding_id]
+    kernels = list(zip(convolutions.kernels, convolutions.biases))
+    embedded = convolutions.embed(character_ids[:, :keep]).transpose(1, 2)
+    pooled = torch.cat([nn.functional.conv1d(embedded, kernel, bias).amax(dim=-1)
+                        for kernel, bias in kernels], dim=-1)
+    padding = convolutions.embedding[convolutions.padding_id]
     padding_window = padding.view(1, -1, 1).expand(1, -1, max_width)
-    padding_value = torch.cat([conv(padding_window)[:, :, 0] for conv in encoder.convolutions], -1)
-    last_start = torch.cat(
-        [
-            torch.full((count,), num_chars - width, device=character_ids.device)
-            for width, count in encoder.filters
-        ]
-    )
+    padding_value = torch.cat([nn.functional.conv1d(padding_window, kernel, bias)[:, :, 0]
+                               for kernel, bias in kernels], -1)
+    last_start = convolutions.padding_starts(num_chars, character_ids.device)
     has_padding_window = lengths.unsqueeze(1) <= last_start.unsqueeze(0)
     return torch.where(has_padding_window, torch.maximum(pooled, padding_value), pooled)

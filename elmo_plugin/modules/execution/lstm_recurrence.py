@@ -1,174 +1,236 @@
 """
 The recurrent loop of `ProjectedLstmLayer` over packed steps (each step's running rows a prefix
-of the batch), three ways that compute the same thing:
+of the batch, rows sorted longest first): its step, defined once, and the ways the steps run.
 
-- `reference_recurrence`: the plain definition, TensorFlow's ``LSTMCell`` step by step with
-  autograd (for tests: the two below must equal it);
-- `ProjectedLstmRecurrence` (training): `training_loop` into buffers for every position, as one
-  autograd function with a hand-written backward (backpropagation through time), so that the
-  weight gradients are two large matrix multiplies over all steps instead of two small ones per
-  step;
-- `inference_loop`: no gradient, as few operator calls per step as it allows, into work buffers
-  of one step's rows, equal to the training loop's outputs to the bit.
+- `projected_lstm_step`: one step of TensorFlow's ``LSTMCell`` with a projection: the definition;
+- `reference_recurrence`: its steps one after the other, with autograd; it is also what
+  `compiled_step` compiles, and what the ONNX export's scan steps with;
+- `recurrence_loop` (a fast path of it): the same steps in place, into buffers, with as few
+  operator calls a step as it allows: training's forward (``record``) and inference;
+- `recurrence_backward`: backpropagation through time, written out, which `training_recurrence`
+  runs after either forward (`ProjectedLstmRecurrence`).
 
 Why the hand-written backward: with autograd's per-step graph, each step's backward multiplies
 (projection x batch) by (batch x 4 cell) for the recurrent weight and writes a whole weight-sized
 gradient that is then added to the running sum; collecting the step gradients of the gates and
 multiplying once does the same arithmetic in one large, fast multiply (docs/implementation.md).
+
+Precision: the input gates and the state share the state's dtype, in which the gates, cells and
+outputs are computed and kept. The weights may have a narrower one (bfloat16: `lstm_layer` passes
+copies in the plan's products dtype); each step's two products then run in it, their operands
+rounded to it, and their results join the state's dtype. The cell state, which accumulates over
+the steps, never leaves the state's dtype.
 """
-from typing import List, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 
+from elmo_plugin.modules.execution.fast_paths import fast_path
+
 # The most running rows for which a step multiplies by the transposed weights, where inference
-# is given them (`inference_loop`): the measured crossover of the two layouts in bfloat16.
+# is given them (`recurrence_loop`): the measured crossover of the two layouts in bfloat16.
 FEW_ROWS_MAX = 16
 
 
-def training_loop(
+class LstmWeights(NamedTuple):
+    """
+    What the recurrence reads of a `ProjectedLstmLayer`: ``recurrent`` ``(projection, 4 * cell)``
+    and ``projection`` ``(cell, projection)``, in the products' dtype; the clips, None for none.
+    """
+
+    recurrent: torch.Tensor
+    projection: torch.Tensor
+    cell_clip: Optional[float] = None
+    proj_clip: Optional[float] = None
+
+
+class RecurrenceRecord(NamedTuple):
+    """
+    What a training forward keeps of every position for `recurrence_backward`: the gate
+    activations ``(positions, 4 * cell)`` (i, j, f, o after their sigmoid or tanh), the clipped
+    cells and their tanh ``(positions, cell)``, and where each clip passed its value (within the
+    bounds, ends included, as ``torch.clamp`` passes gradients; None without that clip).
+    """
+
+    activations: torch.Tensor
+    cells: torch.Tensor
+    tanh_cells: torch.Tensor
+    cell_passes: Optional[torch.Tensor]
+    output_passes: Optional[torch.Tensor]
+
+
+Recurrence = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # packed outputs, final h and c
+
+
+def projected_lstm_step(
+    input_gates: torch.Tensor,
+    h: torch.Tensor,
+    c: torch.Tensor,
+    weights: LstmWeights,
+    record: bool = False,
+) -> Tuple:
+    """
+    One step of TensorFlow's ``LSTMCell`` with a projection for every row given, the one
+    definition: ``input_gates`` ``(rows, 4 * cell)`` (the input half of the gates plus bias, in
+    the state's dtype), the state ``h`` ``(rows, projection)``, ``c`` ``(rows, cell)``; returns the
+    new ``(h, c)``, with ``record`` followed by what `RecurrenceRecord` keeps of the step (the
+    activations, the tanh of the cell, the clips' passes). The two products run in the weights'
+    dtype, everything else in the state's (``c``'s); where the dtypes agree the conversions are
+    no-ops (nothing in a traced or exported graph).
+    """
+    matmul_dtype, state_dtype = weights.recurrent.dtype, c.dtype
+    gates = input_gates + (h.to(matmul_dtype) @ weights.recurrent).to(state_dtype)
+    i, j, f, o = gates.split(c.size(1), dim=1)
+    i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
+    c = f * c + i * j
+    cell_passes = output_passes = None
+    if weights.cell_clip is not None:
+        if record:
+            cell_passes = (c >= -weights.cell_clip) & (c <= weights.cell_clip)
+        c = c.clamp(-weights.cell_clip, weights.cell_clip)
+    tanh_c = torch.tanh(c)
+    h = ((tanh_c * o).to(matmul_dtype) @ weights.projection).to(state_dtype)
+    if weights.proj_clip is not None:
+        if record:
+            output_passes = (h >= -weights.proj_clip) & (h <= weights.proj_clip)
+        h = h.clamp(-weights.proj_clip, weights.proj_clip)
+    if not record:
+        return h, c
+    return h, c, torch.cat([i, j, f, o], dim=1), tanh_c, cell_passes, output_passes
+
+
+def reference_recurrence(
     input_gates: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
+    weights: LstmWeights,
     step_sizes: List[int],
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, Tuple[torch.Tensor, ...]]:
+    record: bool = False,
+) -> Tuple:
     """
-    The forward recurrence of training, without autograd (see `ProjectedLstmRecurrence` for the
-    arguments), into buffers for every position: returns the packed outputs, the final ``h`` and
-    ``c`` (sorted row order), and what backward needs: the gate activations, cells, tanh of the
-    cells and the clips' pass masks of every position. Each step adds its input gates in the
-    state's dtype (the input product's may be narrower, under autocast).
+    The plain definition: `projected_lstm_step` over the packed steps, one after the other, with
+    autograd. ``input_gates`` ``(real positions, 4 * cell)``, packed step by step; ``h0``
+    ``(batch, projection)``, ``c0`` ``(batch, cell)``; ``step_sizes``: the running rows of each
+    step. Returns the packed outputs ``(real positions, projection)`` and each row's final ``h``,
+    ``c`` (its state after its own last step; the initial state for rows of length 0), and with
+    ``record`` the `RecurrenceRecord` of the steps. Written for tracing as well (a loop over a
+    number of steps fixed by the arguments, no branch on data), so that TorchDynamo captures it
+    whole with the steps unrolled.
     """
-    input_gates = input_gates.to(c0.dtype)
-    batch_size, cell_size = c0.shape
-    matmul_dtype = recurrent_weight.dtype
-    mixed = matmul_dtype != c0.dtype
-    num_positions = input_gates.size(0)
-    activations = input_gates.new_empty(num_positions, 4 * cell_size)
-    cells = c0.new_empty(num_positions, cell_size)
-    tanh_cells = c0.new_empty(num_positions, cell_size)
-    hidden = c0.new_empty(batch_size, cell_size)
-    outputs = h0.new_empty(num_positions, h0.size(1))
-    cell_passes = torch.ones(num_positions, cell_size, dtype=torch.bool, device=c0.device)
-    output_passes = torch.ones(num_positions, h0.size(1), dtype=torch.bool, device=h0.device)
     h, c = h0, c0
+    outputs: List[torch.Tensor] = []
+    kept: List[Tuple] = []  # with record: each step's cell and the rest it records
     # The final states of rows that have ended, in the order they ended: the shortest rows, at
-    # the bottom of the batch, first. Later steps write only the rows still running, a prefix,
-    # so these slices of the buffers keep them.
+    # the bottom of the batch, first.
     ended_h: List[torch.Tensor] = []
     ended_c: List[torch.Tensor] = []
-    running, offset = batch_size, 0
+    offset = 0
     for rows in step_sizes:
+        if rows < h.size(0):
+            ended_h.append(h[rows:])
+            ended_c.append(c[rows:])
+            h, c = h[:rows], c[:rows]
+        h, c, *recorded = projected_lstm_step(
+            input_gates[offset : offset + rows].to(c0.dtype), h, c, weights, record
+        )
+        outputs.append(h)
+        if record:
+            kept.append((c, *recorded))
+        offset += rows
+    packed = torch.cat(outputs) if outputs else h0.new_zeros(0, h0.size(1))
+    result = (packed, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1]))
+    if not record:
+        return result
+    cells, activations, tanh_cells, cell_passes, output_passes = zip(*kept)
+    return result + (RecurrenceRecord(
+        torch.cat(activations), torch.cat(cells), torch.cat(tanh_cells),
+        None if weights.cell_clip is None else torch.cat(cell_passes),
+        None if weights.proj_clip is None else torch.cat(output_passes),
+    ),)
+
+
+@fast_path(reference_recurrence)
+def recurrence_loop(
+    input_gates: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    weights: LstmWeights,
+    step_sizes: List[int],
+    record: bool = False,
+    few_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
+) -> Tuple:
+    """
+    `reference_recurrence` without autograd, its arithmetic in place, with as few operator calls
+    a step as it allows, into buffers: with ``record`` (training's forward) the buffers of every
+    position that `RecurrenceRecord` keeps; without (inference) work buffers of one step's rows,
+    written over by every step. The same arguments and results.
+
+    Why work buffers: fresh tensors would come from newly mapped pages on every step, whose
+    faults cost more than the step's arithmetic. Why so few calls: at batch 1 a step's work is
+    tiny, so each operator call (Python, the dispatcher, making a view) weighs: every step's
+    input gates and outputs are views made by one ``split`` each, and inference makes the work
+    buffers' gate views again only when the number of running rows changes. (f and o are
+    adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
+    the last place; kept apart, the outputs with and without ``record`` are equal to the bit, so
+    validation in training computes what inference computes.) Where the weights' and the state's
+    dtypes agree, a step adds its input gates inside the recurrent product (``addmm``), which
+    rounds once less than the reference; else as the reference does.
+
+    ``input_gates`` may come in the products' narrower dtype (bfloat16, as inference's input
+    product made them) rather than the state's: each step then widens its rows into the work
+    buffer and adds the recurrent product there, in the state's dtype: the same arithmetic as
+    widening all of them first, to the bit, without a newly allocated tensor of every position.
+
+    ``few_rows``: the recurrent and projection weights transposed, ``(4 * cell, projection)`` and
+    ``(projection, cell)``, contiguous, in the products' dtype. Steps with at most `FEW_ROWS_MAX`
+    running rows then multiply by these instead (one row: a matrix-vector product): the same
+    products summed in another order (the results may differ in the last bit of the products'
+    dtype), faster in bfloat16 on a CPU. docs/implementation.md ("The fast paths, measured") has
+    the measurements behind each of these choices.
+    """
+    batch_size, cell_size = c0.shape
+    num_positions = input_gates.size(0)
+    matmul_dtype = weights.recurrent.dtype
+    mixed = matmul_dtype != c0.dtype
+    kept = num_positions if record else batch_size
+    activations = c0.new_empty(kept, 4 * cell_size)
+    cells = c0.new_empty(kept, cell_size)
+    tanh_cells = c0.new_empty(kept, cell_size)
+    hidden = c0.new_empty(batch_size, cell_size)
+    outputs = h0.new_empty(num_positions, h0.size(1))
+    cell_passes = output_passes = None
+    if record:
+        # Training keeps every position for its backward, each step's part a view made once.
+        if weights.cell_clip is not None:
+            cell_passes = torch.empty(num_positions, cell_size, dtype=torch.bool, device=c0.device)
+        if weights.proj_clip is not None:
+            output_passes = torch.empty_like(outputs, dtype=torch.bool)
+        gate_steps, cell_steps, tanh_steps, cell_pass_steps, output_pass_steps = (
+            None if buffer is None else buffer.split(step_sizes)
+            for buffer in (activations, cells, tanh_cells, cell_passes, output_passes)
+        )
+    h, c = h0, c0
+    ended_h: List[torch.Tensor] = []  # as in reference_recurrence
+    ended_c: List[torch.Tensor] = []
+    running, view_rows = batch_size, -1
+    steps = zip(step_sizes, input_gates.split(step_sizes), outputs.split(step_sizes))
+    for step, (rows, step_input, step_output) in enumerate(steps):
         if rows < running:
             ended_h.append(h[rows:running])
             ended_c.append(c[rows:running])
             h, c, running = h[:rows], c[:rows], rows
-        span = slice(offset, offset + rows)
-        if mixed:
-            gates = torch.add(input_gates[span], torch.mm(h.to(matmul_dtype), recurrent_weight),
-                              out=activations[span])
-        else:
-            gates = torch.addmm(input_gates[span], h, recurrent_weight, out=activations[span])
-        i, j, f, o = gates.chunk(4, dim=1)
-        i.sigmoid_()
-        j.tanh_()
-        f.sigmoid_()
-        o.sigmoid_()
-        # Elementwise, so it may overwrite c in place (the first step reads the caller's initial
-        # state and writes the buffer).
-        c = torch.mul(f, c, out=cells[span]).addcmul_(i, j)
-        if cell_clip is not None:
-            torch.logical_and(c >= -cell_clip, c <= cell_clip, out=cell_passes[span])
-            c.clamp_(-cell_clip, cell_clip)
-        tanh_c = torch.tanh(c, out=tanh_cells[span])
-        hidden_rows = torch.mul(tanh_c, o, out=hidden[:rows])
-        if mixed:
-            h = outputs[span]
-            h.copy_(torch.mm(hidden_rows.to(matmul_dtype), projection_weight))
-        else:
-            h = torch.mm(hidden_rows, projection_weight, out=outputs[span])
-        if proj_clip is not None:
-            torch.logical_and(h >= -proj_clip, h <= proj_clip, out=output_passes[span])
-            h.clamp_(-proj_clip, proj_clip)
-        offset += rows
-    final_h = torch.cat([h] + ended_h[::-1])
-    final_c = torch.cat([c] + ended_c[::-1])
-    return outputs, final_h, final_c, (activations, cells, tanh_cells, cell_passes, output_passes)
-
-
-def inference_loop(
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
-    step_sizes: List[int],
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
-    few_rows_weights: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """
-    The recurrence without gradients: `training_loop`'s arithmetic, in the same order, with as
-    few operator calls per step as it allows, into work buffers of one step's rows, written over
-    by every step. Returns the packed outputs and the final ``h`` and ``c``.
-
-    Why work buffers: fresh tensors would come from newly mapped pages on every step, whose
-    faults cost more than the step's arithmetic. Why a loop of its own: at batch 1 a step's work
-    is tiny, so each operator call (Python, the dispatcher, making a view) weighs: every step's
-    input gates and outputs are views made by one ``split`` each, and the work buffers and their
-    gate views are made again only when the number of running rows changes, leaving 12 calls per
-    step. (f and o are adjacent, but one sigmoid over both rounds some values differently from
-    two, by one unit in the last place; kept apart, the outputs equal `training_loop`'s to the
-    bit, so validation in training computes what inference computes.)
-
-    ``input_gates`` may come in the products' narrower dtype (bfloat16, as the input product made
-    them under autocast) rather than the state's: each step then widens its rows into the work
-    buffer and adds the recurrent product there, in the state's dtype: the same arithmetic as
-    widening all of them first, to the bit, without a newly allocated tensor of every position.
-
-    ``few_rows_weights``: the recurrent and projection weights transposed, ``(4 * cell,
-    projection)`` and ``(projection, cell)``, contiguous, in the products' dtype. Steps with at
-    most `FEW_ROWS_MAX` running rows then multiply by these instead (one row: a matrix-vector
-    product): the same products summed in another order (the results may differ in the last bit
-    of the products' dtype), faster in bfloat16 on a CPU. docs/implementation.md ("The fast
-    paths, measured") has the measurements behind each of these choices.
-    """
-    batch_size, cell_size = c0.shape
-    matmul_dtype = recurrent_weight.dtype
-    mixed = matmul_dtype != c0.dtype
-    activations = c0.new_empty(batch_size, 4 * cell_size)
-    cells = c0.new_empty(batch_size, cell_size)
-    tanh_cells = c0.new_empty(batch_size, cell_size)
-    hidden = c0.new_empty(batch_size, cell_size)
-    outputs = h0.new_empty(input_gates.size(0), h0.size(1))
-    input_steps = input_gates.split(step_sizes)
-    output_steps = outputs.split(step_sizes)
-    h, c = h0, c0
-    # As in training_loop: the final states of rows that have ended, in the order they ended.
-    ended_h: List[torch.Tensor] = []
-    ended_c: List[torch.Tensor] = []
-    running, view_rows = batch_size, -1
-    for rows, step_input, step_output in zip(step_sizes, input_steps, output_steps):
-        if rows != view_rows:
-            if rows < running:
-                ended_h.append(h[rows:running])
-                ended_c.append(c[rows:running])
-                h, c, running = h[:rows], c[:rows], rows
-            gates = activations[:rows]
-            i = gates[:, :cell_size]
-            j = gates[:, cell_size : 2 * cell_size]
-            f = gates[:, 2 * cell_size : 3 * cell_size]
-            o = gates[:, 3 * cell_size :]
-            cell, tanh_cell, hidden_rows = cells[:rows], tanh_cells[:rows], hidden[:rows]
-            view_rows = rows
-            if few_rows_weights is not None and rows <= FEW_ROWS_MAX:
-                step_recurrent, step_projection = few_rows_weights
-                times = _times_transposed
+        if record or rows != view_rows:
+            if record:
+                gates, cell, tanh_cell = gate_steps[step], cell_steps[step], tanh_steps[step]
             else:
-                step_recurrent, step_projection = recurrent_weight, projection_weight
+                gates, cell, tanh_cell = activations[:rows], cells[:rows], tanh_cells[:rows]
+            i, j, f, o = gates.chunk(4, dim=1)
+            hidden_rows = hidden[:rows]
+            view_rows = rows
+            if few_rows is not None and rows <= FEW_ROWS_MAX:
+                (step_recurrent, step_projection), times = few_rows, _times_transposed
+            else:
+                step_recurrent, step_projection = weights.recurrent, weights.projection
                 times = torch.mm
         if step_input.dtype != gates.dtype:
             # gates = float(step_input) + float(h W): an addition in the state's dtype, as
@@ -177,27 +239,34 @@ def inference_loop(
         elif mixed:
             torch.add(step_input, times(h.to(matmul_dtype), step_recurrent), out=gates)
         else:
-            torch.addmm(step_input, h, recurrent_weight, out=gates)
+            torch.addmm(step_input, h, weights.recurrent, out=gates)
         i.sigmoid_()
         j.tanh_()
         f.sigmoid_()
         o.sigmoid_()
-        # The first step reads the caller's c0 and writes the buffer; later ones update it in
-        # place (elementwise, so reading and writing the same memory is safe).
+        # The first step reads the caller's c0 and writes the buffer; later ones may update it
+        # in place (elementwise, so reading and writing the same memory is safe).
         c = torch.mul(f, c, out=cell).addcmul_(i, j)
-        if cell_clip is not None:
-            c.clamp_(-cell_clip, cell_clip)
+        if weights.cell_clip is not None:
+            if record:
+                torch.logical_and(c >= -weights.cell_clip, c <= weights.cell_clip,
+                                  out=cell_pass_steps[step])
+            c.clamp_(-weights.cell_clip, weights.cell_clip)
         torch.tanh(c, out=tanh_cell)
         torch.mul(tanh_cell, o, out=hidden_rows)
         if mixed:
             h = step_output.copy_(times(hidden_rows.to(matmul_dtype), step_projection))
         else:
-            h = torch.mm(hidden_rows, projection_weight, out=step_output)
-        if proj_clip is not None:
-            h.clamp_(-proj_clip, proj_clip)
-    final_h = torch.cat([h] + ended_h[::-1])
-    final_c = torch.cat([c] + ended_c[::-1])
-    return outputs, final_h, final_c
+            h = torch.mm(hidden_rows, weights.projection, out=step_output)
+        if weights.proj_clip is not None:
+            if record:
+                torch.logical_and(h >= -weights.proj_clip, h <= weights.proj_clip,
+                                  out=output_pass_steps[step])
+            h.clamp_(-weights.proj_clip, weights.proj_clip)
+    result = (outputs, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1]))
+    if not record:
+        return result
+    return result + (RecurrenceRecord(activations, cells, tanh_cells, cell_passes, output_passes),)
 
 
 def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> torch.Tensor:
@@ -207,174 +276,129 @@ def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> to
     return torch.nn.functional.linear(rows, transposed_weight)
 
 
+def recurrence_backward(
+    grad_outputs: torch.Tensor,
+    grad_final_h: torch.Tensor,
+    grad_final_c: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    weights: LstmWeights,
+    outputs: torch.Tensor,
+    record: RecurrenceRecord,
+    step_sizes: List[int],
+) -> Tuple[torch.Tensor, ...]:
+    """
+    Backpropagation through time of a training forward (`reference_recurrence` or
+    `recurrence_loop` with ``record``): from the gradients of its packed outputs and final
+    states, the gradients of ``input_gates``, ``h0``, ``c0`` and the two weights, each weight's
+    in one product over all steps. A row's final state is its state after its last step, so
+    its final-state gradient joins when the steps reach that step backwards. Gradients through
+    the clips follow ``torch.clamp`` (passed where the value was within the bounds, ends
+    included). The products take the weights' dtype, as in forward (so that the weight gradients
+    multiply the operands that forward multiplied), everything else the state's; in one
+    precision every ``.to()`` is a no-op. Eager for packed batches, and traced by
+    `compiled_step` for full ones.
+    """
+    activations, cells, tanh_cells, cell_passes, output_passes = record
+    matmul_dtype, state_dtype = weights.recurrent.dtype, c0.dtype
+    offsets = [0]
+    for rows in step_sizes:
+        offsets.append(offsets[-1] + rows)
+    grad_gates = torch.empty_like(activations)
+    grad_projected = torch.empty_like(outputs)  # gradient of each step's unclipped output
+    # Gradients of the state after the step being processed, for the rows running then.
+    grad_h = grad_final_h.clone()
+    grad_c = grad_final_c.clone()
+    for step in range(len(step_sizes) - 1, -1, -1):
+        rows = step_sizes[step]
+        span = slice(offsets[step], offsets[step + 1])
+        if step + 1 < len(step_sizes) and step_sizes[step + 1] < rows:
+            ended = slice(step_sizes[step + 1], rows)
+            grad_h[ended] = grad_final_h[ended]
+            grad_c[ended] = grad_final_c[ended]
+        i, j, f, o = activations[span].chunk(4, dim=1)
+        tanh_c = tanh_cells[span]
+        d_projected = grad_h[:rows] + grad_outputs[span]
+        if output_passes is not None:
+            d_projected = d_projected * output_passes[span]
+        grad_projected[span] = d_projected
+        d_hidden = torch.mm(d_projected.to(matmul_dtype), weights.projection.t()).to(state_dtype)
+        d_o = d_hidden * tanh_c
+        d_c = grad_c[:rows] + d_hidden * o * (1 - tanh_c * tanh_c)
+        if cell_passes is not None:
+            d_c = d_c * cell_passes[span]
+        previous_c = c0[:rows] if step == 0 else cells[offsets[step - 1] : offsets[step - 1] + rows]
+        step_gates = grad_gates[span]
+        blocks = ((d_c * j, i * (1 - i)), (d_c * i, 1 - j * j), (d_c * previous_c, f * (1 - f)),
+                  (d_o, o * (1 - o)))
+        if torch.compiler.is_compiling():  # TorchDynamo takes no out= into a column block
+            step_gates.copy_(torch.cat([left * right for left, right in blocks], dim=1))
+        else:
+            for (left, right), block in zip(blocks, step_gates.chunk(4, dim=1)):
+                torch.mul(left, right, out=block)
+        grad_h[:rows] = torch.mm(step_gates.to(matmul_dtype), weights.recurrent.t())
+        grad_c[:rows] = d_c * f
+    # Rows of length 0 never ran: their final-state gradient is their initial state's.
+    grad_h[step_sizes[0] :] = grad_final_h[step_sizes[0] :]
+    grad_c[step_sizes[0] :] = grad_final_c[step_sizes[0] :]
+    # The state each step read: h0 for the first step, then the previous step's outputs.
+    previous_h = torch.cat(
+        [h0[: step_sizes[0]]]
+        + [outputs[offsets[k - 1] : offsets[k - 1] + rows] for k, rows in enumerate(step_sizes)
+           if k > 0]
+    )
+    grad_recurrent = previous_h.to(matmul_dtype).t() @ grad_gates.to(matmul_dtype)
+    hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1) :]  # tanh(c) * o
+    grad_projection = hidden.to(matmul_dtype).t() @ grad_projected.to(matmul_dtype)
+    return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection
+
+
 class ProjectedLstmRecurrence(torch.autograd.Function):
     """
-    Inputs: ``input_gates`` ``(real positions, 4 * cell)``, the input half of every gate plus
-    bias, packed step by step (each step's running rows are a prefix of the batch, rows sorted
-    longest first); ``h0`` ``(batch, projection)``, ``c0`` ``(batch, cell)``;
-    ``recurrent_weight`` ``(projection, 4 * cell)``; ``projection_weight`` ``(cell, projection)``;
-    ``step_sizes`` (running rows per step); the clips (None for none).
-
-    Outputs: the packed outputs ``(real positions, projection)`` and each row's final ``h``, ``c``
-    (its state after its own last step; the initial state for rows of length 0).
-
-    The arithmetic is TensorFlow's ``LSTMCell`` with gates (i, j, f, o), as in
-    `ProjectedLstmLayer`; gradients through the clips follow ``torch.clamp`` (passed where the
-    value was within the bounds, ends included).
-
-    Precision: ``input_gates``, ``h0`` and ``c0`` share the state's dtype, in which the gates,
-    cells and outputs are computed and kept. The two weights may have a narrower one (mixed
-    precision: `ProjectedLstmLayer` passes them in bfloat16 under autocast); each step's two
-    multiplies then run in it, their operands rounded to it, and their results join the state's
-    dtype. The cell state, which accumulates over the steps, never leaves the state's dtype.
+    A training recurrence as one autograd function: ``forward`` (a function with
+    `reference_recurrence`'s arguments and results, run with ``record``) and ``backward``
+    (`recurrence_backward`, or what `compiled_step` compiled of them) given as arguments, then
+    the input gates, states, the `LstmWeights`' tensors and clips, and the step sizes.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx,
-        input_gates: torch.Tensor,
-        h0: torch.Tensor,
-        c0: torch.Tensor,
-        recurrent_weight: torch.Tensor,
-        projection_weight: torch.Tensor,
-        step_sizes: List[int],
-        cell_clip: Optional[float],
-        proj_clip: Optional[float],
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        outputs, final_h, final_c, saved = training_loop(
-            input_gates, h0, c0, recurrent_weight, projection_weight, step_sizes, cell_clip,
-            proj_clip,
-        )
-        activations, cells, tanh_cells, cell_passes, output_passes = saved
-        ctx.save_for_backward(h0, c0, recurrent_weight, projection_weight, activations, cells,
-                              tanh_cells, cell_passes, outputs, output_passes)
-        ctx.step_sizes = step_sizes
+        ctx, forward, backward, input_gates, h0, c0, recurrent, projection, cell_clip, proj_clip,
+        step_sizes,
+    ):
+        weights = LstmWeights(recurrent, projection, cell_clip, proj_clip)
+        outputs, final_h, final_c, record = forward(input_gates, h0, c0, weights, step_sizes, True)
+        ctx.save_for_backward(h0, c0, recurrent, projection, outputs, *record)
+        ctx.backward, ctx.clips, ctx.step_sizes = backward, (cell_clip, proj_clip), step_sizes
         return outputs, final_h, final_c
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_outputs, grad_final_h, grad_final_c):  # type: ignore[override]
-        (h0, c0, recurrent_weight, projection_weight, activations, cells, tanh_cells,
-         cell_passes, outputs, output_passes) = ctx.saved_tensors
-        step_sizes: List[int] = ctx.step_sizes
-        # In mixed precision the multiplies take the weights' dtype (as in forward, so that the
-        # weight gradients multiply the operands that forward multiplied) and everything else
-        # the state's; in one precision both are the same and every .to() below is a no-op.
-        matmul_dtype, state_dtype = recurrent_weight.dtype, c0.dtype
-        offsets = [0]
-        for rows in step_sizes:
-            offsets.append(offsets[-1] + rows)
-        grad_outputs = grad_outputs if grad_outputs is not None else torch.zeros_like(outputs)
-        grad_final_h = grad_final_h if grad_final_h is not None else torch.zeros_like(h0)
-        grad_final_c = grad_final_c if grad_final_c is not None else torch.zeros_like(c0)
-
-        grad_gates = torch.empty_like(activations)
-        grad_projected = torch.empty_like(outputs)  # gradient of each step's unclipped output
-        # Gradients of the state after the step being processed, for the rows running then. A
-        # row's final state is its state after its last step, so its final-state gradient joins
-        # when backward reaches that step.
-        grad_h = grad_final_h.clone()
-        grad_c = grad_final_c.clone()
-        for step in range(len(step_sizes) - 1, -1, -1):
-            rows = step_sizes[step]
-            span = slice(offsets[step], offsets[step + 1])
-            if step + 1 < len(step_sizes) and step_sizes[step + 1] < rows:
-                ended = slice(step_sizes[step + 1], rows)
-                grad_h[ended] = grad_final_h[ended]
-                grad_c[ended] = grad_final_c[ended]
-            i, j, f, o = activations[span].chunk(4, dim=1)
-            tanh_c = tanh_cells[span]
-            d_projected = torch.mul(grad_h[:rows] + grad_outputs[span], output_passes[span],
-                                    out=grad_projected[span])
-            d_hidden = torch.mm(d_projected.to(matmul_dtype), projection_weight.t()).to(state_dtype)
-            d_o = d_hidden * tanh_c
-            d_c = grad_c[:rows] + d_hidden * o * (1 - tanh_c * tanh_c)
-            d_c = d_c * cell_passes[span]
-            previous_c = c0[:rows] if step == 0 else cells[offsets[step - 1] : offsets[step - 1] + rows]
-            d_i, d_j, d_f, d_o_pre = grad_gates[span].chunk(4, dim=1)
-            torch.mul(d_c * j, i * (1 - i), out=d_i)
-            torch.mul(d_c * i, 1 - j * j, out=d_j)
-            torch.mul(d_c * previous_c, f * (1 - f), out=d_f)
-            torch.mul(d_o, o * (1 - o), out=d_o_pre)
-            grad_h[:rows] = torch.mm(grad_gates[span].to(matmul_dtype), recurrent_weight.t())
-            grad_c[:rows] = d_c * f
-        # Rows of length 0 never ran: their final-state gradient is their initial state's.
-        first_rows = step_sizes[0] if step_sizes else 0
-        grad_h[first_rows:] = grad_final_h[first_rows:]
-        grad_c[first_rows:] = grad_final_c[first_rows:]
-
-        # The state each step read: h0 for the first step, then the previous step's outputs.
-        previous_h = torch.cat(
-            [h0[: step_sizes[0]]]
-            + [outputs[offsets[k - 1] : offsets[k - 1] + rows] for k, rows in enumerate(step_sizes)
-               if k > 0]
-        )
-        grad_recurrent = previous_h.to(matmul_dtype).t() @ grad_gates.to(matmul_dtype)
-        hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1):]  # tanh(c) * o
-        grad_projection = hidden.to(matmul_dtype).t() @ grad_projected.to(matmul_dtype)
-        return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection, None, None, None
+        h0, c0, recurrent, projection, outputs, *record = ctx.saved_tensors
+        gradients = [
+            torch.zeros_like(like) if gradient is None else gradient.contiguous()
+            for gradient, like in ((grad_outputs, outputs), (grad_final_h, h0), (grad_final_c, c0))
+        ]
+        gradients = ctx.backward(*gradients, h0, c0, LstmWeights(recurrent, projection, *ctx.clips),
+                                 outputs, RecurrenceRecord(*record), ctx.step_sizes)
+        return (None, None) + tuple(gradients) + (None, None, None)
 
 
-def reference_recurrence(
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
+def run_training_recurrence(
+    forward: Callable, backward: Callable, input_gates: torch.Tensor, h0: torch.Tensor,
+    c0: torch.Tensor, weights: LstmWeights, step_sizes: List[int],
+) -> Recurrence:
+    """`ProjectedLstmRecurrence` of ``forward`` and ``backward`` for these arguments."""
+    return ProjectedLstmRecurrence.apply(forward, backward, input_gates, h0, c0, *weights,
+                                         step_sizes)
+
+
+@fast_path(reference_recurrence, gradients=True)
+def training_recurrence(
+    input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weights: LstmWeights,
     step_sizes: List[int],
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """
-    The plain definition that `ProjectedLstmRecurrence` and `inference_loop` compute:
-    TensorFlow's ``LSTMCell`` with a projection, one step at a time, with autograd; the same
-    arguments and outputs as `ProjectedLstmRecurrence`. Products in the weights' dtype, everything
-    else in the state's.
-    """
-    state_dtype = c0.dtype
-    h, c = h0, c0
-    final_h, final_c = list(h0), list(c0)
-    outputs = []
-    offset = 0
-    for rows in step_sizes:
-        h, c = projected_lstm_step(
-            input_gates[offset : offset + rows].to(state_dtype), h[:rows], c[:rows],
-            recurrent_weight, projection_weight, cell_clip, proj_clip,
-        )
-        outputs.append(h)
-        final_h[:rows], final_c[:rows] = list(h), list(c)
-        offset += rows
-    packed = torch.cat(outputs) if outputs else h0.new_zeros(0, h0.size(1))
-    return packed, torch.stack(final_h), torch.stack(final_c)
-
-
-def projected_lstm_step(
-    input_gates: torch.Tensor,
-    h: torch.Tensor,
-    c: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """
-    One step of TensorFlow's ``LSTMCell`` with a projection for every row given, the one
-    definition that `reference_recurrence`, the compiled loop (`compiled_step`) and the loop an
-    ONNX export carries (`scan_recurrence`) all step with: ``input_gates`` ``(rows, 4 * cell)``
-    (the input half of the gates plus bias, in the state's dtype), the state ``h`` ``(rows,
-    projection)``, ``c`` ``(rows, cell)``; returns the new ``(h, c)``. The two products run in
-    the weights' dtype, everything else in the state's (``c``'s); where the dtypes agree the
-    conversions are no-ops (nothing in a traced or exported graph).
-    """
-    cell_size = c.size(1)
-    matmul_dtype, state_dtype = recurrent_weight.dtype, c.dtype
-    gates = input_gates + (h.to(matmul_dtype) @ recurrent_weight).to(state_dtype)
-    i, j, f, o = gates.split(cell_size, dim=1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
-    if cell_clip is not None:
-        c = c.clamp(-cell_clip, cell_clip)
-    hidden = torch.tanh(c) * torch.sigmoid(o)
-    h = (hidden.to(matmul_dtype) @ projection_weight).to(state_dtype)
-    if proj_clip is not None:
-        h = h.clamp(-proj_clip, proj_clip)
-    return h, c
+) -> Recurrence:
+    """The eager training recurrence: `recurrence_loop` and `recurrence_backward`."""
+    return run_training_recurrence(recurrence_loop, recurrence_backward, input_gates, h0, c0,
+                                   weights, step_sizes)

@@ -1,14 +1,14 @@
 """
 Frozen weights' copies in another dtype (autocast's) or layout, kept between calls.
 
-Under autocast (bfloat16 inference, `elmo_plugin.modules.precision`) every product converts its
-float32 weight to bfloat16 on every call: autocast's own cache keeps a converted weight only for
-the rest of one ``with torch.autocast`` block, and only for weights that require a gradient. For
-a frozen biLM that is the same conversion on every call (a few percent of a call,
-docs/implementation.md), so `kept_copy` makes it once.
+Where a plan's products are bfloat16 (`plan.ExecutionPlan`: bfloat16 inference), every product
+would convert its float32 weight to bfloat16 on every call (autocast's own cache keeps a
+converted weight only for the rest of one ``with torch.autocast`` block, and only for weights
+that require a gradient). For a frozen biLM that is the same conversion on every call (a few
+percent of a call, docs/implementation.md), so `kept_copy` makes it once.
 
-A copy is the same bits as autocast's own conversion (``weight.to(dtype)``), so keeping it
-changes nothing in the results. It is made again when the weight changes: its storage (``.to``,
+A copy is the same bits as the conversion (``weight.to(dtype)``, what autocast does too), so
+keeping it changes nothing in the results. It is made again when the weight changes: its storage (``.to``,
 ``.cuda``, a new ``Parameter``) or its version (every in-place write, ``load_state_dict``
 included). The copies are kept here, by the identity of the weight, not on the modules: they are
 never in a state dict or a pickle, and they go when the weight goes.

@@ -21,9 +21,8 @@ import pytest
 import torch
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
-from elmo_plugin.models import onnx_export
-from elmo_plugin.models.onnx_export import (
+from elmo_plugin.export import onnx_export
+from elmo_plugin.export.onnx_export import (
     CHARACTER_IDS_NAME,
     MODEL_NAME,
     ExportedElmo,
@@ -31,8 +30,10 @@ from elmo_plugin.models.onnx_export import (
     export_onnx,
     symbolic_input_axes,
 )
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
+from tests.export.test_scan_forward import clip_binding_bilm
 from tests.helpers import (
     FIXTURES,
     REPO_ROOT,
@@ -41,7 +42,6 @@ from tests.helpers import (
     run_export,
     train_elmo_tagger,
 )
-from tests.modules.test_scan_recurrence import clip_binding_bilm
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -135,7 +135,7 @@ def test_the_clip_binding_model_is_within_float32_noise(binding_model):
     """
     The clip-binding model's own float32 run is within 2e-6 of float64 over 100 tokens, so a
     1e-5 bar compares implementations, not float32's drift (larger recurrent weights drift
-    1e-5 to 1e-4, tests/modules/test_scan_recurrence.py's clip_binding_bilm says).
+    1e-5 to 1e-4, tests/export/test_scan_forward.py's clip_binding_bilm says).
     """
     embedder = ElmoEmbedder(model=str(binding_model))
     ids = embedder.elmo_bilm.character_ids.batch_to_ids(mixed_batch(16, seed=16))

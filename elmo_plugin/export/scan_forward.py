@@ -7,44 +7,47 @@ Why another way to run the same network: the eager paths choose their work from 
 batch shrinks as sentences end, distinct tokens are encoded once, tokens are chunked by their
 length, Python loops run as many steps as the longest sentence), and an exporter that traces
 them records one example's choices: ``torch.onnx.export`` unrolls the time loop at the example's
-length and pins the token axis (issue 40 has the details). Here instead
+length and pins the token axis (docs/implementation.md). Here instead
 
 - the character encoder runs over every real position of the batch (gathered by the mask;
   padded positions stay zero, as `ElmoBiLm.encode_tokens` leaves them), each distinct token once
   (``torch.unique`` over the id rows, ONNX's ``Unique``), its convolutions ``nn.Conv1d`` over the
   character windows up to the batch's longest token
   (`character_convolutions.leading_max_pooled_convolutions`, equal to the plain definition);
-- each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, which the ONNX exporter
-  writes as an ONNX ``Scan``) over every row of the batch, each step the very step function of
-  the eager definition (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
+- each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, a private prototype
+  that the ONNX exporter writes as an ONNX ``Scan``, imported only when this runs) over every row
+  of the batch, each step the very step function of the eager definition
+  (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
   keeps its state and outputs zeros (masking, where the eager loop shrinks the batch). A finished
   row's step is still computed, and the serving side sorts sentences by length
   (examples/serve_onnx.py) so that little of that is wasted.
 
 What is computed is `ElmoBiLm`'s: tests compare this with the eager biLM on every configuration
 (clips binding, skip connections, one to several layers, ELMoForManyLangs' word ids) and the
-exported graph, run by ONNX Runtime, with both (tests/models/test_onnx_export.py).
+exported graph, run by ONNX Runtime, with both (tests/export/test_onnx_export.py).
 """
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import torch
-from torch._higher_order_ops import scan  # PyTorch's scan (a prototype), exported as ONNX Scan
 
 from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
 from elmo_plugin.modules.execution.character_convolutions import leading_max_pooled_convolutions
-from elmo_plugin.modules.execution.lstm_recurrence import projected_lstm_step
+from elmo_plugin.modules.execution.fast_paths import fast_path
+from elmo_plugin.modules.execution.lstm_recurrence import (
+    LstmWeights,
+    projected_lstm_step,
+    reference_recurrence,
+)
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 
+@fast_path(reference_recurrence, time_major=True)
 def masked_recurrence(
     input_gates: torch.Tensor,
     running: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
-    recurrent_weight: torch.Tensor,
-    projection_weight: torch.Tensor,
-    cell_clip: Optional[float],
-    proj_clip: Optional[float],
+    weights: LstmWeights,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """
     The recurrence of `lstm_recurrence.reference_recurrence` over every row at every step, time
@@ -54,15 +57,16 @@ def masked_recurrence(
     projection)``, zero where a row does not run, and each row's final ``h``, ``c`` (its state
     after its own last step; the initial state for a row of length 0).
     """
+    # PyTorch's scan (a prototype, private), exported as ONNX Scan: imported here, so that only
+    # an export imports it.
+    from torch._higher_order_ops import scan
 
     def step(
         state: Tuple[torch.Tensor, torch.Tensor], inputs: Tuple[torch.Tensor, torch.Tensor]
     ) -> Tuple[Tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         h, c = state
         gates, rows_running = inputs
-        new_h, new_c = projected_lstm_step(
-            gates, h, c, recurrent_weight, projection_weight, cell_clip, proj_clip
-        )
+        new_h, new_c = projected_lstm_step(gates, h, c, weights)
         rows_running = rows_running.unsqueeze(1)
         # Three new tensors: scan's step may return no alias of its inputs or of each other.
         output = torch.where(rows_running, new_h, torch.zeros_like(new_h))
@@ -84,14 +88,7 @@ def run_layer_masked(layer, inputs: torch.Tensor, mask: torch.Tensor) -> torch.T
     # real positions (`lstm_layer.run_layer`).
     input_gates = torch.matmul(inputs, layer.input_weight) + layer.effective_bias()
     outputs, _, _ = masked_recurrence(
-        input_gates.transpose(0, 1),
-        mask.transpose(0, 1),
-        h0,
-        c0,
-        layer.recurrent_weight,
-        layer.projection_weight,
-        layer.cell_clip,
-        layer.proj_clip,
+        input_gates.transpose(0, 1), mask.transpose(0, 1), h0, c0, layer.recurrence_weights()
     )
     return outputs.transpose(0, 1)
 
@@ -148,9 +145,9 @@ def bilm_layers_masked(
     distinct, position_to_distinct = torch.unique(
         flat_ids.index_select(0, real), dim=0, return_inverse=True
     )
-    character_part, word_ids = encoder._split_word_ids(distinct)
-    pooled = leading_max_pooled_convolutions(encoder, character_part)
-    encoded = encoder._encode_pooled(pooled, word_ids).index_select(0, position_to_distinct)
+    character_part, word_ids = encoder.split_word_ids(distinct)
+    pooled = leading_max_pooled_convolutions(character_part, encoder.convolution_weights())
+    encoded = encoder.encode_pooled(pooled, word_ids).index_select(0, position_to_distinct)
     tokens = encoded.new_zeros(batch_size * num_positions, encoder.output_dim)
     tokens = tokens.index_copy(0, real, encoded).reshape(
         batch_size, num_positions, encoder.output_dim

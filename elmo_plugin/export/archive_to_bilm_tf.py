@@ -35,7 +35,7 @@ def export_to_bilm_tf(
     fine-tuned or not, as ``options.json`` + ``weights.hdf5``; ``embedder`` names the embedder
     when it has several (see `elmo_plugin.models.task_model_bilm`).
     """
-    # An ELMoForManyLangs model directory cannot be written in bilm-tf's format (issue 26).
+    # An ELMoForManyLangs model directory cannot be written in bilm-tf's format.
     refuse_bilm_tf_export(archive_file)
     with open_model_archive(archive_file) as archive:
         model_type = archive.config.get("model", {}).get("type")

@@ -13,7 +13,7 @@ token axes dynamic, and gives
 - ``mask`` ``(batch, tokens)`` bool.
 
 It is stateless: every call starts from a zero LSTM state. The network is computed by
-`elmo_plugin.modules.execution.scan_recurrence` (the recurrence as one ONNX ``Scan`` per layer
+`elmo_plugin.export.scan_forward` (the recurrence as one ONNX ``Scan`` per layer
 and direction, with the same step function as the eager biLM), exported by PyTorch's ONNX
 exporter (``dynamo=True``, opset 18). The exporter checks that the graph's input axes are still
 symbolic and refuses to write a model that would only take one batch size or sentence length.
@@ -47,13 +47,13 @@ from elmo_plugin.data.character_ids import (
     ElmoCharacterIds,
 )
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
+from elmo_plugin.export.scan_forward import bilm_layers_masked
 from elmo_plugin.model_files.elmoformanylangs import OOV_TOKEN
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, resolve_model
 from elmo_plugin.models.task_model_bilm import choose_bilm, elmo_bilms
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.elmo import Elmo
-from elmo_plugin.modules.execution.scan_recurrence import bilm_layers_masked
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
 

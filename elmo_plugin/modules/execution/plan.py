@@ -1,0 +1,162 @@
+"""
+How the biLM runs, decided once: an `ExecutionPlan`, built from the device and the settings
+(inference's ``precision``, ``compile`` and ``tf32``; pretraining's ``mixed_precision``,
+``compile`` and ``tf32``) and handed down as a value to the character encoder and every LSTM
+layer, which hand it to the functions of this package. ``None`` wherever a plan is taken is
+plain PyTorch: the products in the parameters' dtype (or in an autocast's that the caller
+entered, as for any PyTorch layer), the eager paths, TF32 as the process has it.
+"""
+import contextlib
+from dataclasses import dataclass
+from typing import ContextManager, Dict, Iterable, Iterator, Optional, Union
+
+import torch
+
+# The values of a ``compile`` setting: False (eager), True (torch.compile's default mode), "auto"
+# (compiled where `COMPILED_BY_DEFAULT` says it was measured faster, eager elsewhere), or a
+# torch.compile mode by name ("reduce-overhead" adds CUDA graphs on a GPU).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_SETTINGS = (False, True, "auto") + COMPILE_MODES
+# Where "auto" compiles, by device type: nowhere yet (docs/implementation.md says why), until
+# `benchmarks/gpu/session.sh compiled 1|2|3` measures it faster (then, say, "cuda": "default").
+COMPILED_BY_DEFAULT: Dict[str, Optional[str]] = {"cpu": None, "cuda": None}
+
+
+def check_compile_setting(setting: Union[bool, str], name: str = "compile") -> Union[bool, str]:
+    """``setting`` if it is one of `COMPILE_SETTINGS`, else a `ValueError` naming them."""
+    if isinstance(setting, bool) or setting in COMPILE_SETTINGS[2:]:
+        return setting
+    choices = ", ".join(repr(choice) for choice in COMPILE_SETTINGS)
+    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """
+    How the biLM runs on one device; what it computes is the modules'.
+
+    # Parameters
+
+    device : `torch.device`
+    products : `torch.dtype`, optional (default = `None`)
+        The dtype the matrix products round their operands to (bfloat16, where the device has
+        it natively); what accumulates (the LSTM's gates and cell state, the sums outside the
+        products) stays in the parameters' dtype. None: as without a plan.
+    compile_mode : `str`, optional (default = `None`)
+        The ``torch.compile`` mode of the LSTM recurrence for batches without padding
+        (`compiled_step`); None: the eager loops.
+    tf32 : `bool`, optional (default = `None`)
+        On a CUDA device, float32 products in TF32 (True) or plain float32 (False) while the plan
+        runs (`float32_products`, `tf32_through_backward`); None leaves the process's setting.
+    """
+
+    device: torch.device
+    products: Optional[torch.dtype] = None
+    compile_mode: Optional[str] = None
+    tf32: Optional[bool] = None
+
+    @classmethod
+    def build(
+        cls,
+        device: Union[torch.device, str],
+        products: Optional[torch.dtype] = None,
+        compile: Union[bool, str] = False,
+        tf32: Optional[bool] = None,
+    ) -> "ExecutionPlan":
+        """The plan of ``device`` for a ``compile`` setting, and ``tf32`` only on CUDA (whose
+        flag it is: oneDNN's own precision setting is not touched)."""
+        device = torch.device(device)
+        mode = {False: None, True: "default", "auto": COMPILED_BY_DEFAULT.get(device.type)}.get(
+            check_compile_setting(compile), compile)
+        return cls(device, products, mode, tf32 if device.type == "cuda" else None)
+
+
+def products_dtype(
+    plan: Optional[ExecutionPlan], device_type: str, parameters: torch.dtype
+) -> torch.dtype:
+    """
+    The dtype that products of ``parameters``-dtype weights run in: the plan's; else, for float32
+    weights, that of an autocast the caller entered (which PyTorch's layers follow); else theirs.
+    """
+    if plan is not None and plan.products is not None:
+        return plan.products
+    if parameters == torch.float32 and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return parameters
+
+
+def products_in(
+    products: torch.dtype, device_type: str, parameters: torch.dtype
+) -> ContextManager[None]:
+    """
+    Within: the products' operands rounded to ``products`` where that is narrower than
+    ``parameters``, by autocast (so its bits: a trained weight converted once for the rest of
+    the outermost autocast, each other operand at each product); else nothing.
+    """
+    if products == parameters:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=products)
+
+
+def _set_tf32(plan: Optional[ExecutionPlan]) -> Optional[bool]:
+    """Sets CUDA's TF32 flag as the plan asks; returns the setting before (None: nothing set)."""
+    if plan is None or plan.tf32 is None or plan.device.type != "cuda":
+        return None
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = plan.tf32
+    return before
+
+
+def _restore_tf32(before: Optional[bool]) -> None:
+    if before is not None:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@contextlib.contextmanager
+def float32_products(plan: Optional[ExecutionPlan]) -> Iterator[None]:
+    """Within: the plan's TF32 setting; the one before, afterwards."""
+    before = _set_tf32(plan)
+    try:
+        yield
+    finally:
+        _restore_tf32(before)
+
+
+@contextlib.contextmanager
+def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
+    """
+    Within: `float32_products`, and PyTorch's own operations in the plan's products (autocast,
+    on where the plan has them, off where not), for code that takes no plan (the language
+    model's softmax, a biLM module of AllenNLP's). No plan: nothing changes.
+    """
+    if plan is None:
+        yield
+        return
+    with torch.autocast(plan.device.type, dtype=plan.products or torch.bfloat16,
+                        enabled=plan.products is not None), float32_products(plan):
+        yield
+
+
+def tf32_through_backward(
+    plan: Optional[ExecutionPlan], loss: torch.Tensor, parameters: Iterable[torch.Tensor]
+) -> None:
+    """
+    The plan's TF32 setting for the backward pass of ``loss`` too, which runs after the forward
+    pass returned (and `float32_products` restored the setting): set when it starts at ``loss``,
+    restored once the gradients of ``parameters`` are all computed.
+    """
+    if plan is None or plan.tf32 is None or plan.device.type != "cuda" or not loss.requires_grad:
+        return
+    trained = [parameter for parameter in parameters if parameter.requires_grad]
+
+    def start(_gradient: torch.Tensor) -> None:
+        before = _set_tf32(plan)
+
+        def end(_gradients) -> None:
+            handle.remove()
+            _restore_tf32(before)
+
+        # Registered when the backward pass starts: a forward pass without one leaves nothing.
+        handle = torch.autograd.graph.register_multi_grad_hook(trained, end)
+
+    loss.register_hook(start)
