@@ -169,13 +169,16 @@ def example_ids(bilm: ElmoBiLm) -> torch.Tensor:
     return bilm.character_ids.batch_to_ids(tokens)
 
 
-def symbolic_input_axes(model_path: str) -> List[bool]:
-    """For each axis of the graph's first input: True where it is symbolic (any size)."""
+def _input_axes(model_path: str) -> List:
     import onnx
 
-    model = onnx.load(model_path, load_external_data=False)
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    return [bool(dim.dim_param) and not dim.HasField("dim_value") for dim in dims]
+    return list(onnx.load(model_path, load_external_data=False).graph.input[0].type.tensor_type
+                .shape.dim)
+
+
+def symbolic_input_axes(model_path: str) -> List[bool]:
+    """For each axis of the graph's first input: True where it is symbolic (any size)."""
+    return [bool(dim.dim_param) and not dim.HasField("dim_value") for dim in _input_axes(model_path)]
 
 
 def check_dynamic_axes(model_path: str, shown_path: str) -> None:
@@ -185,10 +188,10 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
     """
     symbolic = symbolic_input_axes(model_path)
     if len(symbolic) != 3 or not (symbolic[0] and symbolic[1]):
+        axes = ", ".join(dim.dim_param or str(dim.dim_value) for dim in _input_axes(model_path))
         raise ConfigurationError(
-            f"{shown_path}: the exported graph's input has fixed axes "
-            f"({_describe_input(model_path)}), so it would take only one batch size or sentence "
-            "length; nothing was written"
+            f"{shown_path}: the exported graph's input has fixed axes ({axes}), so it would take "
+            "only one batch size or sentence length; nothing was written"
         )
 
 
@@ -209,13 +212,6 @@ def _quiet_exporter() -> Iterator[None]:
     finally:
         for each, level in zip(loggers, levels):
             each.setLevel(level)
-
-
-def _describe_input(model_path: str) -> str:
-    import onnx
-
-    dims = onnx.load(model_path, load_external_data=False).graph.input[0].type.tensor_type.shape.dim
-    return ", ".join(dim.dim_param or str(dim.dim_value) for dim in dims)
 
 
 def load_exported_module(

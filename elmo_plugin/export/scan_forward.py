@@ -16,11 +16,10 @@ length and pins the token axis (docs/implementation.md). Here instead
   (`character_convolutions.leading_max_pooled_convolutions`, equal to the plain definition);
 - each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, a private prototype
   that the ONNX exporter writes as an ONNX ``Scan``, imported only when this runs) over every row
-  of the batch, each step the very step function of the eager definition
-  (`lstm_recurrence.projected_lstm_step`); a row whose sentence has ended
-  keeps its state and outputs zeros (masking, where the eager loop shrinks the batch). A finished
-  row's step is still computed, and the serving side sorts sentences by length
-  (examples/serve_onnx.py) so that little of that is wasted.
+  of the batch, each step the step of the eager definition (`lstm_recurrence.projected_lstm_step`);
+  a row whose sentence has ended keeps its state and outputs zeros (masking, where the eager loop
+  shrinks the batch). A finished row's step is still computed, and the serving side sorts
+  sentences by length (examples/serve_onnx.py) so that little of that is wasted.
 
 What is computed is `ElmoBiLm`'s: tests compare this with the eager biLM on every configuration
 (clips binding, skip connections, one to several layers, ELMoForManyLangs' word ids) and the
@@ -33,22 +32,13 @@ import torch
 from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
 from elmo_plugin.modules.execution.character_convolutions import leading_max_pooled_convolutions
 from elmo_plugin.modules.execution.fast_paths import fast_path
-from elmo_plugin.modules.execution.lstm_recurrence import (
-    LstmWeights,
-    projected_lstm_step,
-    reference_recurrence,
-)
+from elmo_plugin.modules.execution.lstm_recurrence import LstmWeights, projected_lstm_step, reference_recurrence
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 
 @fast_path(reference_recurrence, time_major=True)
-def masked_recurrence(
-    input_gates: torch.Tensor,
-    running: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    weights: LstmWeights,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def masked_recurrence(input_gates: torch.Tensor, running: torch.Tensor, h0: torch.Tensor,
+                      c0: torch.Tensor, weights: LstmWeights) -> Tuple[torch.Tensor, ...]:
     """
     The recurrence of `lstm_recurrence.reference_recurrence` over every row at every step, time
     major: ``input_gates`` ``(time, batch, 4 * cell)``, ``running`` ``(time, batch)`` bool (True
@@ -57,9 +47,7 @@ def masked_recurrence(
     projection)``, zero where a row does not run, and each row's final ``h``, ``c`` (its state
     after its own last step; the initial state for a row of length 0).
     """
-    # PyTorch's scan (a prototype, private), exported as ONNX Scan: imported here, so that only
-    # an export imports it.
-    from torch._higher_order_ops import scan
+    from torch._higher_order_ops import scan  # private: imported only by an export
 
     def step(
         state: Tuple[torch.Tensor, torch.Tensor], inputs: Tuple[torch.Tensor, torch.Tensor]

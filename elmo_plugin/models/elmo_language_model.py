@@ -61,36 +61,25 @@ class ElmoLanguageModel(Model):
         A bilm-tf ``weights.hdf5`` to start from (continued pretraining, or fine-tuning the LM
         on a new domain); its architecture must match ``options``.
     mixed_precision : `bool`, optional (default = `False`)
-        Run the training forward pass under bfloat16 autocast on the model's device (CPU or
-        GPU): the matrix multiplies, including the LSTM's per-step ones, take bfloat16 operands,
-        while the weights, their gradients, the optimizer, the LSTM's cell state and the loss
-        stay float32. bfloat16 has float32's range, so no loss scaling is needed. Validation and
-        ``allennlp evaluate`` run in float32, so perplexities compare across modes. On a CPU with
-        bfloat16 instructions (measured: AVX512-BF16) this makes Original-size training steps
-        about twice as fast (BENCHMARKS.md). Only there: a device without native bfloat16
-        (`elmo_plugin.common.hardware.bfloat16_support`: a CPU without AVX512-BF16 or AMX, a GPU
-        older than Ampere) emulates it, 17 times slower than float32 on an AVX2-only CPU, so on
-        such a device the first training batch logs a warning naming the reason and the model
-        trains in float32. The trainer's ``use_amp`` is the float16 alternative, GPU only (not
-        tested here: no GPU).
+        Train with the matrix products in bfloat16 (the LSTM's per-step ones included), while the
+        weights, their gradients, the optimizer, the LSTM's cell state and the loss stay float32
+        (no loss scaling: bfloat16 has float32's range); validation and ``allennlp evaluate`` run
+        in float32. Only on a device with native bfloat16
+        (`elmo_plugin.common.hardware.bfloat16_support`); elsewhere bfloat16 is emulated (17
+        times slower than float32 on an AVX2-only CPU), so the first training batch logs a
+        warning and the model trains in float32. docs/implementation.md has the measurements.
     compile : `Union[bool, str]`, optional (default = `"auto"`)
         Run the LSTM's recurrence in training compiled with ``torch.compile`` (forward and
-        backward; Inductor's C++ kernels on a CPU, Triton's on a GPU) for batches without
-        padding: stream batching's windows, every row ``unroll_steps`` tokens. It computes what
-        the eager path computes, within float32 rounding, clips included; batches with padding,
-        validation and evaluation run eagerly. ``true`` compiles (torch.compile's default mode),
-        ``false`` never does, a torch.compile mode by name (``"reduce-overhead"``: with CUDA
-        graphs on a GPU) compiles in it, and ``"auto"`` compiles only on a device where that was
-        measured faster (`elmo_plugin.modules.execution.plan.COMPILED_BY_DEFAULT`): on a CPU
-        that is not established yet, so ``"auto"`` stays eager there; on a GPU it is not
-        measured yet, so eager too. The compile time is logged once per shape, at the first
-        batch.
+        backward) for batches without padding (stream batching's windows), within float32
+        rounding of the eager path; other batches, validation and evaluation run eagerly.
+        ``true``, ``false``, a torch.compile mode by name (``"reduce-overhead"``: CUDA graphs on
+        a GPU), or ``"auto"``: compiled only where measured faster
+        (`elmo_plugin.modules.execution.plan.COMPILED_BY_DEFAULT`: nowhere yet). The compile
+        time is logged once per shape.
     tf32 : `bool`, optional (default = `False`)
-        On a CUDA GPU, float32 matrix products use TF32 (10-bit mantissa operands, float32
-        sums; Ampere and newer) in the model's forward passes and in training's backward
-        passes, with one log line at the first training batch. No effect on a CPU. Off by
-        default until GPU runs show that TF32 leaves the perplexity curve unchanged (the
-        condition for turning it on by default).
+        On a CUDA GPU, float32 matrix products in TF32 (Ampere and newer) in the forward passes
+        and training's backward passes, with one log line. Off by default until GPU runs show
+        that it leaves the perplexity curve unchanged; no effect on a CPU.
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first

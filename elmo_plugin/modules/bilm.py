@@ -204,9 +204,8 @@ class ElmoBiLm(nn.Module):
             parameter.requires_grad for parameter in self.character_encoder.parameters()
         )
 
-    def _encode_unique(
-        self, flat_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
-    ) -> torch.Tensor:
+    def _encode_unique(self, flat_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+                       ) -> torch.Tensor:
         """
         The character encoder's output for ``(n, max_characters)`` ids, each distinct token
         encoded once: in running text most tokens of a batch repeat ("the", ".", "<S>"), and
@@ -219,12 +218,8 @@ class ElmoBiLm(nn.Module):
         unique_ids, inverse = deduplicated
         return self.character_encoder(unique_ids, execution)[inverse]
 
-    def encode_tokens(
-        self,
-        character_ids: torch.Tensor,
-        mask: torch.Tensor,
-        execution: Optional[ExecutionPlan] = None,
-    ) -> torch.Tensor:
+    def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor,
+                      execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
         """Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions."""
         batch_size, num_tokens, num_chars = character_ids.shape
         flat_mask = mask.reshape(-1)
@@ -242,12 +237,9 @@ class ElmoBiLm(nn.Module):
         tokens[flat_mask] = encoded
         return tokens.view(batch_size, num_tokens, encoded.size(-1))
 
-    def stream_direction(
-        self,
-        direction: int,
-        character_ids: torch.Tensor,
-        execution: Optional[ExecutionPlan] = None,
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    def stream_direction(self, direction: int, character_ids: torch.Tensor,
+                         execution: Optional[ExecutionPlan] = None
+                         ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): the
         ``(batch, time, max_characters_per_token)`` ids are a window of that direction's own
@@ -274,9 +266,8 @@ class ElmoBiLm(nn.Module):
         if self.stateful:
             self.stateful = False
 
-    def forward(
-        self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
-    ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+    def forward(self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+                ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
         """
         ``execution``: how the character encoder and the LSTM layers run (`ExecutionPlan`: the
         products' dtype, compiling; None: plain PyTorch).

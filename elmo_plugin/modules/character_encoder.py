@@ -9,10 +9,7 @@ import torch
 from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
-from elmo_plugin.modules.execution.character_convolutions import (
-    CharacterConvolutions,
-    max_pooled_convolutions,
-)
+from elmo_plugin.modules.execution.character_convolutions import CharacterConvolutions, max_pooled_convolutions
 from elmo_plugin.modules.execution.linear import linear
 from elmo_plugin.modules.execution.plan import ExecutionPlan
 
@@ -37,9 +34,7 @@ class Highway(nn.Module):
         self.dim = dim
         self.layers = nn.ModuleList([nn.Linear(dim, 2 * dim) for _ in range(num_layers)])
 
-    def forward(
-        self, inputs: torch.Tensor, execution: Optional[ExecutionPlan] = None
-    ) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
         x = inputs
         for layer in self.layers:
             # layer(x), run as the plan says (`execution.linear`).
@@ -162,16 +157,11 @@ class CharacterEncoder(nn.Module):
 
     def convolution_weights(self) -> CharacterConvolutions:
         """What the convolutions compute with: the embedding, kernels, biases, padding id."""
-        return CharacterConvolutions(
-            self.char_embedding.weight,
-            [convolution.weight for convolution in self.convolutions],
-            [convolution.bias for convolution in self.convolutions],
-            self.padding_id,
-        )
+        kernels, biases = zip(*((conv.weight, conv.bias) for conv in self.convolutions))
+        return CharacterConvolutions(self.char_embedding.weight, kernels, biases, self.padding_id)
 
-    def forward(
-        self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
-    ) -> torch.Tensor:
+    def forward(self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
+                ) -> torch.Tensor:
         """
         ``character_ids``: ``(num_tokens, max_characters_per_token)``, +1-shifted ids (with a
         word embedding, one more column: the word id). Returns ``(num_tokens, output_dim)``.
@@ -184,12 +174,8 @@ class CharacterEncoder(nn.Module):
         pooled = max_pooled_convolutions(character_ids, self.convolution_weights(), execution)
         return self.encode_pooled(pooled, word_ids, execution)
 
-    def encode_pooled(
-        self,
-        pooled: torch.Tensor,
-        word_ids: Optional[torch.Tensor] = None,
-        execution: Optional[ExecutionPlan] = None,
-    ) -> torch.Tensor:
+    def encode_pooled(self, pooled: torch.Tensor, word_ids: Optional[torch.Tensor] = None,
+                      execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
         """Activation, highway and projection of the max-pooled convolutions."""
         token = torch.relu(pooled) if self.activation == "relu" else torch.tanh(pooled)
         token = self.highway(token, execution)

@@ -124,13 +124,8 @@ class ElmoBiLstm(nn.Module):
             h, c = stored_h, stored_c
         self._states[direction][layer] = (h, c)
 
-    def run_direction(
-        self,
-        direction: int,
-        inputs: torch.Tensor,
-        mask: torch.Tensor,
-        execution: Optional[ExecutionPlan] = None,
-    ) -> List[torch.Tensor]:
+    def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
+                      execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
         """
         Runs one direction's stack (0 = forward, 1 = backward) over ``inputs`` in the order
         given, and returns each layer's ``(batch, time, projection_size)`` output. The backward
@@ -162,9 +157,8 @@ class ElmoBiLstm(nn.Module):
                 self._store_state(direction, layer_index, final_state)
         return outputs
 
-    def forward(
-        self, inputs: torch.Tensor, mask: torch.Tensor, execution: Optional[ExecutionPlan] = None
-    ) -> List[torch.Tensor]:
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor,
+                execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
         """
         # Parameters
 
@@ -182,9 +176,8 @@ class ElmoBiLstm(nn.Module):
         """
         lengths = mask.sum(dim=1)
         forward_outputs = self.run_direction(0, inputs, mask, execution)
-        backward_outputs = self.run_direction(
-            1, reverse_within_lengths(inputs, lengths), mask, execution
-        )
+        backward_outputs = self.run_direction(1, reverse_within_lengths(inputs, lengths), mask,
+                                              execution)
         return [
             torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
             for forward, backward in zip(forward_outputs, backward_outputs)

@@ -1,23 +1,20 @@
 """
-The arithmetic precision of a frozen biLM at inference: ``"float32"`` (the default) or
-``"bfloat16"``, for `ElmoEmbedder`, ``allennlp elmo --precision``, `Elmo` and
-``elmo_token_embedder``, decided once per device into the biLM's execution plan
-(`InferenceSettings`, with the embedder's ``compile`` and ``tf32``).
+The arithmetic precision of a frozen biLM at inference, ``"float32"`` (the default) or
+``"bfloat16"`` (`ElmoEmbedder`, ``allennlp elmo --precision``, `Elmo`, ``elmo_token_embedder``),
+decided once per device into the biLM's execution plan (`InferenceSettings`, with the embedder's
+``compile`` and ``tf32``).
 
-In bfloat16 the plan's products are bfloat16, as pretraining's ``mixed_precision`` makes them
-(`elmo_plugin.models.elmo_language_model`): the matrix products take bfloat16 operands (the
-character convolutions, the highway layers, the token projection, the LSTM's input half for all
-steps, and its per-step recurrent and projection products). What accumulates stays float32: the
-LSTM's gates and cell state (summed over every step), the clipping, and the convolution and
-highway sums outside the products. The layers come back as float32, so the scalar mix, the HDF5
-output and the numpy arrays are float32 whichever precision computed them.
+In bfloat16 the matrix products take bfloat16 operands, as pretraining's ``mixed_precision``
+makes them: the character convolutions, the highway layers, the token projection, the LSTM's
+input half for all steps and its per-step recurrent and projection products. What accumulates
+stays float32: the LSTM's gates and cell state, the clipping, and the sums outside the products.
+The layers come back as float32, so the scalar mix, the HDF5 output and the numpy arrays are
+float32 whichever precision computed them.
 
-bfloat16 only where the device multiplies it natively (`bfloat16_support`: a CPU with
-AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU), asked through the same helper as
-training's ``mixed_precision`` (`elmo_plugin.modules.execution.bfloat16`). Elsewhere PyTorch
-emulates bfloat16 products in software, many times slower
-than float32 (17x for training on an AVX2-only AMD EPYC), so there is one warning and the biLM
-runs in float32: the very same computation as ``precision="float32"``, to the bit.
+bfloat16 only where the device multiplies it natively (`elmo_plugin.modules.execution.bfloat16`:
+a CPU with AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU). Elsewhere PyTorch emulates
+it, many times slower than float32 (17x for training on an AVX2-only AMD EPYC), so there is one
+warning and the biLM runs in float32: the very same computation as ``"float32"``, to the bit.
 """
 import logging
 from typing import Dict, List, Optional, Union
@@ -27,12 +24,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
-from elmo_plugin.modules.execution.plan import (
-    ExecutionPlan,
-    check_compile_setting,
-    float32_products,
-    running,
-)
+from elmo_plugin.modules.execution.plan import ExecutionPlan, check_compile_setting, float32_products, running
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +62,8 @@ class InferenceSettings:
         (``benchmarks/bfloat16_accuracy.py``), not for speed.
     """
 
-    def __init__(
-        self,
-        precision: str = "float32",
-        compile: Union[bool, str] = False,
-        tf32: Optional[bool] = None,
-        native_only: bool = True,
-    ) -> None:
+    def __init__(self, precision: str = "float32", compile: Union[bool, str] = False,
+                 tf32: Optional[bool] = None, native_only: bool = True) -> None:
         self.precision = check_precision(precision)
         try:
             self.compile = check_compile_setting(compile)
@@ -99,22 +86,14 @@ class InferenceSettings:
         """
         device = torch.device(device)
         if device not in self._plans:
-            bfloat16 = self.precision == "bfloat16" and (
-                not self.native_only or self._native.on(device)
-            )
-            plan = ExecutionPlan.build(
-                device, torch.bfloat16 if bfloat16 else None, self.compile, self.tf32
-            )
+            bfloat16 = self.precision == "bfloat16" and (not self.native_only or self._native.on(device))
+            plan = ExecutionPlan.build(device, torch.bfloat16 if bfloat16 else None, self.compile, self.tf32)
             self._plans[device] = None if plan == ExecutionPlan(device) else plan
         return self._plans[device]
 
-    def __repr__(self) -> str:
-        return f"InferenceSettings({self.precision!r})"
 
-
-def run_bilm(
-    bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[ExecutionPlan]
-) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
+def run_bilm(bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[ExecutionPlan]
+             ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
     """
     ``bilm(character_ids)`` (an `ElmoBiLm`'s output) run as ``plan`` says: an `ElmoBiLm` is
     handed the plan; another module (AllenNLP's ``_ElmoBiLm``, given to `Elmo` as ``module``)
@@ -139,11 +118,9 @@ def run_bilm(
 def check_frozen(precision: str, requires_grad: bool) -> None:
     """
     A `ConfigurationError` when ``precision`` is bfloat16 and the biLM is trained
-    (``requires_grad``: any of its parameters requires a gradient): the option is for inference
-    with a frozen biLM. Fine-tuning in bfloat16 is
-    mixed-precision training (float32 weights and optimizer, gradients through bfloat16
-    products), which task models have not been measured with; silently running it in float32
-    instead would hide that the option did nothing.
+    (``requires_grad``): the option is for inference with a frozen biLM. Fine-tuning in bfloat16
+    (mixed-precision training) has not been measured with task models, and silently running it
+    in float32 instead would hide that the option did nothing.
     """
     if precision == "bfloat16" and requires_grad:
         raise ConfigurationError(

@@ -376,10 +376,10 @@ def test_allennlp_train_with_compile_trains_a_stream_epoch(tmp_path, monkeypatch
                  **TINY_BILM, "batching": "stream", "num_epochs": 1, "num_samples": 16,
                  "batch_size": 4}
     compiles, runs = [], []
-    real_compile, real_run = compiled_step._compile_now, compiled_step.run_training_recurrence
+    real_compile, real_run = compiled_step._compile_now, compiled_step.training_recurrence
     monkeypatch.setattr(compiled_step, "_compile_now", lambda function, arguments, gradient: (
         compiles.append(tuple(arguments[0].shape)) or real_compile(function, arguments, gradient)))
-    monkeypatch.setattr(compiled_step, "run_training_recurrence", lambda *arguments: (
+    monkeypatch.setattr(compiled_step, "training_recurrence", lambda *arguments: (
         runs.append(1) or real_run(*arguments)))
     train_bilm(tmp_path / "run", arguments, {"model.compile": True})
     config = json.loads((tmp_path / "run" / "config.json").read_text())

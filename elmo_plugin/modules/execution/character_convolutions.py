@@ -107,11 +107,8 @@ def reference_max_pooled_convolutions(
 
 
 @fast_path(reference_max_pooled_convolutions, gradients=True)
-def max_pooled_convolutions(
-    character_ids: torch.Tensor,
-    convolutions: CharacterConvolutions,
-    plan: Optional[ExecutionPlan] = None,
-) -> torch.Tensor:
+def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: CharacterConvolutions,
+                            plan: Optional[ExecutionPlan] = None) -> torch.Tensor:
     """
     `reference_max_pooled_convolutions`' numbers (to float rounding), computed as one matrix
     multiply over only the windows that can differ, its operands rounded to the plan's products

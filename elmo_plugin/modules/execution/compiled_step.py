@@ -1,35 +1,23 @@
 """
 The LSTM recurrence compiled with ``torch.compile`` (Inductor: C++ kernels on a CPU, Triton on a
 GPU) for batches of a fixed shape, where every row runs every step: the biLM's training windows
-(``unroll_steps`` tokens in every row, the batch size fixed), and inference batches whose
-sentences all have one length (batches bucketed by length).
+(``unroll_steps`` tokens in every row) and inference batches whose sentences all have one length.
+Compiled once for the shape, with the steps unrolled, each step's elementwise work is fused into
+a few kernels and the steps run without Python between them (and without a launch per kernel
+under CUDA graphs, ``mode="reduce-overhead"``): the eager loop launches two products and about
+ten elementwise operators per step, which bound a GPU (docs/implementation.md).
 
-Why: the eager recurrence (`lstm_recurrence.recurrence_loop`) launches two products and about
-ten elementwise operators per step, layer and direction, from Python. On a GPU a step of the
-Original biLM is then bound by launching them (docs/implementation.md). Compiled once for the
-fixed shape, with the steps unrolled, each step's elementwise work is fused into a few kernels
-and the forward and backward run without Python between the steps (and with CUDA graphs, no
-launch per kernel either, under ``mode="reduce-overhead"``).
-
-What is compiled is the plain definition, `lstm_recurrence.reference_recurrence`, for inference;
-for training, `lstm_recurrence.ProjectedLstmRecurrence` with that forward (``record``) and the
-hand-written backward, `lstm_recurrence.recurrence_backward`, each one compiled graph (compiling
-autograd's backward of the plain recurrence instead makes one weight-gradient product per step,
-which the hand-written backward exists to avoid; on a CPU that version was 0.6x eager at the
-Small size). It computes what the eager path computes, within float32 rounding (not to the bit:
-fused kernels, and the input gates added outside the product). Tests compare them
-(tests/modules/test_compiled_step.py, tests/modules/test_fast_paths.py).
-
-How it is switched on: the plan's ``compile_mode`` (`plan.ExecutionPlan`), from the training
-model's and the embedder's ``compile`` option. `lstm_layer.run_layer` asks `recurrence_for` once
-per call, which answers None (the eager loops) unless the plan compiles and the batch has no
-padding.
+What is compiled is the plain definition, `lstm_recurrence.reference_recurrence`, and for
+training `lstm_recurrence.ProjectedLstmRecurrence` of it (``record``) and of the hand-written
+`lstm_recurrence.recurrence_backward`, each one graph (autograd's own backward of the plain
+recurrence makes one weight-gradient product per step: 0.6x eager at the Small size on a CPU).
+The same arithmetic as the eager path within float32 rounding (fused kernels; the input gates
+added outside the product). `lstm_layer.run_layer` asks `recurrence_for` once per call: None (the
+eager loops) unless the plan's ``compile_mode`` is set and the batch has no padding.
 
 Each new shape (with its dtypes, clips and whether gradients are needed) is compiled on its first
-call, and that call is timed: forward and, where gradients are needed, backward on copies of the
-inputs, so that the one log line per shape names the whole compile time. After `MAX_SHAPES`
-shapes, new ones run eagerly (each shape is one more compiled graph; TorchDynamo has a limit of
-its own).
+call, which is timed (forward and, for training, backward, on copies of the inputs) and logged
+once. After `MAX_SHAPES` shapes, new ones run eagerly (each is one more compiled graph).
 """
 import logging
 import time
@@ -44,7 +32,7 @@ from elmo_plugin.modules.execution.lstm_recurrence import (
     RecurrenceRecord,
     recurrence_backward,
     reference_recurrence,
-    run_training_recurrence,
+    training_recurrence,
 )
 from elmo_plugin.modules.execution.plan import ExecutionPlan
 
@@ -104,8 +92,7 @@ def traced_training_recurrence(
     step_sizes: List[int],
 ) -> Recurrence:
     """What `compiled_recurrence` compiles for training, run eagerly."""
-    return run_training_recurrence(reference_recurrence, recurrence_backward, input_gates, h0,
-                                   c0, weights, step_sizes)
+    return training_recurrence(input_gates, h0, c0, weights, step_sizes, reference_recurrence)
 
 
 def compiled_recurrence(mode: str, needs_gradient: bool = False) -> Callable[..., Recurrence]:
@@ -122,20 +109,14 @@ def compiled_recurrence(mode: str, needs_gradient: bool = False) -> Callable[...
     backward = _compiled(recurrence_backward, mode)
 
     def recurrence(input_gates, h0, c0, weights, step_sizes):
-        return run_training_recurrence(forward, backward, input_gates, h0, c0, weights,
-                                       step_sizes)
+        return training_recurrence(input_gates, h0, c0, weights, step_sizes, forward, backward)
 
     return recurrence
 
 
 def recurrence_for(
-    plan: Optional[ExecutionPlan],
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    weights: LstmWeights,
-    step_sizes: List[int],
-    needs_gradient: bool,
+    plan: Optional[ExecutionPlan], input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+    weights: LstmWeights, step_sizes: List[int], needs_gradient: bool,
 ) -> Optional[Callable[..., Recurrence]]:
     """
     The compiled recurrence for this call, or None where the eager loops run it: the plan does

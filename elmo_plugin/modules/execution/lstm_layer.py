@@ -24,13 +24,8 @@ LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (ba
 
 
 def run_layer(
-    inputs: torch.Tensor,
-    mask: torch.Tensor,
-    state: LstmState,
-    input_weight: torch.Tensor,
-    input_bias: torch.Tensor,
-    weights: LstmWeights,
-    plan: Optional[ExecutionPlan] = None,
+    inputs: torch.Tensor, mask: torch.Tensor, state: LstmState, input_weight: torch.Tensor,
+    input_bias: torch.Tensor, weights: LstmWeights, plan: Optional[ExecutionPlan] = None,
 ) -> Tuple[torch.Tensor, LstmState]:
     """
     `ProjectedLstmLayer.forward` (see there for the arguments and what it returns), run as
@@ -111,9 +106,7 @@ def run_layer(
 
 
 def _few_rows_weights(
-    parameters: Tuple[torch.Tensor, torch.Tensor],
-    products: torch.dtype,
-    step_sizes: List[int],
+    parameters: Tuple[torch.Tensor, torch.Tensor], products: torch.dtype, step_sizes: List[int],
     device_type: str,
 ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """

@@ -47,9 +47,8 @@ class LstmWeights(NamedTuple):
 class RecurrenceRecord(NamedTuple):
     """
     What a training forward keeps of every position for `recurrence_backward`: the gate
-    activations ``(positions, 4 * cell)`` (i, j, f, o after their sigmoid or tanh), the clipped
-    cells and their tanh ``(positions, cell)``, and where each clip passed its value (within the
-    bounds, ends included, as ``torch.clamp`` passes gradients; None without that clip).
+    activations (i, j, f, o after their sigmoid or tanh), the clipped cells and their tanh, and
+    where each clip passed its value (None without that clip).
     """
 
     activations: torch.Tensor
@@ -62,13 +61,8 @@ class RecurrenceRecord(NamedTuple):
 Recurrence = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # packed outputs, final h and c
 
 
-def projected_lstm_step(
-    input_gates: torch.Tensor,
-    h: torch.Tensor,
-    c: torch.Tensor,
-    weights: LstmWeights,
-    record: bool = False,
-) -> Tuple:
+def projected_lstm_step(input_gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+                        weights: LstmWeights, record: bool = False) -> Tuple:
     """
     One step of TensorFlow's ``LSTMCell`` with a projection for every row given, the one
     definition: ``input_gates`` ``(rows, 4 * cell)`` (the input half of the gates plus bias, in
@@ -99,14 +93,8 @@ def projected_lstm_step(
     return h, c, torch.cat([i, j, f, o], dim=1), tanh_c, cell_passes, output_passes
 
 
-def reference_recurrence(
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    weights: LstmWeights,
-    step_sizes: List[int],
-    record: bool = False,
-) -> Tuple:
+def reference_recurrence(input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                         weights: LstmWeights, step_sizes: List[int], record: bool = False) -> Tuple:
     """
     The plain definition: `projected_lstm_step` over the packed steps, one after the other, with
     autograd. ``input_gates`` ``(real positions, 4 * cell)``, packed step by step; ``h0``
@@ -151,12 +139,8 @@ def reference_recurrence(
 
 @fast_path(reference_recurrence)
 def recurrence_loop(
-    input_gates: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    weights: LstmWeights,
-    step_sizes: List[int],
-    record: bool = False,
+    input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weights: LstmWeights,
+    step_sizes: List[int], record: bool = False,
     few_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple:
     """
@@ -277,27 +261,17 @@ def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> to
 
 
 def recurrence_backward(
-    grad_outputs: torch.Tensor,
-    grad_final_h: torch.Tensor,
-    grad_final_c: torch.Tensor,
-    h0: torch.Tensor,
-    c0: torch.Tensor,
-    weights: LstmWeights,
-    outputs: torch.Tensor,
-    record: RecurrenceRecord,
-    step_sizes: List[int],
+    grad_outputs: torch.Tensor, grad_final_h: torch.Tensor, grad_final_c: torch.Tensor,
+    h0: torch.Tensor, c0: torch.Tensor, weights: LstmWeights, outputs: torch.Tensor,
+    record: RecurrenceRecord, step_sizes: List[int],
 ) -> Tuple[torch.Tensor, ...]:
     """
     Backpropagation through time of a training forward (`reference_recurrence` or
     `recurrence_loop` with ``record``): from the gradients of its packed outputs and final
-    states, the gradients of ``input_gates``, ``h0``, ``c0`` and the two weights, each weight's
-    in one product over all steps. A row's final state is its state after its last step, so
-    its final-state gradient joins when the steps reach that step backwards. Gradients through
-    the clips follow ``torch.clamp`` (passed where the value was within the bounds, ends
-    included). The products take the weights' dtype, as in forward (so that the weight gradients
-    multiply the operands that forward multiplied), everything else the state's; in one
-    precision every ``.to()`` is a no-op. Eager for packed batches, and traced by
-    `compiled_step` for full ones.
+    states, those of ``input_gates``, ``h0``, ``c0`` and the two weights, each weight's in one
+    product over all steps. Through the clips as ``torch.clamp`` (passed within the bounds, ends
+    included). The products in the weights' dtype, as in forward, everything else in the
+    state's. Eager for packed batches, traced by `compiled_step` for full ones.
     """
     activations, cells, tanh_cells, cell_passes, output_passes = record
     matmul_dtype, state_dtype = weights.recurrent.dtype, c0.dtype
@@ -355,9 +329,8 @@ def recurrence_backward(
 
 class ProjectedLstmRecurrence(torch.autograd.Function):
     """
-    A training recurrence as one autograd function: ``forward`` (a function with
-    `reference_recurrence`'s arguments and results, run with ``record``) and ``backward``
-    (`recurrence_backward`, or what `compiled_step` compiled of them) given as arguments, then
+    A training recurrence as one autograd function of ``forward`` (with `reference_recurrence`'s
+    arguments and results, run with ``record``) and ``backward`` (`recurrence_backward`'s), then
     the input gates, states, the `LstmWeights`' tensors and clips, and the step sizes.
     """
 
@@ -385,20 +358,13 @@ class ProjectedLstmRecurrence(torch.autograd.Function):
         return (None, None) + tuple(gradients) + (None, None, None)
 
 
-def run_training_recurrence(
-    forward: Callable, backward: Callable, input_gates: torch.Tensor, h0: torch.Tensor,
-    c0: torch.Tensor, weights: LstmWeights, step_sizes: List[int],
-) -> Recurrence:
-    """`ProjectedLstmRecurrence` of ``forward`` and ``backward`` for these arguments."""
-    return ProjectedLstmRecurrence.apply(forward, backward, input_gates, h0, c0, *weights,
-                                         step_sizes)
-
-
 @fast_path(reference_recurrence, gradients=True)
 def training_recurrence(
     input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weights: LstmWeights,
-    step_sizes: List[int],
+    step_sizes: List[int], forward: Callable = recurrence_loop,
+    backward: Callable = recurrence_backward,
 ) -> Recurrence:
-    """The eager training recurrence: `recurrence_loop` and `recurrence_backward`."""
-    return run_training_recurrence(recurrence_loop, recurrence_backward, input_gates, h0, c0,
-                                   weights, step_sizes)
+    """`ProjectedLstmRecurrence` of ``forward`` and ``backward``: eagerly `recurrence_loop`'s and
+    `recurrence_backward`; `compiled_step` passes what it compiled."""
+    return ProjectedLstmRecurrence.apply(forward, backward, input_gates, h0, c0, *weights,
+                                         step_sizes)

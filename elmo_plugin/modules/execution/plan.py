@@ -56,13 +56,8 @@ class ExecutionPlan:
     tf32: Optional[bool] = None
 
     @classmethod
-    def build(
-        cls,
-        device: Union[torch.device, str],
-        products: Optional[torch.dtype] = None,
-        compile: Union[bool, str] = False,
-        tf32: Optional[bool] = None,
-    ) -> "ExecutionPlan":
+    def build(cls, device: Union[torch.device, str], products: Optional[torch.dtype] = None,
+              compile: Union[bool, str] = False, tf32: Optional[bool] = None) -> "ExecutionPlan":
         """The plan of ``device`` for a ``compile`` setting, and ``tf32`` only on CUDA (whose
         flag it is: oneDNN's own precision setting is not touched)."""
         device = torch.device(device)
@@ -71,9 +66,8 @@ class ExecutionPlan:
         return cls(device, products, mode, tf32 if device.type == "cuda" else None)
 
 
-def products_dtype(
-    plan: Optional[ExecutionPlan], device_type: str, parameters: torch.dtype
-) -> torch.dtype:
+def products_dtype(plan: Optional[ExecutionPlan], device_type: str, parameters: torch.dtype
+                   ) -> torch.dtype:
     """
     The dtype that products of ``parameters``-dtype weights run in: the plan's; else, for float32
     weights, that of an autocast the caller entered (which PyTorch's layers follow); else theirs.
@@ -85,9 +79,8 @@ def products_dtype(
     return parameters
 
 
-def products_in(
-    products: torch.dtype, device_type: str, parameters: torch.dtype
-) -> ContextManager[None]:
+def products_in(products: torch.dtype, device_type: str, parameters: torch.dtype
+                ) -> ContextManager[None]:
     """
     Within: the products' operands rounded to ``products`` where that is narrower than
     ``parameters``, by autocast (so its bits: a trained weight converted once for the rest of
@@ -137,9 +130,8 @@ def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
         yield
 
 
-def tf32_through_backward(
-    plan: Optional[ExecutionPlan], loss: torch.Tensor, parameters: Iterable[torch.Tensor]
-) -> None:
+def tf32_through_backward(plan: Optional[ExecutionPlan], loss: torch.Tensor,
+                          parameters: Iterable[torch.Tensor]) -> None:
     """
     The plan's TF32 setting for the backward pass of ``loss`` too, which runs after the forward
     pass returned (and `float32_products` restored the setting): set when it starts at ``loss``,
