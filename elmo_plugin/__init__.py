@@ -46,7 +46,7 @@ from elmo_plugin.commands import (
 from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids
 from elmo_plugin.data.dataset_readers import BilmCorpusReader
 from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
-from elmo_plugin.data.tokenizers import KiwiTokenizer, MecabKoTokenizer
+from elmo_plugin.korean import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, read_embeddings

@@ -16,11 +16,11 @@ from allennlp.commands.train import train_model_from_file
 from allennlp.models.archival import load_archive
 
 from elmo_plugin.data.character_ids import ElmoCharacterIds
-from elmo_plugin.data.corpus_tokenization import tokenize_corpus
-from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
 from elmo_plugin.data.vocabulary import build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
+from elmo_plugin.korean.corpus_tokenization import tokenize_corpus
+from elmo_plugin.korean.tokenizers import MecabKoTokenizer
 from tests.helpers import REPO_ROOT, run_elmo
 
 pytest.importorskip("mecab_ko")

@@ -17,7 +17,7 @@ PACKAGE = REPO_ROOT / "elmo_plugin"
 LEVELS: List[Set[str]] = [
     {"common"},
     {"model_files"},
-    {"data"},
+    {"data", "korean"},
     {"modules"},
     {"models", "training"},
     # What allennlp elmo-export writes: bilm-tf directories of training runs, ONNX graphs.
@@ -32,7 +32,7 @@ LEVELS: List[Set[str]] = [
 
 
 def architecture_map() -> Dict[str, str]:
-    """The map's entries under ``elmo_plugin/``: path (``data/tokenizers/``, ``elmo_embedder.py``)
+    """The map's entries under ``elmo_plugin/``: path (``data/token_indexers/``, ``elmo_embedder.py``)
     to the text that describes it (continuation lines included)."""
     page = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = next(part for part in page.split("```") if part.startswith("\nelmo_plugin/"))
@@ -51,7 +51,7 @@ def architecture_map() -> Dict[str, str]:
 
 
 def package_tree() -> Tuple[Set[str], Set[str]]:
-    """Every folder under elmo_plugin/ (as ``data/tokenizers/``) and the top-level .py files."""
+    """Every folder under elmo_plugin/ (as ``data/token_indexers/``) and the top-level .py files."""
     folders = {
         str(path.relative_to(PACKAGE)) + "/"
         for path in PACKAGE.rglob("*")

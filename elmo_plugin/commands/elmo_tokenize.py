@@ -10,7 +10,7 @@ allennlp elmo-tokenize "INPUT_GLOB" OUTPUT_DIR [--tokenizer mecab_ko|korean|kiwi
 ```
 
 Quote the glob so that the shell does not expand it. The work is done by
-`elmo_plugin.data.corpus_tokenization.tokenize_corpus`, whose documentation says how (output
+`elmo_plugin.korean.corpus_tokenization.tokenize_corpus`, whose documentation says how (output
 files, skipped lines, parallelism, resuming).
 """
 import argparse
@@ -23,7 +23,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
 from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
-from elmo_plugin.data.corpus_tokenization import (
+from elmo_plugin.korean.corpus_tokenization import (
     SUMMARY_FILE,
     TOKENIZER_CHOICES,
     TokenizeSummary,
@@ -44,7 +44,7 @@ Tokenizers: mecab_ko (= korean, the default; MeCab-ko, fast, surface forms) and 
 slower, splits fused forms into morphemes). --tokenizer-params passes their options as JSON,
 e.g. '{"pos_in_text": true}' for "form/TAG" tokens, '{"compatible_jamo": true}' for Kiwi.
 The options are the tokenizers' parameters: see MecabKoTokenizer and KiwiTokenizer in
-elmo_plugin/data/tokenizers/korean.py."""
+elmo_plugin/korean/tokenizers.py."""
 
 
 def _json_object(value: str) -> Dict[str, Any]:

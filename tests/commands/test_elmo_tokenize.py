@@ -1,7 +1,7 @@
 """
 The ``allennlp elmo-tokenize`` command (`elmo_plugin.commands.elmo_tokenize`): its arguments,
 its summary and its one-line errors, in-process and as a real ``allennlp`` subprocess. What it
-writes is tested with `tokenize_corpus` in tests/data/test_corpus_tokenization.py.
+writes is tested with `tokenize_corpus` in tests/korean/test_corpus_tokenization.py.
 """
 import argparse
 import subprocess
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from elmo_plugin.commands.elmo_tokenize import ElmoTokenizeCommand
-from tests.data.test_corpus_tokenization import MECAB_A, MECAB_B, _lines, raw  # noqa: F401
 from tests.helpers import REPO_ROOT
+from tests.korean.test_corpus_tokenization import MECAB_A, MECAB_B, _lines, raw  # noqa: F401
 
 
 def _run_command(argv):

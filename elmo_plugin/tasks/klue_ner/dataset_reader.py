@@ -21,7 +21,7 @@ from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token, Tokenizer
 
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer
+from elmo_plugin.korean.tokenizers import MecabKoTokenizer
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
 

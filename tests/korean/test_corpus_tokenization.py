@@ -1,5 +1,5 @@
 """
-`tokenize_corpus` (`elmo_plugin.data.corpus_tokenization`, behind ``allennlp elmo-tokenize``):
+`tokenize_corpus` (`elmo_plugin.korean.corpus_tokenization`, behind ``allennlp elmo-tokenize``):
 raw Korean text files to the tokenized corpus format, with skipping and counting of lines,
 parallel workers, resuming and split outputs.
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.data import corpus_tokenization
-from elmo_plugin.data.corpus_tokenization import SUMMARY_FILE, LineProcessor, tokenize_corpus
+from elmo_plugin.korean import corpus_tokenization
+from elmo_plugin.korean.corpus_tokenization import SUMMARY_FILE, LineProcessor, tokenize_corpus
 
 LONG_LINE = "아버지가방에들어가신다. " * 400 + "끝."
 # Line by line: kept, blank, whitespace-only, English only (no Hangul), emoji, a very long line,

@@ -48,7 +48,7 @@ from allennlp.data.tokenizers.tokenizer import Tokenizer
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
-from elmo_plugin.data.tokenizers.korean import (  # noqa: F401  (registers the tokenizers)
+from elmo_plugin.korean.tokenizers import (  # noqa: F401  (registers the tokenizers)
     KiwiTokenizer,
     MecabKoTokenizer,
     contains_hangul,
@@ -227,7 +227,7 @@ def _init_worker(processor: LineProcessor) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # The main process builds no analyser when there are workers (and a pickled tokenizer
-    # leaves it behind, see `elmo_plugin.data.tokenizers.korean`): each worker builds its own.
+    # leaves it behind, see `elmo_plugin.korean.tokenizers`): each worker builds its own.
     _WORKER_PROCESSOR = processor
 
 

@@ -1,6 +1,0 @@
-from elmo_plugin.data.tokenizers.korean import KiwiTokenizer, MecabKoTokenizer
-
-__all__ = [
-    "KiwiTokenizer",
-    "MecabKoTokenizer",
-]
