@@ -123,3 +123,15 @@ def test_the_readme_and_the_pages_name_files_that_exist():
         named = re.findall(r"(?<![\w/.])((?:elmo_plugin|tests|benchmarks|scripts)/[\w/]+\.py)", text)
         missing = [name for name in named if not (REPO_ROOT / name).is_file()]
         assert missing == [], f"{page.relative_to(REPO_ROOT)} names files that do not exist"
+
+
+def test_the_package_narrates_no_issue_numbers():
+    # History (which issue, which session, how long it took) belongs in docs/implementation.md and
+    # benchmarks/log.md; the code says what is done and why.
+    narrated = [
+        f"{path.relative_to(REPO_ROOT)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissues?\s+#?\d+", line, re.IGNORECASE)
+    ]
+    assert narrated == []

@@ -12,7 +12,8 @@ and so what this module reproduces:
   ``max_characters_per_token``, unknown characters being ``<oov>``. ``B`` and ``E`` are *swapped*
   in its code: ``bow_id, eow_id = char2id['<eow>'], char2id['<bow>']``, so a word starts with the
   id of ``<eow>`` and ends with the id of ``<bow>``. The released models were trained with the
-  same code, so the swap is part of the format (its issues #38 and #105), not a bug to fix here.
+  same code, so the swap is part of the format, not a bug to fix here
+  (github.com/HIT-SCIR/ELMoForManyLangs/issues/38 and /105).
 - The sentence markers are the tokens ``<bos>`` and ``<eos>``: the character row
   ``[B, char2id['<bos>'], E, <pad>...]`` and the word id of ``<bos>``. A token of the text that
   is literally ``<bos>`` gets the same ids, as in its code.

@@ -6,7 +6,7 @@ with an archive that is not an ``elmo_bilm`` language model.
 Why: with ``requires_grad: true`` the task model fine-tunes its biLM, and that biLM is then only
 in the task model's weights. Exported as ``options.json`` + ``weights.hdf5`` it is an ordinary
 ELMo model again (``allennlp elmo --model DIR``, AllenNLP's ``Elmo``, bilm-tf) that computes the
-layers the task model's biLM computed (AllenNLP issue #2403 asked for this).
+layers the task model's biLM computed (asked for in github.com/allenai/allennlp/issues/2403).
 
 The archive is loaded with AllenNLP's ``load_archive``, so the task model is built as for
 prediction (its biLM from the options and weight files its config names, then the archive's
