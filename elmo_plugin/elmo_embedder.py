@@ -47,7 +47,7 @@ from elmo_plugin.embedding_output.layout import (
 )
 from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
-from elmo_plugin.modules.bilm_loading import load_bilm
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.precision import InferenceSettings, run_bilm
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
@@ -186,13 +186,10 @@ class ElmoEmbedder:
         row, so outputs are only reproducible with the same batches in the same order. The
         default starts every batch from zero: the same sentence always gets the same vectors.
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model when no files are given: a published English model's name (``small``,
-        ``medium``, ``original``, ``original-5.5b``), downloaded once into AllenNLP's cache (from
-        ``$ELMO_MODELS_URL`` if set); a directory with ``options.json`` and ``weights.hdf5`` (what
-        ``allennlp elmo-export`` writes); an ``elmo_bilm`` ``model.tar.gz`` or serialization
-        directory; or an ELMoForManyLangs model directory. With no files and no ``model``: the
-        published ``original``, as in 0.9. See `elmo_plugin.model_files.resolve.resolve_model`.
-        A `ModelFiles` (already resolved) is loaded as it is.
+        The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
+        published model's name, a directory, an ``elmo_bilm`` archive, an
+        ELMoForManyLangs directory). With no files and no ``model``: the published
+        ``original``, as in 0.9. A `ModelFiles` (already resolved) is loaded as it is.
     precision : `str`, optional (default = `"float32"`)
         ``"bfloat16"`` runs the biLM's matrix products in bfloat16 where the device multiplies
         bfloat16 natively (a CPU with AVX512-BF16 or AMX, an Ampere or newer GPU), keeping the
@@ -237,7 +234,7 @@ class ElmoEmbedder:
         else:
             self._device = check_cuda_device(cuda_device)
         self.cuda_device = -1 if self._device.type == "cpu" else self._device.index or 0
-        self.elmo_bilm = load_bilm(
+        self.elmo_bilm = ElmoBiLm.from_model(
             model,
             options_file=options_file,
             weight_file=weight_file,

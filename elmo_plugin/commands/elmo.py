@@ -45,10 +45,9 @@ from elmo_plugin.embedding_output.sharded_run import ShardedEmbedding, run_shard
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,
-    PUBLISHED_MODELS,
     describe_published_models,
 )
-from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError
+from elmo_plugin.model_files.resolve import ArgumentNames, IncompleteFilePairError, describe_model_forms
 from elmo_plugin.modules.precision import PRECISIONS
 
 _DESCRIPTION = """Embed a file of tokenized sentences with a pretrained ELMo biLM.
@@ -141,12 +140,9 @@ class ElmoCommand(Subcommand):
             "--model",
             type=str,
             metavar="NAME_OR_PATH",
-            help=f"the model: a published English one by name ({', '.join(PUBLISHED_MODELS)}; "
-            "downloaded once into AllenNLP's cache), a directory with options.json and "
-            "weights.hdf5, an elmo_bilm model.tar.gz or serialization directory, or an "
-            "ELMoForManyLangs model directory (a "
-            "directory named like a published model needs a slash: ./small). "
-            f"Default: {DEFAULT_MODEL}",
+            help=f"the model: {describe_model_forms()} (published models are downloaded once "
+            "into AllenNLP's cache; a directory named like a published model needs a slash: "
+            f"./small). Default: {DEFAULT_MODEL}",
         )
         subparser.add_argument(
             "--list-models",

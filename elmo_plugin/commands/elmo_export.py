@@ -16,7 +16,7 @@ from elmo_plugin.commands.common import (
 )
 from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from elmo_plugin.export.onnx_export import export_onnx
-from elmo_plugin.model_files.resolve import ArgumentNames
+from elmo_plugin.model_files.resolve import ArgumentNames, describe_model_forms
 
 FORMATS = ("bilm-tf", "onnx")
 # How errors about the model spell it: the command has MODEL only.
@@ -32,9 +32,9 @@ class ElmoExportCommand(Subcommand):
             "AllenNLP's Elmo, bilm-tf and `allennlp elmo`. Given a task model's archive (a "
             "tagger, a classifier, ... with an elmo_token_embedder, also one trained with "
             "AllenNLP's own), it exports that model's biLM, fine-tuned or not, as options.json "
-            "and weights.hdf5. With --format onnx: any ELMo model the plugin loads (a published "
-            "model's name, a bilm-tf directory, an elmo_bilm or task model archive, an "
-            "ELMoForManyLangs directory) as elmo.onnx, one graph taking character ids "
+            "and weights.hdf5. With --format onnx: any ELMo model the plugin loads ("
+            f"{describe_model_forms()}, or a task model archive) as elmo.onnx, one graph taking "
+            "character ids "
             "(batch, tokens, max_characters) of any batch and length and giving the layers and "
             "the mask, with options.json and character_ids.json beside it (for serving with "
             "ONNX Runtime, see examples/serve_onnx.py)."
@@ -44,8 +44,8 @@ class ElmoExportCommand(Subcommand):
         )
         subparser.add_argument(
             "model",
-            help="model.tar.gz or the serialization directory (--format onnx: also a published "
-            "model's name, a bilm-tf or ELMoForManyLangs directory)",
+            help="model.tar.gz or the serialization directory (--format onnx: any model, as "
+            "allennlp elmo --model takes it)",
         )
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(

@@ -13,7 +13,7 @@ from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
 from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
-from elmo_plugin.modules.bilm_loading import build_bilm
+from elmo_plugin.modules.bilm import ElmoBiLm
 
 _SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
 
@@ -54,7 +54,7 @@ def export_to_bilm_tf(
     with open_model_archive(archive_file) as archive:
         weights = archive.load_weights()
         # Built and loaded, so that an archive of an earlier version is converted as it loads.
-        bilm = build_bilm(read_archive_bilm(archive, weights))
+        bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
         namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
         vocabulary = BilmTfVocabulary.from_files(archive.vocabulary_directory)
         tokens = vocabulary.get_index_to_token_vocabulary(namespace)

@@ -52,7 +52,6 @@ from elmo_plugin.model_files.elmoformanylangs import OOV_TOKEN
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, resolve_model
 from elmo_plugin.models.task_model_bilm import choose_bilm, elmo_bilms
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
@@ -241,7 +240,7 @@ def load_exported_module(
                 f"{option} picks the ELMo embedder of a task model's archive; {files.description}"
                 " is a biLM"
             )
-        bilm = load_bilm(files)
+        bilm = ElmoBiLm.from_model(files)
         return ExportedElmo(bilm.eval(), output)
     from allennlp.models.archival import load_archive
 

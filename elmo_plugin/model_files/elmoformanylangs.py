@@ -412,7 +412,7 @@ class ElmoForManyLangsModel:
     An ELMoForManyLangs model directory, read and checked: `options`, its dictionaries
     (`char_to_id`, and `word_to_id` for a model with a word embedding), and (with
     ``weights=True``) `state`, the state dict of our `ElmoBiLm` with its own character and word
-    ids (`elmo_plugin.modules.bilm_loading` builds it).
+    ids (`ElmoBiLm.from_stored` builds it).
 
     # Parameters
 

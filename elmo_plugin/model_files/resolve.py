@@ -1,32 +1,34 @@
 """
-Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo` and
-``elmo_token_embedder``, so that a model is named the same way everywhere. It turns what the
-user named into files on this machine (`ModelFiles`), once per model: what is in them is
-`elmo_plugin.model_files.stored_bilm`'s to read (and `elmo_plugin.modules.bilm_loading`'s to
-build into a biLM).
+Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo`,
+``elmo_token_embedder`` and ``allennlp elmo-export``, so that a model is named the same way
+everywhere. It turns what the user named into files on this machine (`ModelFiles`): what is in
+them is `elmo_plugin.model_files.stored_bilm`'s to read, and `ElmoBiLm.from_model`'s to build
+into a biLM.
 
-A model is one of
+A model is one of (`MODEL_FORMS`, which help texts and errors list)
 
 - nothing: the published English "Original" model, AllenNLP 0.9's default;
 - the name of a published English model (`elmo_plugin.model_files.catalogue`), downloaded from
   AllenNLP's bucket, or from the mirror that ``$ELMO_MODELS_URL`` names, on first use;
 - a local directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export``
-  writes; a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
-  files downloaded by hand, works too);
+  writes); a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
+  files downloaded by hand, works too;
 - a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
 - an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
   ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
 - or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
   AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
 
-Downloads and their checks are `elmo_plugin.model_files.download`'s.
+A published model is resolved and checked once per process: asked for again (by `Elmo`, a
+config's ``elmo_output_dim``, an embedder), it is the same files, as long as they are unchanged
+on disk. Downloads and their checks are `elmo_plugin.model_files.download`'s.
 """
 import glob
 import logging
 import os
 import tarfile
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
 
@@ -44,6 +46,19 @@ from elmo_plugin.model_files.download import DownloadError, default_cache_dir, f
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
 
 logger = logging.getLogger(__name__)
+
+# What a model may be, as help texts and errors list it (the module documentation says more).
+MODEL_FORMS = (
+    f"a published model's name ({', '.join(PUBLISHED_MODELS)})",
+    f"a directory with {OPTIONS_NAME} and {WEIGHTS_NAME}",
+    "an elmo_bilm model.tar.gz or serialization directory",
+    "an ELMoForManyLangs model directory",
+)
+
+
+def describe_model_forms() -> str:
+    """`MODEL_FORMS` as one phrase: "a published model's name (...), a directory ..., or ..."."""
+    return ", ".join(MODEL_FORMS[:-1]) + ", or " + MODEL_FORMS[-1]
 
 
 class ArgumentNames(NamedTuple):
@@ -131,10 +146,9 @@ def resolve_model(
     # Parameters
 
     model : `str` or `PathLike`, optional
-        A published model's name (`PUBLISHED_MODELS`), a directory with ``options.json`` and
-        ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
-        ELMoForManyLangs model directory. Nothing: `DEFAULT_MODEL`. A name wins over a directory
-        of the same name; write ``./small`` for the directory.
+        One of `MODEL_FORMS` (the module documentation says more).
+        Nothing: `DEFAULT_MODEL`. A name wins over a directory of the same name; write
+        ``./small`` for the directory.
     options_file : `PathLike`, optional
         A bilm-tf ``options.json``: a path or anything ``cached_path`` downloads (a URL,
         ``s3://``, ``hf://``). With ``weight_file``, it wins over ``model``.
@@ -156,6 +170,58 @@ def resolve_model(
         download that failed or was not the expected file (naming the URL), all on one line.
     """
     cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
+    request = tuple(None if given is None else os.fspath(given)
+                    for given in (model, options_file, weight_file, archive_file))
+    published = PUBLISHED_MODELS.get((request[0] or DEFAULT_MODEL).lower())
+    # One model however it is named: nothing, "original", "Original".
+    key = (published.name if published else request[0], *request[1:], cache_dir, models_url())
+    known = _RESOLVED.get(key)
+    if known is not None and known[1] == _on_disk(known[0]):
+        return known[0]
+    files = _resolve(*request, cache_dir, argument_names)
+    if _never_change(files, request):
+        _RESOLVED[key] = (files, _on_disk(files))
+    return files
+
+
+# The resolved published models of this process, with the size and time of their files then.
+_RESOLVED: Dict[Tuple[Optional[str], ...], Tuple[ModelFiles, Tuple[Tuple[int, int], ...]]] = {}
+
+
+def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
+    """The size and modification time of each file: a file replaced or repaired in the cache
+    (by another process) since it was checked is resolved and checked again."""
+    signature = []
+    for path in (files.options_file, files.weight_file):
+        try:
+            status = os.stat(path)
+        except (OSError, TypeError):
+            return ()
+        signature.append((status.st_size, status.st_mtime_ns))
+    return tuple(signature)
+
+
+def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool:
+    """Whether ``files`` are a published model's, which never change: only those are kept for the
+    process. Other remote files may change (their server is asked each time), and local ones are
+    found again at no cost."""
+    model, options_file, weight_file, archive_file = request
+    if archive_file is not None or files.options_file is None:
+        return False
+    if options_file is not None:
+        return is_published_url(options_file) and is_published_url(weight_file)
+    return PUBLISHED_MODELS.get((model or DEFAULT_MODEL).lower()) is not None
+
+
+def _resolve(
+    model: Optional[str],
+    options_file: Optional[str],
+    weight_file: Optional[str],
+    archive_file: Optional[str],
+    cache_dir: str,
+    argument_names: ArgumentNames,
+) -> ModelFiles:
+    """`resolve_model`'s work, done anew."""
     if archive_file is None and options_file is None and weight_file is not None:
         if is_model_archive(weight_file):
             archive_file, weight_file = weight_file, None
@@ -180,7 +246,7 @@ def resolve_model(
             description=f"{os.fspath(options_file)} and {os.fspath(weight_file)}",
         )
 
-    name = os.fspath(model) if model is not None else DEFAULT_MODEL
+    name = model if model is not None else DEFAULT_MODEL
     published = PUBLISHED_MODELS.get(name.lower())
     if published is not None:
         base_url = models_url()

@@ -1,23 +1,30 @@
 """
 A biLM as its files store it: what `elmo_plugin.modules.bilm.ElmoBiLm` is built from (the
 options, and for an ELMoForManyLangs model its dictionaries) and the state dict it loads, read
-from any of the model files that `elmo_plugin.model_files.resolve` names. Building the biLM is
-`elmo_plugin.modules.bilm_loading`'s: the model files know nothing of the network.
+from any model that `elmo_plugin.model_files.resolve` names. Building the biLM is the class's own
+(`ElmoBiLm.from_stored`, which `ElmoBiLm.from_model` and `from_files` call): the model files know
+nothing of the network.
 """
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, Iterator, Optional, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.archive import ModelArchive, open_model_archive, state_dict_under
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.model_files.bilm_tf.options import BilmOptions
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions, SwappedModelFilesError
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
-from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
-from elmo_plugin.model_files.resolve import ModelFiles
+from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel, read_options
+from elmo_plugin.model_files.resolve import (
+    PYTHON_ARGUMENTS,
+    ArgumentNames,
+    ModelFiles,
+    resolve_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,24 +56,99 @@ class StoredBilm:
     elmoformanylangs: Optional[ElmoForManyLangsModel] = None
 
 
-def read_stored_bilm(files: ModelFiles) -> StoredBilm:
+def read_stored_bilm(
+    model: Optional[Union[PathLike, ModelFiles]] = None,
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    archive_file: Optional[PathLike] = None,
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+) -> StoredBilm:
     """
-    The biLM of resolved model files (`elmo_plugin.model_files.resolve.resolve_model`): an
-    ELMoForManyLangs directory, an ``elmo_bilm`` training run, or bilm-tf files (a
-    ``weight_file`` of None: the options only). Bad files are a `ConfigurationError` naming them.
+    The biLM of a model, read from its files.
+
+    # Parameters
+
+    model : `str`, `PathLike` or `ModelFiles`, optional
+        The model as `resolve_model` takes it (nothing: the published ``original``), or files
+        already resolved, read as they are (a bilm-tf ``weight_file`` of None: the options only).
+    options_file, weight_file, archive_file : `PathLike`, optional
+        As `resolve_model` takes them; not together with resolved files.
+    argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
+        How errors spell the model's arguments (a command passes its own options' names).
+
+    # Raises
+
+    `ConfigurationError`
+        For a model that cannot be found, downloaded or read, on one line naming the file.
     """
+    files = _resolved(model, options_file, weight_file, archive_file, argument_names)
+    logger.info("Loading the ELMo biLM: %s", files.description)
     if files.elmoformanylangs_directory is not None:
         return read_elmoformanylangs_bilm(files.elmoformanylangs_directory)
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return read_archive_bilm(archive)
-    options = BilmOptions.from_file(files.options_file)
+    with _spelt_as(argument_names):
+        options = BilmOptions.from_file(files.options_file)
     if files.weight_file is None:
         return StoredBilm(options, None)
     state = read_bilm_tf_weights(
         files.weight_file, options, options_source=os.fspath(files.options_file)
     )
     return StoredBilm(options, state)
+
+
+def read_stored_options(
+    model: Optional[Union[PathLike, ModelFiles]] = None,
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    archive_file: Optional[PathLike] = None,
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+) -> BilmOptions:
+    """
+    The architecture of a model (the arguments as for `read_stored_bilm`), without reading its
+    weights: what a config needs to know the biLM's width.
+    """
+    files = _resolved(model, options_file, weight_file, archive_file, argument_names)
+    if files.elmoformanylangs_directory is not None:
+        return read_options(files.elmoformanylangs_directory).to_bilm_options()
+    if files.archive_file is not None:
+        with open_model_archive(files.archive_file) as archive:
+            return _archive_options(archive)
+    with _spelt_as(argument_names):
+        return BilmOptions.from_file(files.options_file)
+
+
+@contextlib.contextmanager
+def _spelt_as(argument_names: ArgumentNames) -> Iterator[None]:
+    """A weight file given as the options, named as the caller names the two arguments (the
+    command's ``--options-file``)."""
+    try:
+        yield
+    except SwappedModelFilesError as error:
+        raise SwappedModelFilesError(
+            error.path, argument_names.options_file, argument_names.weight_file
+        ) from None
+
+
+def _resolved(
+    model: Optional[Union[PathLike, ModelFiles]],
+    options_file: Optional[PathLike],
+    weight_file: Optional[PathLike],
+    archive_file: Optional[PathLike],
+    argument_names: ArgumentNames,
+) -> ModelFiles:
+    if isinstance(model, ModelFiles):
+        if not all(given is None for given in (options_file, weight_file, archive_file)):
+            raise ValueError("resolved ModelFiles name the model: give no other files with them")
+        return model
+    return resolve_model(
+        model,
+        options_file=options_file,
+        weight_file=weight_file,
+        archive_file=archive_file,
+        argument_names=argument_names,
+    )
 
 
 def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
@@ -93,15 +175,19 @@ def read_archive_bilm(
     options from the config, its part of the weights (``weights``, the archive's state dict, if
     the caller has read it already). The language model's softmax is not read.
     """
+    options = _archive_options(archive)
+    if weights is None:
+        weights = archive.load_weights()
+    return StoredBilm(options, state_dict_under(weights, _BILM_PREFIX))
+
+
+def _archive_options(archive: ModelArchive) -> BilmOptions:
     model_config = archive.config.get("model", {})
     if model_config.get("type") != "elmo_bilm":
         raise ConfigurationError(
             f"{archive.path} holds a model of type {model_config.get('type')!r}, not an "
             "elmo_bilm language model"
         )
-    options = BilmOptions.from_dict(
+    return BilmOptions.from_dict(
         model_config.get("options"), source=f"{archive.path} (config.json: model.options)"
     )
-    if weights is None:
-        weights = archive.load_weights()
-    return StoredBilm(options, state_dict_under(weights, _BILM_PREFIX))

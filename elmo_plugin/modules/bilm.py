@@ -9,10 +9,13 @@ from torch import nn
 
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import ElmoCharacterIds
+from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
 from elmo_plugin.model_files import parameter_names
 from elmo_plugin.model_files.bilm_state import format_version, upgrade_bilm_state
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.model_files.resolve import ModelFiles
+from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
+from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
+from elmo_plugin.model_files.stored_bilm import StoredBilm, read_stored_bilm
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
 from elmo_plugin.modules.execution.plan import ExecutionPlan
@@ -47,8 +50,9 @@ class ElmoBiLm(nn.Module):
     The biLM is built with random weights; ``load_state_dict`` loads a state dict in the
     current layout (`elmo_plugin.model_files.parameter_names`) or in one saved before (an
     archive of an earlier version, AllenNLP's own biLM: `elmo_plugin.model_files.bilm_state`).
-    A pretrained model is loaded by `from_model` or `from_files`
-    (`elmo_plugin.modules.bilm_loading`).
+    A pretrained model is loaded by `from_model` (any model, however it is named) or
+    `from_files` (bilm-tf files), as the class they are called on: the files are read by
+    `elmo_plugin.model_files.stored_bilm`, and `from_stored` builds the biLM from them.
     """
 
     def __init__(
@@ -64,7 +68,7 @@ class ElmoBiLm(nn.Module):
             character_ids = ElmoCharacterIds(options.max_characters_per_token)
         self.character_ids = character_ids
         if character_encoder is None:
-            character_encoder = build_character_encoder(options)
+            character_encoder = CharacterEncoder.from_options(options)
         self.character_encoder = character_encoder
         self.lstm = ElmoBiLstm(
             input_size=options.projection_dim,
@@ -91,29 +95,6 @@ class ElmoBiLm(nn.Module):
         self.register_load_state_dict_post_hook(_recompute_token_cache)
 
     @classmethod
-    def from_files(
-        cls,
-        options_file: PathLike,
-        weight_file: Optional[PathLike],
-        stateful: bool = False,
-        requires_grad: bool = False,
-    ) -> "ElmoBiLm":
-        """
-        The biLM of a bilm-tf ``options.json`` and ``weight_file`` (bilm-tf HDF5), both local
-        paths; ``weight_file=None`` keeps the random initialisation. Frozen unless
-        ``requires_grad``. For any other kind of model, or files to download, see `from_model`.
-        """
-        # Imported here: the loader builds this class.
-        from elmo_plugin.modules.bilm_loading import load_bilm
-
-        files = ModelFiles(
-            options_file=os.fspath(options_file),
-            weight_file=None if weight_file is None else os.fspath(weight_file),
-            description=f"{os.fspath(options_file)} and {weight_file}",
-        )
-        return load_bilm(files, stateful=stateful, requires_grad=requires_grad)
-
-    @classmethod
     def from_model(
         cls,
         model: Optional[Union[PathLike, ModelFiles]] = None,
@@ -122,24 +103,80 @@ class ElmoBiLm(nn.Module):
         archive_file: Optional[PathLike] = None,
         stateful: bool = False,
         requires_grad: bool = False,
+        argument_names: ArgumentNames = PYTHON_ARGUMENTS,
+        **kwargs: Any,
     ) -> "ElmoBiLm":
         """
-        The biLM of a model named as `elmo_plugin.model_files.resolve.resolve_model` takes it: a
-        published model's name, a directory (bilm-tf files, a training run, an ELMoForManyLangs
-        model), an ``elmo_bilm`` ``model.tar.gz``, bilm-tf files (paths or URLs), or already
-        resolved `ModelFiles`; nothing: the published ``original``. Frozen unless
-        ``requires_grad``. See `elmo_plugin.modules.bilm_loading.load_bilm`.
-        """
-        from elmo_plugin.modules.bilm_loading import load_bilm
+        The pretrained biLM of a model, built as this class (a subclass gets itself back).
 
-        return load_bilm(
+        # Parameters
+
+        model : `str`, `PathLike` or `ModelFiles`, optional
+            Any model `elmo_plugin.model_files.resolve.resolve_model` names (nothing: the
+            published ``original``), or files already resolved.
+        options_file, weight_file, archive_file : `PathLike`, optional
+            As `resolve_model` takes them.
+        stateful : `bool`, optional (default = `False`)
+            See the class.
+        requires_grad : `bool`, optional (default = `False`)
+            Leave the weights trainable; by default the biLM is frozen.
+        argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
+            How errors spell the model's arguments (a command passes its own options' names).
+        **kwargs
+            Passed on to the constructor (a subclass's own arguments).
+
+        # Raises
+
+        `ConfigurationError`
+            For a model that cannot be found, downloaded or read, on one line naming the file.
+        """
+        stored = read_stored_bilm(
             model,
             options_file=options_file,
             weight_file=weight_file,
             archive_file=archive_file,
-            stateful=stateful,
-            requires_grad=requires_grad,
+            argument_names=argument_names,
         )
+        return cls.from_stored(stored, stateful=stateful, requires_grad=requires_grad, **kwargs)
+
+    @classmethod
+    def from_files(
+        cls,
+        options_file: PathLike,
+        weight_file: Optional[PathLike],
+        stateful: bool = False,
+        requires_grad: bool = False,
+        **kwargs: Any,
+    ) -> "ElmoBiLm":
+        """
+        The biLM of a bilm-tf ``options.json`` and ``weight_file`` (bilm-tf HDF5), both local
+        paths, built as this class; ``weight_file=None`` keeps the random initialisation. The
+        other arguments as for `from_model`, which takes any other kind of model, and files to
+        download.
+        """
+        files = ModelFiles(
+            options_file=os.fspath(options_file),
+            weight_file=None if weight_file is None else os.fspath(weight_file),
+            description=f"{os.fspath(options_file)} and {weight_file}",
+        )
+        return cls.from_model(files, stateful=stateful, requires_grad=requires_grad, **kwargs)
+
+    @classmethod
+    def from_stored(
+        cls, stored: StoredBilm, stateful: bool = False, requires_grad: bool = False, **kwargs: Any
+    ) -> "ElmoBiLm":
+        """
+        This class built as ``stored`` describes it, with its weights (a random initialisation
+        where it has none): frozen unless ``requires_grad``, stateless unless ``stateful``.
+        ``kwargs`` go to the constructor.
+        """
+        if stored.elmoformanylangs is not None:
+            kwargs = {**_elmoformanylangs_parts(stored.options, stored.elmoformanylangs), **kwargs}
+        bilm = cls(stored.options, stateful=stateful, **kwargs)
+        if stored.state is not None:
+            bilm.load_state_dict(stored.state)
+        bilm.requires_grad_(requires_grad)
+        return bilm
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Weights saved in an earlier layout are converted wherever a model holds the biLM.
@@ -296,20 +333,21 @@ class ElmoBiLm(nn.Module):
         return {"activations": activations, "mask": mask}
 
 
-def build_character_encoder(options: BilmOptions, **own_ids: Any) -> CharacterEncoder:
-    """
-    The token encoder that ``options`` describe. ``own_ids``: `CharacterEncoder`'s arguments for
-    a model with its own character (and word) ids (``num_character_ids``, ``padding_id``,
-    ``num_word_ids``, ``word_embedding_dim``, ``project``); bilm-tf's byte ids by default.
-    """
-    return CharacterEncoder(
-        filters=options.filters,
-        char_embedding_dim=options.char_embedding_dim,
-        n_highway=options.n_highway,
-        projection_dim=options.projection_dim,
-        activation=options.activation,
-        **own_ids,
+def _elmoformanylangs_parts(options: BilmOptions, model: ElmoForManyLangsModel) -> Dict[str, Any]:
+    """The constructor arguments of an ELMoForManyLangs model's biLM: its own character and word
+    ids, and a token encoder whose embeddings are as large as its dictionaries, with its word
+    embedding if it has one."""
+    character_ids = ElmoForManyLangsCharacterIds.from_model(model)
+    encoder = CharacterEncoder.from_options(
+        options,
+        num_character_ids=len(model.char_to_id) + 1,
+        padding_id=character_ids.padding_id,
+        num_word_ids=len(model.word_to_id) + 1 if model.word_to_id else 0,
+        word_embedding_dim=model.options.word_dim,
+        # Its token embedder always projects, even where the sizes would allow none.
+        project=True,
     )
+    return {"character_ids": character_ids, "character_encoder": encoder}
 
 
 def _recompute_token_cache(bilm: ElmoBiLm, incompatible_keys) -> None:

@@ -3,12 +3,13 @@ The character-level token encoder of ELMo: byte embedding, convolutions, highway
 optionally with a word embedding beside the characters (ELMoForManyLangs models).
 """
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from elmo_plugin.data.character_ids import NUM_TRAINING_CHARACTER_IDS, PADDING_CHARACTER
+from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.modules.execution.character_convolutions import CharacterConvolutions, max_pooled_convolutions
 from elmo_plugin.modules.execution.linear import linear
 from elmo_plugin.modules.execution.plan import ExecutionPlan
@@ -121,6 +122,23 @@ class CharacterEncoder(nn.Module):
             nn.Linear(projection_input_dim, projection_dim) if project else None
         )
         self.reset_parameters()
+
+    @classmethod
+    def from_options(cls, options: BilmOptions, **own_ids: Any) -> "CharacterEncoder":
+        """
+        The token encoder that ``options`` describe, with random weights. ``own_ids``: the
+        arguments of a model with its own character (and word) ids (``num_character_ids``,
+        ``padding_id``, ``num_word_ids``, ``word_embedding_dim``, ``project``); bilm-tf's byte
+        ids by default.
+        """
+        return cls(
+            filters=options.filters,
+            char_embedding_dim=options.char_embedding_dim,
+            n_highway=options.n_highway,
+            projection_dim=options.projection_dim,
+            activation=options.activation,
+            **own_ids,
+        )
 
     def reset_parameters(self) -> None:
         """bilm-tf's initialisation: bytes U(-1, 1), gate bias -2."""

@@ -10,7 +10,6 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.model_files.build_hints import with_build_hint
 from elmo_plugin.modules.bilm import ElmoBiLm
-from elmo_plugin.modules.bilm_loading import load_bilm
 from elmo_plugin.modules.precision import InferenceSettings, check_frozen, run_bilm
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from elmo_plugin.modules.util import remove_sentence_boundaries
@@ -61,13 +60,11 @@ class Elmo(torch.nn.Module, FromParams):
         with ``num_layers``, ``get_output_dim()`` and a ``forward(character_ids)`` that returns
         ``{"activations": [...], "mask": ...}``.
     model : `str`, optional
-        The model when no files are given: a published English model's name (``small``,
-        ``medium``, ``original``, ``original-5.5b``; downloaded once into AllenNLP's cache, from
-        ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and ``weights.hdf5``, an
-        ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an ELMoForManyLangs model
-        directory (its inputs then come from the ``elmoformanylangs_characters`` indexer or
-        ``bilm.character_ids.batch_to_ids``). With no files and no ``model``, the published
-        ``original`` (see `elmo_plugin.model_files.resolve`).
+        The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
+        published model's name, a directory, an ``elmo_bilm`` archive, an
+        ELMoForManyLangs directory, whose inputs then come from the
+        ``elmoformanylangs_characters`` indexer or ``bilm.character_ids.batch_to_ids``). With
+        no files and no ``model``, the published ``original``.
     precision : `str`, optional (default = `"float32"`)
         ``"bfloat16"``: the frozen biLM's matrix products in bfloat16 where the device has native
         bfloat16 (else one warning and float32, exactly); its layers and the mixes stay float32
@@ -106,7 +103,7 @@ class Elmo(torch.nn.Module, FromParams):
             bilm = module  # type: ignore[assignment]
         if bilm is None:
             try:
-                bilm = load_bilm(
+                bilm = ElmoBiLm.from_model(
                     model,
                     options_file=options_file,
                     weight_file=weight_file,

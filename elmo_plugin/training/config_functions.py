@@ -44,13 +44,11 @@ def _read_width(
     model: Optional[str], options_file: Optional[str], weight_file: Optional[str]
 ) -> int:
     """The output width of the biLM these arguments name, read from its options alone."""
-    from elmo_plugin.common.archive import open_model_archive
     from elmo_plugin.model_files.bilm_tf.options import BilmOptions
     from elmo_plugin.model_files.build_hints import with_build_hint
     from elmo_plugin.model_files.catalogue import DEFAULT_MODEL, PUBLISHED_MODELS
     from elmo_plugin.model_files.download import is_remote
-    from elmo_plugin.model_files.elmoformanylangs import read_options
-    from elmo_plugin.model_files.resolve import resolve_model
+    from elmo_plugin.model_files.stored_bilm import read_stored_options
 
     try:
         if options_file is not None and weight_file is not None:
@@ -65,21 +63,9 @@ def _read_width(
             published = PUBLISHED_MODELS.get(name.lower())
             if published is not None:
                 return published.output_dim
-        files = resolve_model(model=model, options_file=options_file, weight_file=weight_file)
-        if files.elmoformanylangs_directory is not None:
-            return read_options(files.elmoformanylangs_directory).to_bilm_options().output_dim
-        if files.archive_file is not None:
-            with open_model_archive(files.archive_file) as archive:
-                model_config = archive.config.get("model", {})
-                if model_config.get("type") != "elmo_bilm":
-                    raise ConfigurationError(
-                        f"{archive.path} holds a model of type {model_config.get('type')!r}, "
-                        "not an elmo_bilm language model"
-                    )
-                return BilmOptions.from_dict(
-                    model_config.get("options"), source=f"{archive.path} (config.json)"
-                ).output_dim
-        return BilmOptions.from_file(files.options_file).output_dim
+        return read_stored_options(
+            model=model, options_file=options_file, weight_file=weight_file
+        ).output_dim
     except ConfigurationError as error:
         raise with_build_hint(error, options_file, weight_file, model) from None
 

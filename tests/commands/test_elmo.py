@@ -480,7 +480,8 @@ def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
 def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     import elmo_plugin.elmo_embedder as embedder_module
     import elmo_plugin.model_files.resolve as resolve_module
-    import elmo_plugin.modules.bilm_loading as loading_module
+    import elmo_plugin.model_files.stored_bilm as stored_module
+    from elmo_plugin.modules.bilm import ElmoBiLm
 
     calls: Dict[str, int] = {}
 
@@ -503,8 +504,14 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     counted(resolve_module, "resolve_model")
     counted(resolve_module, "check_file_pair")
     counted(resolve_module, "fetch")
-    counted(loading_module, "read_stored_bilm")
-    counted(loading_module, "build_bilm")
+    counted(stored_module, "read_stored_bilm")
+    from_stored = ElmoBiLm.from_stored.__func__
+
+    def counted_from_stored(cls, *args, **kwargs):
+        calls["from_stored"] = calls.get("from_stored", 0) + 1
+        return from_stored(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ElmoBiLm, "from_stored", classmethod(counted_from_stored))
     input_file = write_lines(tmp_path / "in.txt", LINES)
     assert run_elmo(input_file, tmp_path / "out.hdf5", "--top") == 0
     # fetch: the options file and the weight file, once each.
@@ -515,5 +522,5 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
         "check_file_pair": 1,
         "fetch": 2,
         "read_stored_bilm": 1,
-        "build_bilm": 1,
+        "from_stored": 1,
     }

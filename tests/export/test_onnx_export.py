@@ -31,6 +31,7 @@ from elmo_plugin.export.onnx_export import (
     symbolic_input_axes,
 )
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
+from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
 from tests.export.test_scan_forward import clip_binding_bilm
@@ -293,11 +294,10 @@ def test_the_served_character_ids_are_the_plugins(tmp_path):
     assert np.array_equal(served, embedder.elmo_bilm.character_ids.batch_to_ids(batch).numpy())
 
     test_elmoformanylangs = pytest.importorskip("tests.model_files.test_elmoformanylangs")
-    from elmo_plugin.modules.bilm_loading import load_bilm
 
     for word_dim in (6, 0):
         directory = test_elmoformanylangs.make_model_directory(tmp_path / f"w{word_dim}", word_dim)
-        bilm = load_bilm(directory)
+        bilm = ElmoBiLm.from_model(directory)
         batch = [line.split() for line in test_elmoformanylangs.CORPUS[:3]] + [
             ["<bos>", "<eos>", "unseen", "x" * 80]]
         table = json.loads(json.dumps(character_id_table(bilm), ensure_ascii=False))

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from elmo_plugin.export.scan_forward import bilm_layers_masked
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import VARIED_BATCH, assert_clips_exercised, make_random_bilm
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -73,10 +74,9 @@ def test_the_export_forward_computes_the_biLM(name):
 
 def test_elmoformanylangs_ids_and_word_embedding(tmp_path):
     test_elmoformanylangs = pytest.importorskip("tests.model_files.test_elmoformanylangs")
-    from elmo_plugin.modules.bilm_loading import load_bilm
 
     directory = test_elmoformanylangs.make_model_directory(tmp_path / "efml", word_dim=6)
-    bilm = load_bilm(directory).eval()
+    bilm = ElmoBiLm.from_model(directory).eval()
     assert bilm.character_encoder.word_embedding is not None
     ids = bilm.character_ids.batch_to_ids([["我", "们", "好"], [], ["<bos>", "x", "y", "z", "w"]])
     with torch.no_grad():

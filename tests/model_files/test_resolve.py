@@ -86,6 +86,35 @@ def test_default_is_original_downloaded_once_then_used_offline(model_server, cac
     assert resolve_model() == files
 
 
+def test_a_published_model_is_resolved_and_checked_once_a_process(model_server, cache_dir, monkeypatch):
+    import elmo_plugin.model_files.download as download
+
+    files = resolve_model("original")
+    checked = []
+
+    def counted_check(path, kind):
+        checked.append(kind)
+        return original_check(path, kind)
+
+    original_check = download._check_download
+    monkeypatch.setattr(download, "_check_download", counted_check)
+    # Asked for again, as Elmo, a config's elmo_output_dim and an embedder of one process do:
+    # the same files, not looked for, checked or asked about again.
+    requests_before = len(model_server.requests)
+    assert resolve_model("original") == resolve_model("Original") == resolve_model() == files
+    Elmo(model="original")
+    assert checked == [] and len(model_server.requests) == requests_before
+    # A cached file replaced since it was checked (by another process, or by hand) is checked
+    # again, and downloaded again when it is no longer the file.
+    Path(files.weight_file).write_bytes(b"<html>cached by something that did not check</html>")
+    again = resolve_model("original")
+    assert checked == ["options", "weights", "weights"]  # the damaged copy, then the new one
+    assert Path(again.weight_file).read_bytes() == (FIXTURES / "lm_weights.hdf5").read_bytes()
+    # Another cache is another copy.
+    other = resolve_model("original", cache_dir=cache_dir / "other")
+    assert Path(other.weight_file).parent == cache_dir / "other" and len(checked) == 5
+
+
 def test_elmo_embedder_default_and_named_model(model_server, cache_dir, reference):
     expected = reference.embed_batch(SENTENCES)
     for embedder in (ElmoEmbedder(), ElmoEmbedder(model="original")):

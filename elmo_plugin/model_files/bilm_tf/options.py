@@ -20,8 +20,8 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 class SwappedModelFilesError(ConfigurationError):
     """
     An HDF5 file given as the options (the weight file in the options' place). The message
-    spells the arguments as Python does; `elmo_plugin.modules.bilm_loading.load_bilm` spells
-    them as the caller does (``--options-file`` for ``allennlp elmo``).
+    spells the arguments as Python does; `elmo_plugin.model_files.stored_bilm.read_stored_bilm`
+    spells them as the caller does (``--options-file`` for ``allennlp elmo``).
     """
 
     def __init__(

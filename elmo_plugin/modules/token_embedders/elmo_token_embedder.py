@@ -19,7 +19,7 @@ class ElmoTokenEmbedder(TokenEmbedder):
 
     Takes every parameter of AllenNLP's ``elmo_token_embedder``, so existing configs run
     unchanged, plus ``archive_file`` (our pretraining's ``model.tar.gz``), ``scalar_mix`` and
-    ``model`` (a published model's name or a model directory, named as for ``allennlp elmo``).
+    ``model`` (any model, named as for ``allennlp elmo``).
     Add it to a model by three edits of its config: an ``elmo_characters`` token indexer in the
     dataset reader, this embedder under the same key in ``text_field_embedder``, and the
     encoder's ``input_dim`` grown by ``get_output_dim()`` (docs/tasks.md).
@@ -50,13 +50,11 @@ class ElmoTokenEmbedder(TokenEmbedder):
         Which mix (default: the paper's softmax mix; ``{"type": "single_layer", "layer": -1}``
         for the top layer only).
     model : `str`, optional
-        The model when no files are given: ``small``, ``medium``, ``original`` or
-        ``original-5.5b`` (the published English models, downloaded once into AllenNLP's cache,
-        from ``$ELMO_MODELS_URL`` if set), a directory with ``options.json`` and
-        ``weights.hdf5``, an ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an
-        ELMoForManyLangs model directory (index with ``elmoformanylangs_characters`` on the
-        same directory instead of ``elmo_characters``). With no files and no ``model``: the
-        published ``original``.
+        The model when no files are given, as `Elmo` takes it: any that
+        `elmo_plugin.model_files.resolve` names (a published model's name, a directory, an
+        ``elmo_bilm`` archive, an ELMoForManyLangs directory, indexed with
+        ``elmoformanylangs_characters`` on the same directory instead of ``elmo_characters``).
+        With no files and no ``model``: the published ``original``.
     precision : `str`, optional (default = `"float32"`)
         ``"bfloat16"``: the frozen biLM computes its matrix products in bfloat16 where the device
         has native bfloat16 (else one warning and float32, exactly); the representation stays
