@@ -187,7 +187,7 @@ class ElmoEmbedder:
         default starts every batch from zero: the same sentence always gets the same vectors.
     model : `str`, `PathLike` or `ModelFiles`, optional
         The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
-        published model's name, a directory, an ``elmo_bilm`` archive, an
+        published model's name, a directory, an NLPL ZIP, an ``elmo_bilm`` archive, an
         ELMoForManyLangs directory). With no files and no ``model``: the published
         ``original``, as in 0.9. A `ModelFiles` (already resolved) is loaded as it is.
     precision : `str`, optional (default = `"float32"`)

@@ -67,8 +67,9 @@ The model: with none named, the published English "Original" ELMo (AllenNLP 0.9'
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
 read from there afterwards, also offline. --model names another published model (see
 --list-models), or local files: a directory with options.json and weights.hdf5 (what
-allennlp elmo-export writes), an elmo_bilm model.tar.gz or serialization directory, or an
-ELMoForManyLangs model directory (config.json, char.dic, word.dic, *.pkl: 44 languages).
+allennlp elmo-export writes), an NLPL model's ZIP or its folder (options.json, model.hdf5), an
+elmo_bilm model.tar.gz or serialization directory, or an ELMoForManyLangs model directory
+(config.json, char.dic, word.dic, *.pkl: 44 languages).
 --options-file and --weight-file (paths or URLs) name bilm-tf files directly and win over
 --model. ELMO_MODELS_URL replaces the address the published models are downloaded from.
 
@@ -140,9 +141,9 @@ class ElmoCommand(Subcommand):
             "--model",
             type=str,
             metavar="NAME_OR_PATH",
-            help=f"the model: {describe_model_forms()} (published models are downloaded once "
-            "into AllenNLP's cache; a directory named like a published model needs a slash: "
-            f"./small). Default: {DEFAULT_MODEL}",
+            help=f"the model: {describe_model_forms()} (published models are downloaded, "
+            "ZIPs unpacked, once into AllenNLP's cache; a directory named like a published "
+            f"model needs a slash: ./small). Default: {DEFAULT_MODEL}",
         )
         subparser.add_argument(
             "--list-models",

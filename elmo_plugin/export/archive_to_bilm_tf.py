@@ -2,6 +2,7 @@
 Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory), or the
 biLM of a task model's archive, to the bilm-tf format: what ``allennlp elmo-export`` runs.
 """
+import os
 from typing import Dict, Optional
 
 from allennlp.common.checks import ConfigurationError
@@ -12,6 +13,7 @@ from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
 from elmo_plugin.model_files.stored_bilm import read_archive_bilm
+from elmo_plugin.model_files.zip_model import is_zip_model
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
 from elmo_plugin.modules.bilm import ElmoBiLm
 
@@ -37,6 +39,12 @@ def export_to_bilm_tf(
     """
     # An ELMoForManyLangs model directory cannot be written in bilm-tf's format.
     refuse_bilm_tf_export(archive_file)
+    if is_zip_model(os.fspath(archive_file)):
+        raise ConfigurationError(
+            f"{os.fspath(archive_file)} is a ZIP of a bilm-tf model already (options.json, "
+            "model.hdf5): use it as the model as it is (--model, model=), or export it with "
+            "--format onnx"
+        )
     with open_model_archive(archive_file) as archive:
         model_type = archive.config.get("model", {}).get("type")
     if model_type != "elmo_bilm":

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import tarfile
+import zipfile
 from typing import Callable, Dict, Optional
 from urllib.parse import urlparse
 
@@ -52,6 +53,7 @@ KINDS = {
     "options": "a bilm-tf options file",
     "weights": "a bilm-tf weight file",
     "archive": "an elmo_bilm model archive",
+    "zip": "a ZIP archive",
 }
 
 
@@ -80,6 +82,16 @@ def is_remote(location: str) -> bool:
 
 class _NotTheExpectedFile(Exception):
     """A downloaded file that is not what was asked for; the message says what it is instead."""
+
+
+def file_problem(path: str, kind: str) -> Optional[str]:
+    """What makes the file at ``path`` unusable as a ``kind`` (`KINDS`), the checks every
+    download gets; None: nothing."""
+    try:
+        _check_download(path, kind)
+    except _NotTheExpectedFile as problem:
+        return str(problem)
+    return None
 
 
 def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False) -> str:
@@ -242,6 +254,11 @@ def _check_options(path: str) -> None:
         raise _NotTheExpectedFile(f"it is JSON but not ELMo options ({error})") from None
 
 
+def _check_zip(path: str) -> None:
+    if not zipfile.is_zipfile(path):
+        raise _NotTheExpectedFile(_describe_content(path, "not a ZIP archive"))
+
+
 def _check_weights(path: str) -> None:
     if not h5py.is_hdf5(path):
         raise _NotTheExpectedFile(_describe_content(path, "not an HDF5 file"))
@@ -259,7 +276,11 @@ def _check_weights(path: str) -> None:
         )
 
 
-_CHECKS: Dict[str, Callable[[str], None]] = {"options": _check_options, "weights": _check_weights}
+_CHECKS: Dict[str, Callable[[str], None]] = {
+    "options": _check_options,
+    "weights": _check_weights,
+    "zip": _check_zip,
+}
 
 
 def _describe_content(path: str, problem: str) -> str:

@@ -11,8 +11,10 @@ A model is one of (`MODEL_FORMS`, which help texts and errors list)
 - the name of a published English model (`elmo_plugin.model_files.catalogue`), downloaded from
   AllenNLP's bucket, or from the mirror that ``$ELMO_MODELS_URL`` names, on first use;
 - a local directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export``
-  writes); a directory with one ``*options.json`` and one ``*weights.hdf5``, such as published
-  files downloaded by hand, works too;
+  writes) or ``model.hdf5`` (an NLPL model unpacked); a directory with one ``*options.json`` and
+  one ``*weights.hdf5``, such as published files downloaded by hand, works too;
+- a ZIP of such a directory, as the NLPL repository distributes ELMo models (a path, or a URL
+  to download), unpacked once into the cache (`elmo_plugin.model_files.zip_model`);
 - a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
 - an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
   ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
@@ -44,13 +46,20 @@ from elmo_plugin.model_files.catalogue import (
 )
 from elmo_plugin.model_files.download import DownloadError, default_cache_dir, fetch, is_remote
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
+from elmo_plugin.model_files.zip_model import (
+    ZIP_WEIGHTS_NAME,
+    is_zip_model,
+    unpacked_zip_model,
+    weights_name_in,
+)
 
 logger = logging.getLogger(__name__)
 
 # What a model may be, as help texts and errors list it (the module documentation says more).
 MODEL_FORMS = (
     f"a published model's name ({', '.join(PUBLISHED_MODELS)})",
-    f"a directory with {OPTIONS_NAME} and {WEIGHTS_NAME}",
+    f"a directory with {OPTIONS_NAME} and {WEIGHTS_NAME} (or {ZIP_WEIGHTS_NAME})",
+    f"an NLPL ZIP ({OPTIONS_NAME}, {ZIP_WEIGHTS_NAME})",
     "an elmo_bilm model.tar.gz or serialization directory",
     "an ELMoForManyLangs model directory",
 )
@@ -146,7 +155,7 @@ def resolve_model(
     # Parameters
 
     model : `str` or `PathLike`, optional
-        One of `MODEL_FORMS` (the module documentation says more).
+        One of `MODEL_FORMS` (the module documentation says more); a ZIP may also be a URL.
         Nothing: `DEFAULT_MODEL`. A name wins over a directory of the same name; write
         ``./small`` for the directory.
     options_file : `PathLike`, optional
@@ -159,7 +168,7 @@ def resolve_model(
         The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run (a path or
         URL); wins over ``model``, and cannot be combined with the two bilm-tf files.
     cache_dir : `PathLike`, optional
-        Where downloads are cached (default: AllenNLP's, `default_cache_dir()`).
+        Where downloads are cached and ZIPs unpacked (default: AllenNLP's, `default_cache_dir()`).
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors spell the arguments.
 
@@ -256,7 +265,10 @@ def _resolve(
             weight_file=_fetch(weights_url, "weights", cache_dir, argument_names, immutable=True),
             description=f"the published {published.name!r} model ({base_url})",
         )
-    return _local_model(name, argument_names)
+    if is_remote(name) and name.lower().endswith(".zip"):
+        archive = _fetch(name, "zip", cache_dir, argument_names)
+        return _directory_model(unpacked_zip_model(archive, cache_dir), description=name)
+    return _local_model(name, cache_dir, argument_names)
 
 
 def _fetch(
@@ -284,23 +296,26 @@ def _log_ignored_model(model, winner: str, argument_names: ArgumentNames) -> Non
         )
 
 
-def _local_model(name: str, argument_names: ArgumentNames) -> ModelFiles:
+def _local_model(name: str, cache_dir: str, argument_names: ArgumentNames) -> ModelFiles:
     """A ``model`` that is not a published name: a directory or an archive on this machine."""
     path = os.path.expanduser(name)
     if os.path.isdir(path):
         return _directory_model(path)
     if os.path.isfile(path):
+        if is_zip_model(path):
+            return _directory_model(unpacked_zip_model(path, cache_dir), description=path)
         if tarfile.is_tarfile(path):
             return ModelFiles(archive_file=path, description=path)
         raise ConfigurationError(
-            f"{argument_names.model} {path}: not a model directory or model.tar.gz. For a bilm-tf "
-            f"weights.hdf5 give {argument_names.options_file} and {argument_names.weight_file}"
+            f"{argument_names.model} {path}: not a model directory, ZIP or model.tar.gz. For a "
+            f"bilm-tf weights.hdf5 give {argument_names.options_file} and "
+            f"{argument_names.weight_file}"
         )
     if is_remote(name):
         raise ConfigurationError(
-            f"{argument_names.model} takes a published model's name or a local path, not a URL "
-            f"({name}); for files on a server give {argument_names.options_file} and "
-            f"{argument_names.weight_file} as URLs"
+            f"{argument_names.model} takes a published model's name, a local path or the URL of "
+            f"a ZIP, not this URL ({name}); for files on a server give "
+            f"{argument_names.options_file} and {argument_names.weight_file} as URLs"
         )
     raise ConfigurationError(
         f"unknown ELMo model {name!r}: not a published model ({', '.join(PUBLISHED_MODELS)}) "
@@ -308,16 +323,19 @@ def _local_model(name: str, argument_names: ArgumentNames) -> ModelFiles:
     )
 
 
-def _directory_model(directory: str) -> ModelFiles:
+def _directory_model(directory: str, description: Optional[str] = None) -> ModelFiles:
+    """The model in a local directory; ``description``: what it was unpacked from, if it was."""
     # ELMoForManyLangs model directories first: they hold a config.json too.
     if is_elmoformanylangs_directory(directory):
         return ModelFiles(
             elmoformanylangs_directory=directory, description=f"{directory} (ELMoForManyLangs)"
         )
     options = os.path.join(directory, OPTIONS_NAME)
-    weights = os.path.join(directory, WEIGHTS_NAME)
+    weights = os.path.join(directory, weights_name_in(directory))
     if os.path.isfile(options) and os.path.isfile(weights):
-        return ModelFiles(options_file=options, weight_file=weights, description=directory)
+        if description is not None:
+            description = f"{description} (unpacked in {directory})"
+        return ModelFiles(options_file=options, weight_file=weights, description=description or directory)
     if os.path.isfile(os.path.join(directory, "config.json")):
         # A serialization directory (or an extracted model.tar.gz) of a training run.
         return ModelFiles(archive_file=directory, description=directory)
@@ -330,6 +348,7 @@ def _directory_model(directory: str) -> ModelFiles:
         )
     raise ConfigurationError(
         f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
-        "allennlp elmo-export writes), the config.json of an elmo_bilm training run, or an "
-        "ELMoForManyLangs model (config.json, char.dic, token_embedder.pkl, encoder.pkl)"
+        f"allennlp elmo-export writes) or {ZIP_WEIGHTS_NAME} (an NLPL model), the config.json of "
+        "an elmo_bilm training run, or an ELMoForManyLangs model (config.json, char.dic, "
+        "token_embedder.pkl, encoder.pkl)"
     )

@@ -61,7 +61,7 @@ class Elmo(torch.nn.Module, FromParams):
         ``{"activations": [...], "mask": ...}``.
     model : `str`, optional
         The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
-        published model's name, a directory, an ``elmo_bilm`` archive, an
+        published model's name, a directory, an NLPL ZIP, an ``elmo_bilm`` archive, an
         ELMoForManyLangs directory, whose inputs then come from the
         ``elmoformanylangs_characters`` indexer or ``bilm.character_ids.batch_to_ids``). With
         no files and no ``model``, the published ``original``.

@@ -90,6 +90,14 @@ def elmoformanylangs_zip(path: Path) -> None:
                 archive.write(file, file.relative_to(directory))
 
 
+def nlpl_zip(path: Path) -> None:
+    """What ``curl -LO http://vectors.nlpl.eu/repository/20/212.zip`` downloads: an NLPL ELMo
+    model's ZIP (here the golden fixture's files under NLPL's names)."""
+    from tests.model_files.test_zip_model import write_zip
+
+    write_zip(path)
+
+
 def task_archive(directory: Path) -> Path:
     """A tagger trained with the fixture's biLM in its ``elmo_token_embedder`` (one scalar mix):
     what docs/serving.md's ``tagger/model.tar.gz`` stands for."""
@@ -121,6 +129,7 @@ class Sandboxes:
         self.downloads = root / "downloads"
         self.downloads.mkdir()
         elmoformanylangs_zip(self.downloads / "161.zip")
+        nlpl_zip(self.downloads / "212.zip")
         self._tagger = None
 
     def tagger(self) -> Path:

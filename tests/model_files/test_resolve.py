@@ -258,7 +258,7 @@ def test_model_directory(tmp_path, reference):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigurationError, match="holds no ELMo model: expected options.json"):
         resolve_model(tmp_path / "empty")
-    with pytest.raises(ConfigurationError, match="not a model directory or model.tar.gz"):
+    with pytest.raises(ConfigurationError, match="not a model directory, ZIP or model.tar.gz"):
         resolve_model(directory / "weights.hdf5")
     with pytest.raises(ConfigurationError, match="unknown ELMo model 'tiny': not a published"):
         resolve_model("tiny")

@@ -51,8 +51,8 @@ class ElmoTokenEmbedder(TokenEmbedder):
         for the top layer only).
     model : `str`, optional
         The model when no files are given, as `Elmo` takes it: any that
-        `elmo_plugin.model_files.resolve` names (a published model's name, a directory, an
-        ``elmo_bilm`` archive, an ELMoForManyLangs directory, indexed with
+        `elmo_plugin.model_files.resolve` names (a published model's name, a directory, an NLPL
+        ZIP, an ``elmo_bilm`` archive, an ELMoForManyLangs directory, indexed with
         ``elmoformanylangs_characters`` on the same directory instead of ``elmo_characters``).
         With no files and no ``model``: the published ``original``.
     precision : `str`, optional (default = `"float32"`)
