@@ -5,11 +5,10 @@ from any model that `elmo_plugin.model_files.resolve` names. Building the biLM i
 (`ElmoBiLm.from_stored`, which `ElmoBiLm.from_model` and `from_files` call): the model files know
 nothing of the network.
 """
-import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Dict, Iterator, Optional, Union
+from typing import Dict, Optional, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -81,15 +80,25 @@ def read_stored_bilm(
     `ConfigurationError`
         For a model that cannot be found, downloaded or read, on one line naming the file.
     """
-    files = _resolved(model, options_file, weight_file, archive_file, argument_names)
+    if isinstance(model, ModelFiles):
+        if not all(given is None for given in (options_file, weight_file, archive_file)):
+            raise ValueError("resolved ModelFiles name the model: give no other files with them")
+        files = model
+    else:
+        files = resolve_model(model, options_file, weight_file, archive_file, argument_names=argument_names)
     logger.info("Loading the ELMo biLM: %s", files.description)
     if files.elmoformanylangs_directory is not None:
         return read_elmoformanylangs_bilm(files.elmoformanylangs_directory)
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return read_archive_bilm(archive)
-    with _spelt_as(argument_names):
+    try:
         options = BilmOptions.from_file(files.options_file)
+    except SwappedModelFilesError as error:
+        # Named as the caller names the two arguments (the command's --options-file).
+        raise SwappedModelFilesError(
+            error.path, argument_names.options_file, argument_names.weight_file
+        ) from None
     if files.weight_file is None:
         return StoredBilm(options, None)
     state = read_bilm_tf_weights(
@@ -98,57 +107,15 @@ def read_stored_bilm(
     return StoredBilm(options, state)
 
 
-def read_stored_options(
-    model: Optional[Union[PathLike, ModelFiles]] = None,
-    options_file: Optional[PathLike] = None,
-    weight_file: Optional[PathLike] = None,
-    archive_file: Optional[PathLike] = None,
-    argument_names: ArgumentNames = PYTHON_ARGUMENTS,
-) -> BilmOptions:
-    """
-    The architecture of a model (the arguments as for `read_stored_bilm`), without reading its
-    weights: what a config needs to know the biLM's width.
-    """
-    files = _resolved(model, options_file, weight_file, archive_file, argument_names)
+def read_stored_options(files: ModelFiles) -> BilmOptions:
+    """The architecture of resolved model files, without reading the weights: what a config
+    needs to know the biLM's width."""
     if files.elmoformanylangs_directory is not None:
         return read_options(files.elmoformanylangs_directory).to_bilm_options()
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return _archive_options(archive)
-    with _spelt_as(argument_names):
-        return BilmOptions.from_file(files.options_file)
-
-
-@contextlib.contextmanager
-def _spelt_as(argument_names: ArgumentNames) -> Iterator[None]:
-    """A weight file given as the options, named as the caller names the two arguments (the
-    command's ``--options-file``)."""
-    try:
-        yield
-    except SwappedModelFilesError as error:
-        raise SwappedModelFilesError(
-            error.path, argument_names.options_file, argument_names.weight_file
-        ) from None
-
-
-def _resolved(
-    model: Optional[Union[PathLike, ModelFiles]],
-    options_file: Optional[PathLike],
-    weight_file: Optional[PathLike],
-    archive_file: Optional[PathLike],
-    argument_names: ArgumentNames,
-) -> ModelFiles:
-    if isinstance(model, ModelFiles):
-        if not all(given is None for given in (options_file, weight_file, archive_file)):
-            raise ValueError("resolved ModelFiles name the model: give no other files with them")
-        return model
-    return resolve_model(
-        model,
-        options_file=options_file,
-        weight_file=weight_file,
-        archive_file=archive_file,
-        argument_names=argument_names,
-    )
+    return BilmOptions.from_file(files.options_file)
 
 
 def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:

@@ -48,6 +48,7 @@ def _read_width(
     from elmo_plugin.model_files.build_hints import with_build_hint
     from elmo_plugin.model_files.catalogue import DEFAULT_MODEL, PUBLISHED_MODELS
     from elmo_plugin.model_files.download import is_remote
+    from elmo_plugin.model_files.resolve import resolve_model
     from elmo_plugin.model_files.stored_bilm import read_stored_options
 
     try:
@@ -63,9 +64,8 @@ def _read_width(
             published = PUBLISHED_MODELS.get(name.lower())
             if published is not None:
                 return published.output_dim
-        return read_stored_options(
-            model=model, options_file=options_file, weight_file=weight_file
-        ).output_dim
+        files = resolve_model(model=model, options_file=options_file, weight_file=weight_file)
+        return read_stored_options(files).output_dim
     except ConfigurationError as error:
         raise with_build_hint(error, options_file, weight_file, model) from None
 
