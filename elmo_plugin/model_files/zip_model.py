@@ -111,9 +111,12 @@ def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.Zip
                                           (ZIP_WEIGHTS_NAME, weights is not None)) if not present]
     if missing:
         held = ", ".join(sorted(by_name)[:6]) + (", ..." if len(by_name) > 6 else "")
+        hint = f"an NLPL ELMo ZIP holds {OPTIONS_NAME} and {ZIP_WEIGHTS_NAME}"
+        if any(os.path.basename(name) == "char.dic" for name in by_name):
+            hint = "an ELMoForManyLangs model's ZIP: unpack it and name its model directory"
         raise ConfigurationError(
             f"{path} is not an ELMo model ZIP: it has no {' and no '.join(missing)} (it holds "
-            f"{held or 'nothing'}); an NLPL ELMo ZIP holds {OPTIONS_NAME} and {ZIP_WEIGHTS_NAME}"
+            f"{held or 'nothing'}); {hint}"
         )
     members = {OPTIONS_NAME: by_name[root + OPTIONS_NAME], weights: by_name[root + weights]}
     members.update({name: by_name[root + name] for name in OPTIONAL_NAMES if root + name in by_name})

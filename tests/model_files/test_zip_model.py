@@ -232,6 +232,15 @@ def test_a_zip_that_is_not_a_model_is_one_line_naming_what_is_wrong(tmp_path, ca
     assert leftovers == []
 
 
+def test_an_elmoformanylangs_zip_is_named_as_one(tmp_path, cache_dir):
+    from tests.documentation.shell_sandbox import elmoformanylangs_zip
+
+    elmoformanylangs_zip(tmp_path / "161.zip")
+    with pytest.raises(ConfigurationError, match=r"161.zip is not an ELMo model ZIP: it has no options.json "
+                       r"and no model.hdf5 \(it holds .*\); an ELMoForManyLangs model's ZIP: unpack it"):
+        resolve_model(tmp_path / "161.zip")
+
+
 def test_a_damaged_zip_is_one_line(tmp_path, cache_dir):
     whole = write_zip(tmp_path / "whole.zip").read_bytes()
     cut = tmp_path / "cut.zip"
