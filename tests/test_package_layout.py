@@ -107,6 +107,95 @@ def test_imports_run_down_the_wings_only():
     assert upward == []
 
 
+def import_graph(package: Path = PACKAGE) -> Dict[str, Set[str]]:
+    """Every module of the package to the modules of the package it imports: every import counts,
+    in a function, under ``TYPE_CHECKING`` or at the top; ``from P import name`` counts as an import
+    of ``P.name`` where that is a module, else of ``P``."""
+    modules = {_module_name(path, package.parent): path for path in package.rglob("*.py")}
+    graph: Dict[str, Set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parent + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+                targets = [target if target in modules else base for target in targets]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_circles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    circles: List[List[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_import_circles():
+    assert import_circles(import_graph()) == []
+
+
+def test_the_circle_check_finds_hidden_ones(tmp_path):
+    # A circle closed only inside a function, one closed only under TYPE_CHECKING, one through a
+    # relative import, and a module that only imports (no circle).
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from pkg.b import B\n",
+        "b.py": "def f():\n    from pkg import a\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.d import D\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from .. import c\n",
+        "e.py": "import pkg.a\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
+    circles = import_circles(import_graph(package))
+    assert circles == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"]]
+
+
 def test_help_texts_name_files_that_exist():
     # A help text or message that sends the user to a file of the package must name a real one.
     missing = []
