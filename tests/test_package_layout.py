@@ -101,9 +101,15 @@ def test_imports_run_down_the_wings_only():
             module = module[: -len(".__init__")]
         own_level = _level(module)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("elmo_plugin"):
-                if _level(node.module) > own_level:
-                    upward.append(f"{module} imports {node.module}")
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in imported:
+                if name.startswith("elmo_plugin") and _level(name) > own_level:
+                    upward.append(f"{module} imports {name}")
     assert upward == []
 
 
