@@ -59,7 +59,8 @@ class ElmoExportCommand(Subcommand):
         subparser.add_argument(
             "--include-softmax",
             action="store_true",
-            help="also write softmax.hdf5 (softmax/W, softmax/b), needed only to go on training",
+            help="also write softmax.hdf5 (softmax/W, softmax/b), needed to go on training and "
+            "by allennlp elmo-score",
         )
         subparser.add_argument(
             "--n-characters",
