@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import pytest
@@ -154,6 +154,16 @@ def test_elmo_export_writes_the_bilm_tf_files(tmp_path, capsys):
         np.testing.assert_array_equal(mine, expected)
 
 
+@pytest.mark.slow
+def test_elmo_export_goes_on_to_onnx(tmp_path, capsys):
+    pytest.importorskip("onnx", reason="--format onnx needs onnx and onnxscript (requirements/dev.txt)")
+    assert run_export(SMALL_MODULES["tf1-hub"], tmp_path / "onnx", "--format", "onnx", "--top") == 0
+    assert "note: cell_clip 3" in capsys.readouterr().out
+    assert (tmp_path / "onnx" / "elmo.onnx").is_file()
+    assert options_of(tmp_path / "onnx" / "options.json") == options_of(SMALL / "options.json")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["onnx"]  # no converted files left
+
+
 def test_elmo_export_refuses_options_that_a_module_cannot_have(tmp_path, capsys):
     assert run_export(SMALL_MODULES["tf1-hub"], tmp_path / "out", "--include-softmax") == 2
     assert "a TF-Hub module holds one biLM and no softmax" in capsys.readouterr().err
@@ -218,14 +228,29 @@ def test_what_only_tensorflow_reads_names_the_extra_where_it_is_absent(monkeypat
         read_checkpoint(prefix, reader="tensorflow")
 
 
-def test_importing_the_plugin_and_converting_never_imports_tensorflow():
-    script = (
-        "import sys, elmo_plugin\n"
-        "from elmo_plugin.model_files.tf_hub.elmo_module import read_tf_hub_module\n"
-        f"read_tf_hub_module({str(SMALL_MODULES['tf1-hub'])!r})\n"
-        "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, cwd=REPO_ROOT, timeout=300)
+class _RefuseTensorFlow:
+    """An import hook that fails the test when anything imports TensorFlow."""
+
+    def __init__(self) -> None:
+        self.attempts: List[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            self.attempts.append(name)
+            raise ImportError("tensorflow is refused by the test")
+        return None
+
+
+def test_converting_never_imports_tensorflow(monkeypatch, tmp_path):
+    # Where TensorFlow is installed too: nothing on the way tries to import it.
+    hook = _RefuseTensorFlow()
+    monkeypatch.setattr(sys, "meta_path", [hook, *sys.meta_path])
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorflow"]:
+        monkeypatch.delitem(sys.modules, name)
+    for module in SMALL_MODULES.values():
+        read_tf_hub_module(module)
+    assert run_export(SMALL_MODULES["tf1-hub"], tmp_path / "bilm") == 0
+    assert hook.attempts == []
 
 
 # --- modules built now from the golden fixture, where TensorFlow is installed ---------------------
