@@ -16,7 +16,6 @@ from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
-from elmo_plugin.elmo_embedder import check_cuda_device
 from elmo_plugin.models.language_model_scorer import (
     DEFAULT_BATCH_SIZE,
     CorpusScore,
@@ -106,7 +105,7 @@ def score_command(args: argparse.Namespace) -> None:
 
     def score() -> CorpusScore:
         num_sentences = check_scoring_files(args.input_file, args.output)
-        check_cuda_device(args.cuda_device)
+        # The scorer checks the GPU before it reads the model.
         scorer = LanguageModelScorer(args.model, cuda_device=args.cuda_device)
         try:
             return scorer.score_file(

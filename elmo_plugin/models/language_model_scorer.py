@@ -331,9 +331,10 @@ class LanguageModelScorer:
 
     def __init__(self, model, cuda_device: int = -1) -> None:
         if cuda_device >= 0 and not (torch.cuda.is_available() and cuda_device < torch.cuda.device_count()):
+            visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
             raise ConfigurationError(
-                f"cuda_device={cuda_device} was requested, but that CUDA device is not available; "
-                "use -1 for the CPU"
+                f"cuda_device={cuda_device} was requested, but {visible} CUDA device(s) are visible "
+                f"(torch {torch.__version__}); use -1 (--cuda-device -1) for the CPU"
             )
         self.device = torch.device("cuda", cuda_device) if cuda_device >= 0 else torch.device("cpu")
         self.language_model = model if isinstance(model, BilmLanguageModel) else load_language_model(model)

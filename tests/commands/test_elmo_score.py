@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+import torch
 from allennlp.commands import ArgumentParserWithDefaults
 
 from elmo_plugin.commands.elmo_score import ElmoScoreCommand
@@ -95,6 +96,9 @@ def test_bad_input_is_one_line_naming_the_file_and_no_output_is_left(run, tmp_pa
     assert "would replace the input file" in capsys.readouterr().err
     assert run_score(run, tmp_path / "absent.txt") == 1
     assert "absent.txt" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert run_score(run, good, "--cuda-device", "0") == 1
+        assert "cuda_device=0 was requested, but 0 CUDA device(s) are visible" in capsys.readouterr().err
     assert run_score(run, good, "--substitutes", "0") == 2
     assert "must be a positive integer" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["blank.txt", "in.txt"]
