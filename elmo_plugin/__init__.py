@@ -21,7 +21,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
   (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
   the checkpointer ``default`` (replaces AllenNLP's by the same one made right for several nodes);
   metric ``klue_ner_f1``
-- subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``
+- subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``, ``elmo-score``
 - for ``allennlp train`` (wrapping five AllenNLP functions, see each module): the configs'
   native function ``elmo_output_dim`` (`elmo_plugin.training.config_functions`), the console
   report (`elmo_plugin.training.console`; ``ELMO_PLUGIN_VERBOSE=1`` for AllenNLP's console) and
@@ -32,7 +32,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
 
 The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
 ``allennlp elmo`` writes, either layout, sharded or not), `Elmo`, `ElmoBiLm`, `BilmOptions`,
-`batch_to_ids`, ...
+`batch_to_ids`, `LanguageModelScorer` (sentence scores and lexical substitutes), ...
 """
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
 import elmo_plugin.common.quiet_import  # noqa: F401, I001
@@ -40,6 +40,7 @@ from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.commands import (
     ElmoCommand,
     ElmoExportCommand,
+    ElmoScoreCommand,
     ElmoTokenizeCommand,
     ElmoVocabCommand,
 )
@@ -50,7 +51,7 @@ from elmo_plugin.korean import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, read_embeddings
-from elmo_plugin.models import ElmoLanguageModel
+from elmo_plugin.models import ElmoLanguageModel, LanguageModelScorer
 from elmo_plugin.modules import (
     Elmo,
     ElmoAtOutputSeq2Seq,
@@ -92,6 +93,7 @@ __all__ = [
     "BilmOptions",
     "ElmoCommand",
     "ElmoExportCommand",
+    "ElmoScoreCommand",
     "ElmoTokenizeCommand",
     "ElmoVocabCommand",
     "ElmoCharacterIds",
@@ -113,6 +115,7 @@ __all__ = [
     "MissingShardError",
     "read_embeddings",
     "ElmoLanguageModel",
+    "LanguageModelScorer",
     "CharacterSpanCrfTagger",
     "ElmoBiLm",
     "ElmoAtOutputSeq2Seq",

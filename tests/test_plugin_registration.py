@@ -53,7 +53,7 @@ REGISTERED = {
     "allennlp.training.Checkpointer": ["default"],
     "allennlp.training.metrics.Metric": ["klue_ner_f1"],
     "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
-    "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize"],
+    "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize", "elmo-score"],
 }
 
 # Prints, as JSON, which of REGISTERED each class resolves to the plugin (module elmo_plugin.*).

@@ -3,12 +3,14 @@
 """
 from elmo_plugin.commands.elmo import ElmoCommand
 from elmo_plugin.commands.elmo_export import ElmoExportCommand
+from elmo_plugin.commands.elmo_score import ElmoScoreCommand
 from elmo_plugin.commands.elmo_tokenize import ElmoTokenizeCommand
 from elmo_plugin.commands.elmo_vocab import ElmoVocabCommand
 
 __all__ = [
     "ElmoCommand",
     "ElmoExportCommand",
+    "ElmoScoreCommand",
     "ElmoTokenizeCommand",
     "ElmoVocabCommand",
 ]

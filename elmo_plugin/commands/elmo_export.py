@@ -2,9 +2,12 @@
 ``allennlp elmo-export``: a trained ``elmo_bilm`` model in, bilm-tf ``options.json`` +
 ``weights.hdf5`` out (the default, ``--format bilm-tf``); or, with ``--format onnx``, any biLM
 the plugin loads as one ONNX graph with dynamic batch and sentence length, for serving
-(`elmo_plugin.export.onnx_export`).
+(`elmo_plugin.export.onnx_export`). A TF-Hub ELMo module's directory converts to either
+(`elmo_plugin.model_files.tf_hub.elmo_module`).
 """
 import argparse
+import os
+import tempfile
 
 from allennlp.commands.subcommand import Subcommand
 
@@ -16,7 +19,9 @@ from elmo_plugin.commands.common import (
 )
 from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from elmo_plugin.export.onnx_export import export_onnx
+from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.resolve import ArgumentNames, describe_model_forms
+from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module, read_tf_hub_module
 
 FORMATS = ("bilm-tf", "onnx")
 # How errors about the model spell it: the command has MODEL only.
@@ -37,21 +42,24 @@ class ElmoExportCommand(Subcommand):
             "character ids "
             "(batch, tokens, max_characters) of any batch and length and giving the layers and "
             "the mask, with options.json and character_ids.json beside it (for serving with "
-            "ONNX Runtime, see examples/serve_onnx.py)."
+            "ONNX Runtime, see examples/serve_onnx.py). A TF-Hub ELMo module's directory "
+            "(google/elmo/2 or /3, DeepPavlov's; saved_model.pb and variables/) is converted "
+            "to either format, without TensorFlow."
         )
         subparser = strict_subparser(
             parser.add_parser(self.name, description=description, help=description)
         )
         subparser.add_argument(
             "model",
-            help="model.tar.gz or the serialization directory (--format onnx: any model, as "
-            "allennlp elmo --model takes it)",
+            help="model.tar.gz or the serialization directory, or a TF-Hub ELMo module's "
+            "directory (--format onnx: any model, as allennlp elmo --model takes it)",
         )
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(
             "--include-softmax",
             action="store_true",
-            help="also write softmax.hdf5 (softmax/W, softmax/b), needed only to go on training",
+            help="also write softmax.hdf5 (softmax/W, softmax/b), needed to go on training and "
+            "by allennlp elmo-score",
         )
         subparser.add_argument(
             "--n-characters",
@@ -111,6 +119,9 @@ class ElmoExportCommand(Subcommand):
 
 
 def export_from_args(args: argparse.Namespace) -> None:
+    if is_tf_hub_module(args.model):
+        _export_tf_hub_module(args)
+        return
     if args.format == "onnx":
         if args.include_softmax:
             exit_with_error(
@@ -150,5 +161,45 @@ def export_from_args(args: argparse.Namespace) -> None:
         ),
         interrupted=f"interrupted; {args.output_directory} was left as it was.",
     )
+    for kind, path in paths.items():
+        print(f"wrote {kind}: {path}")
+
+
+def _export_tf_hub_module(args: argparse.Namespace) -> None:
+    """A TF-Hub module in, bilm-tf files (or, through them, an ONNX graph) out."""
+    if args.include_softmax or args.embedder is not None:
+        option = "--include-softmax" if args.include_softmax else "--embedder"
+        exit_with_error(
+            "elmo-export", f"{option} is for training runs and task models; a TF-Hub module holds "
+            "one biLM and no softmax", EXIT_USAGE,
+        )
+    if args.format != "onnx" and (args.layers is not None or args.scalar_mix is not None):
+        exit_with_error(
+            "elmo-export", "--all, --top, --average and --scalar-mix choose the outputs of "
+            "--format onnx", EXIT_USAGE,
+        )
+
+    def convert():
+        module = read_tf_hub_module(args.model)
+        if args.format != "onnx":
+            return module, write_bilm_tf_directory(
+                args.output_directory, module.options, module.state, n_characters=args.n_characters
+            )
+        # The ONNX export reads bilm-tf files: the module goes through them, in a directory
+        # that is removed afterwards.
+        with tempfile.TemporaryDirectory(prefix="elmo_plugin_tf_hub_") as directory:
+            bilm_tf = os.path.join(directory, "bilm")
+            write_bilm_tf_directory(bilm_tf, module.options, module.state)
+            return module, export_onnx(
+                bilm_tf, args.output_directory, output=args.layers or "all",
+                scalar_mix=args.scalar_mix, n_characters=args.n_characters,
+                argument_names=EXPORT_ARGUMENTS,
+            )
+
+    module, paths = run_reporting_errors(
+        "elmo-export", convert, interrupted=f"interrupted; {args.output_directory} was left as it was."
+    )
+    for note in module.notes:
+        print(f"note: {note}")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")

@@ -55,6 +55,7 @@ OTHER_PROGRAMS = {
     "python": "a script of the repository, named by its path (checked to exist below)",
     "curl": "downloads a published model (no internet in the tests)",
     "unzip": "unpacks that download",
+    "tar": "unpacks a downloaded TF-Hub module",
     "mkdir": "makes a folder",
     "echo": "writes a file",
     "printf": "writes a file",

@@ -2,7 +2,8 @@
 Every shell block of README.md and of the documentation pages, run as typed, each in a checkout of
 its own (`shell_sandbox.py`), then its products checked: an ``allennlp elmo`` output holds one
 entry per input line, an ``allennlp train`` run its ``model.tar.gz``, an ``elmo-export`` its
-files, an ``elmo-vocab`` vocabulary bilm-tf's first three lines. `test_code_blocks.py` parses the
+files, an ``elmo-vocab`` vocabulary bilm-tf's first three lines, an ``elmo-score`` one JSON line per
+input line. `test_code_blocks.py` parses the
 same blocks' commands against the code (every flag, every make target) in the default run; this
 runs them (slow: ``make test-all`` and CI).
 
@@ -52,6 +53,9 @@ NOT_RUN: Dict[str, str] = {
         "installs PyPI's CUDA build of torch (several GB) into ~/elmo-env: no GPU in tests",
     "make TORCH=cuda":
         "installs PyPI's CUDA build of torch and asks torch.cuda.is_available(): no GPU in tests",
+    "tf-hub-format=compressed":
+        "downloads google/elmo/3 (hundreds of MB) from TF-Hub: no internet in tests; the block "
+        "before it converts the small module of tests/fixtures/tf_hub_elmo the same way, and runs",
     "MASTER_ADDR=node0.example.org":
         "two machines with four GPUs each: docs/pretraining.md's rehearsal block (the same "
         "commands, two nodes on one machine, CPU) runs here",
@@ -173,6 +177,13 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
             assert (output / "options.json").is_file() and (output / "weights.hdf5").is_file(), where
             with h5py.File(output / "weights.hdf5", "r") as weights:
                 assert "char_embed" in weights, where
+    elif subcommand == "elmo-score" and arguments.output:
+        import json
+
+        lines = (repo / arguments.input_file).read_text(encoding="utf-8").splitlines()
+        scores = (repo / arguments.output).read_text(encoding="utf-8").splitlines()
+        assert len(scores) == len(lines), f"{where}: {len(scores)} scores for {len(lines)} lines"
+        assert json.loads(scores[0])["tokens"] == len(lines[0].split()), where
     elif subcommand == "elmo-vocab":
         vocabulary = (repo / arguments.output_file).read_text(encoding="utf-8").splitlines()
         assert vocabulary[:3] == ["<S>", "</S>", "<UNK>"] and len(vocabulary) > 3, where

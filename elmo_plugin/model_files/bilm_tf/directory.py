@@ -49,7 +49,8 @@ def write_bilm_tf_directory(
         needed to go on training or to use the softmax, not to embed).
     softmax : `Tuple[torch.Tensor, torch.Tensor]`, optional
         The softmax weights ``(V, D)`` and bias ``(V,)``, written to ``softmax.hdf5`` as datasets
-        ``softmax/W`` and ``softmax/b``; only needed to go on training.
+        ``softmax/W`` and ``softmax/b``; needed to go on training and to score sentences
+        (``allennlp elmo-score``).
     n_characters : `int`, optional (default = `262`)
         Written into ``options.json``: 262 is what prediction-time loaders such as AllenNLP's
         expect; bilm-tf's training code wants 261.

@@ -23,7 +23,7 @@ the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at ru
 conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
 """
 import os
-from typing import Dict, List, Set, Tuple
+from typing import Any, Dict, Mapping, Set, Tuple
 
 import h5py
 import numpy as np
@@ -51,24 +51,28 @@ def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> 
 
 
 class _WeightReader:
-    def __init__(self, handle: h5py.File, path: str, options_source: str) -> None:
-        self.handle = handle
+    """The datasets of a weight file (or arrays under the same names), read by name and shape,
+    remembering which were used."""
+
+    def __init__(self, datasets: Mapping[str, Any], path: str, options_source: str) -> None:
+        # name -> an h5py Dataset or a numpy array: each has a shape and reads with [...].
+        self.datasets = datasets
         self.path = path
         self.options_source = options_source
         self.used: Set[str] = set()
 
     def has(self, name: str) -> bool:
-        return name in self.handle and isinstance(self.handle[name], h5py.Dataset)
+        return name in self.datasets
 
     def read(self, name: str, expected_shape: Tuple[int, ...]) -> torch.Tensor:
         if not self.has(name):
-            groups = sorted(self.handle.keys())
+            groups = sorted({dataset.split("/")[0] for dataset in self.datasets})
             raise ConfigurationError(
                 f"{self.path}: dataset '{name}' is missing, but {self.options_source} needs it "
                 f"(top-level groups in the file: {', '.join(groups) or 'none'}). Is this the "
                 "weight file that goes with these options?"
             )
-        dataset = self.handle[name]
+        dataset = self.datasets[name]
         if tuple(dataset.shape) != tuple(expected_shape):
             raise ConfigurationError(
                 f"{self.path}: dataset '{name}' has shape {tuple(dataset.shape)}, but "
@@ -79,12 +83,8 @@ class _WeightReader:
         return torch.from_numpy(np.asarray(dataset[...], dtype=np.float32))
 
     def check_nothing_left(self) -> None:
-        datasets: List[str] = []
-        self.handle.visititems(
-            lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None
-        )
         unused = [
-            name for name in datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used
+            name for name in self.datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used
         ]
         if unused:
             raise ConfigurationError(
@@ -114,59 +114,74 @@ def read_bilm_tf_weights(
         raise ConfigurationError(
             f"{path}: not a readable HDF5 weight file ({error}); is the file complete?"
         ) from None
-    state: Dict[str, torch.Tensor] = {}
     with handle:
-        reader = _WeightReader(handle, path, options_source)
-        char_dim = options.char_embedding_dim
-        char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
-        state[names.CHARACTER_EMBEDDING] = torch.cat(
-            [char_embed.new_zeros(1, char_dim), char_embed]
+        datasets: Dict[str, h5py.Dataset] = {}
+        handle.visititems(
+            lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset) else None
         )
-        for index, (width, count) in enumerate(options.filters):
-            kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
-            state[names.convolution(index, "weight")] = kernel[0].permute(2, 1, 0)
-            state[names.convolution(index, "bias")] = reader.read(
-                f"CNN/b_cnn_{index}", (count,)
-            )
-        n_filters = options.n_filters
-        square = (n_filters, n_filters)
-        for index in range(options.n_highway):
-            scope = f"CNN_high_{index}"
-            state[names.highway(index, "weight")] = torch.cat(
-                [
-                    reader.read(f"{scope}/W_transform", square).t(),
-                    reader.read(f"{scope}/W_carry", square).t(),
-                ]
-            )
-            state[names.highway(index, "bias")] = torch.cat(
-                [
-                    reader.read(f"{scope}/b_transform", (n_filters,)),
-                    reader.read(f"{scope}/b_carry", (n_filters,)),
-                ]
-            )
-        if options.has_character_projection:
-            projection_dim = options.projection_dim
-            state[names.projection("weight")] = reader.read(
-                "CNN_proj/W_proj", (n_filters, projection_dim)
-            ).t()
-            state[names.projection("bias")] = reader.read("CNN_proj/b_proj", (projection_dim,))
+        return bilm_tf_state_dict(datasets, options, path, options_source)
 
-        single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
-        for direction, name in enumerate(names.DIRECTIONS):
-            for layer in range(options.n_layers):
-                scope = lstm_scope(direction, layer, single_layer_names)
-                # Every layer's input (the token vectors, or the layer below) is as wide as the
-                # projection.
-                input_size = projection_size = options.projection_dim
-                cell_size = options.lstm_dim
-                kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
-                state[names.lstm(name, layer, "input_weight")] = kernel[:input_size]
-                state[names.lstm(name, layer, "recurrent_weight")] = kernel[input_size:]
-                state[names.lstm(name, layer, "bias")] = reader.read(f"{scope}/B", (4 * cell_size,))
-                state[names.lstm(name, layer, "projection_weight")] = reader.read(
-                    f"{scope}/W_P_0", (cell_size, projection_size)
-                )
-        reader.check_nothing_left()
+
+def bilm_tf_state_dict(
+    arrays: Mapping[str, Any], options: BilmOptions, path: str, options_source: str = "the options"
+) -> Dict[str, torch.Tensor]:
+    """
+    `read_bilm_tf_weights` for the datasets of a weight file already in memory (numpy arrays, or
+    h5py datasets, by their HDF5 names): the state dict of an `ElmoBiLm` built from ``options``.
+    ``path`` names where they came from in errors.
+    """
+    state: Dict[str, torch.Tensor] = {}
+    reader = _WeightReader(arrays, path, options_source)
+    char_dim = options.char_embedding_dim
+    char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
+    state[names.CHARACTER_EMBEDDING] = torch.cat(
+        [char_embed.new_zeros(1, char_dim), char_embed]
+    )
+    for index, (width, count) in enumerate(options.filters):
+        kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
+        state[names.convolution(index, "weight")] = kernel[0].permute(2, 1, 0)
+        state[names.convolution(index, "bias")] = reader.read(
+            f"CNN/b_cnn_{index}", (count,)
+        )
+    n_filters = options.n_filters
+    square = (n_filters, n_filters)
+    for index in range(options.n_highway):
+        scope = f"CNN_high_{index}"
+        state[names.highway(index, "weight")] = torch.cat(
+            [
+                reader.read(f"{scope}/W_transform", square).t(),
+                reader.read(f"{scope}/W_carry", square).t(),
+            ]
+        )
+        state[names.highway(index, "bias")] = torch.cat(
+            [
+                reader.read(f"{scope}/b_transform", (n_filters,)),
+                reader.read(f"{scope}/b_carry", (n_filters,)),
+            ]
+        )
+    if options.has_character_projection:
+        projection_dim = options.projection_dim
+        state[names.projection("weight")] = reader.read(
+            "CNN_proj/W_proj", (n_filters, projection_dim)
+        ).t()
+        state[names.projection("bias")] = reader.read("CNN_proj/b_proj", (projection_dim,))
+
+    single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
+    for direction, name in enumerate(names.DIRECTIONS):
+        for layer in range(options.n_layers):
+            scope = lstm_scope(direction, layer, single_layer_names)
+            # Every layer's input (the token vectors, or the layer below) is as wide as the
+            # projection.
+            input_size = projection_size = options.projection_dim
+            cell_size = options.lstm_dim
+            kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
+            state[names.lstm(name, layer, "input_weight")] = kernel[:input_size]
+            state[names.lstm(name, layer, "recurrent_weight")] = kernel[input_size:]
+            state[names.lstm(name, layer, "bias")] = reader.read(f"{scope}/B", (4 * cell_size,))
+            state[names.lstm(name, layer, "projection_weight")] = reader.read(
+                f"{scope}/W_P_0", (cell_size, projection_size)
+            )
+    reader.check_nothing_left()
     return with_format_version(state)
 
 

@@ -1,0 +1,266 @@
+"""
+A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3`` (the published
+English "Original" biLM), DeepPavlov's Russian modules, and any SavedModel whose variables carry
+bilm-tf's names (`read_tf_hub_module`; ``allennlp elmo-export HUB_DIR OUT`` writes the result
+with the one bilm-tf writer).
+
+A module is a SavedModel (``saved_model.pb`` and ``variables/``; the TF1 Hub format adds
+``tfhub_module.pb``) built from bilm-tf's inference graph, so its variables are bilm-tf's, under
+the scope ``bilm/``, with TensorFlow's own names for the LSTM cells:
+
+| the module's variable | the bilm-tf weight file's dataset |
+|---|---|
+| ``bilm/char_embed`` (262, char_dim): row 0 the padding id | ``char_embed`` (261, char_dim) |
+| ``bilm/CNN/W_cnn_{i}``, ``b_cnn_{i}`` | ``CNN/W_cnn_{i}``, ``b_cnn_{i}`` |
+| ``bilm/CNN_high_{k}/W_carry``, ``b_carry``, ``W_transform``, ``b_transform`` | the same under ``CNN_high_{k}`` |
+| ``bilm/CNN_proj/W_proj``, ``b_proj`` | ``CNN_proj/W_proj``, ``b_proj`` |
+| ``bilm/RNN_{d}/RNN/MultiRNNCell/Cell{l}/rnn/lstm_cell/kernel`` | ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` |
+| ``.../rnn/lstm_cell/bias`` | ``.../LSTMCell/B`` |
+| ``.../rnn/lstm_cell/projection/kernel`` | ``.../LSTMCell/W_P_0`` |
+| ``aggregation/weights`` (layers,), ``aggregation/scaling`` () | none: the module's layer mix |
+
+(These are ``google/elmo/2``'s and ``/3``'s names, as TensorFlow logs them when it loads the
+module; DeepPavlov builds its modules with a copy of bilm-tf's graph, the same names.)
+
+The options come from the variables' shapes (character embedding size, filters, highway layers,
+projection, LSTM size and layers) and from the graph: the activation that follows the character
+convolutions and the span of their max-pool (the characters per token). The LSTM's clips and
+skip connections are in no variable and in no attribute the graph keeps by name; they are
+bilm-tf's, with which every ELMo module was trained: cell and projection clip 3, skip
+connections on (`ASSUMED`). What was taken rather than read is listed in `TfHubElmo.notes`.
+"""
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, BilmOptions
+from elmo_plugin.model_files.bilm_tf.weights import bilm_tf_state_dict
+from elmo_plugin.model_files.tf_hub.checkpoint import read_checkpoint
+from elmo_plugin.model_files.tf_hub.saved_model_graph import SAVED_MODEL_NAME, GraphNode, saved_model_nodes
+
+logger = logging.getLogger(__name__)
+
+VARIABLES_PREFIX = os.path.join("variables", "variables")
+BILM_SCOPE = "bilm/"
+LAYER_MIX = ("aggregation/weights", "aggregation/scaling")
+# bilm-tf's values of what no module stores (see the module documentation).
+ASSUMED = {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}
+# Where the graph says nothing: bilm-tf's values.
+DEFAULT_ACTIVATION = "relu"
+DEFAULT_MAX_CHARACTERS = 50
+
+# TensorFlow's LSTMCell variables (and bilm-tf's own names, which a module may keep) to the
+# bilm-tf weight file's.
+_LSTM_VARIABLE = re.compile(
+    r"^RNN_(?P<direction>[01])/RNN/(?:MultiRNNCell/Cell(?P<layer>\d+)/)?"
+    r"(?:rnn/lstm_cell|LSTMCell)/(?P<name>kernel|bias|projection/kernel|W_0|B|W_P_0)$"
+)
+_LSTM_NAMES = {"kernel": "W_0", "bias": "B", "projection/kernel": "W_P_0"}
+_CHARACTER_CNN_VARIABLE = re.compile(r"^(CNN/[Wb]_cnn_\d+|CNN_high_\d+/[Wb]_(carry|transform)|CNN_proj/[Wb]_proj)$")
+
+
+def is_tf_hub_module(path: PathLike) -> bool:
+    """Whether ``path`` is a SavedModel directory (a TF-Hub module is one): ``saved_model.pb``
+    and a checkpoint in ``variables/``."""
+    path = os.fspath(path)
+    return os.path.isfile(os.path.join(path, SAVED_MODEL_NAME)) and os.path.isfile(
+        os.path.join(path, VARIABLES_PREFIX + ".index")
+    )
+
+
+@dataclass
+class TfHubElmo:
+    """
+    The biLM of a TF-Hub module.
+
+    # Parameters
+
+    options : `BilmOptions`
+        Its architecture (n_characters 262, as the module's padded character embedding).
+    state : `Dict[str, torch.Tensor]`
+        Its weights as `ElmoBiLm`'s state dict.
+    notes : `List[str]`
+        The options taken from bilm-tf rather than read from the module, and the module's
+        layer mix, which the bilm-tf format has no place for; one line each.
+    """
+
+    options: BilmOptions
+    state: Dict[str, torch.Tensor]
+    notes: List[str] = field(default_factory=list)
+
+
+def _bilm_variables(variables: Dict[str, np.ndarray], directory: str) -> Dict[str, np.ndarray]:
+    """The biLM's variables, by bilm-tf's weight-file names."""
+    scopes = sorted({name[: -len("char_embed")] for name in variables if name.split("/")[-1] == "char_embed"})
+    if len(scopes) != 1:
+        listed = ", ".join(sorted(variables)[:8]) + (" ..." if len(variables) > 8 else "")
+        problem = "no variable" if not scopes else f"{len(scopes)} variables"
+        raise ConfigurationError(
+            f"{directory}: {problem} named .../char_embed: not an ELMo module of character inputs "
+            f"(its variables: {listed or 'none'})"
+        )
+    scope = scopes[0]
+    arrays: Dict[str, np.ndarray] = {}
+    unknown: List[str] = []
+    for name, value in variables.items():
+        if not name.startswith(scope):
+            continue
+        local = name[len(scope) :]
+        lstm = _LSTM_VARIABLE.match(local)
+        if local == "char_embed":
+            arrays["char_embed"] = value
+        elif _CHARACTER_CNN_VARIABLE.match(local):
+            arrays[local] = value
+        elif lstm:
+            file_name = _LSTM_NAMES.get(lstm.group("name"), lstm.group("name"))
+            layer = int(lstm.group("layer") or 0)
+            arrays[f"RNN_{lstm.group('direction')}/RNN/MultiRNNCell/Cell{layer}/LSTMCell/{file_name}"] = value
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ConfigurationError(
+            f"{directory}: variables {', '.join(sorted(unknown)[:6])}{' ...' if len(unknown) > 6 else ''} "
+            "are not part of a bilm-tf biLM (a module of word inputs, or another model?)"
+        )
+    char_embed = arrays["char_embed"]
+    if char_embed.ndim == 2 and char_embed.shape[0] == NUM_TRAINING_CHARACTER_IDS + 1:
+        # The inference graph's padding row (id 0), which the bilm-tf file leaves out.
+        arrays["char_embed"] = char_embed[1:]
+    return arrays
+
+
+def _shape(arrays: Dict[str, np.ndarray], name: str, rank: int, directory: str) -> Tuple[int, ...]:
+    if name not in arrays:
+        raise ConfigurationError(f"{directory}: the module has no variable for bilm-tf's {name}")
+    shape = tuple(arrays[name].shape)
+    if len(shape) != rank:
+        raise ConfigurationError(f"{directory}: bilm-tf's {name} has shape {shape}; expected {rank} dimensions")
+    return shape
+
+
+def options_from_shapes(
+    arrays: Dict[str, np.ndarray], directory: str, activation: str, max_characters_per_token: int
+) -> BilmOptions:
+    """The architecture the bilm-tf arrays' shapes fix, with what the shapes cannot say given."""
+    char_dim = _shape(arrays, "char_embed", 2, directory)[1]
+    filters = []
+    while f"CNN/W_cnn_{len(filters)}" in arrays:
+        _, width, _, count = _shape(arrays, f"CNN/W_cnn_{len(filters)}", 4, directory)
+        filters.append((width, count))
+    if not filters:
+        raise ConfigurationError(f"{directory}: the module has no character convolutions (CNN/W_cnn_0)")
+    n_highway = 0
+    while f"CNN_high_{n_highway}/W_carry" in arrays:
+        n_highway += 1
+    n_layers = 0
+    while f"RNN_0/RNN/MultiRNNCell/Cell{n_layers}/LSTMCell/W_P_0" in arrays:
+        n_layers += 1
+    if n_layers == 0:
+        raise ConfigurationError(f"{directory}: the module has no LSTM layers (RNN_0/.../W_P_0)")
+    cell_size, projection_dim = _shape(arrays, "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0", 2, directory)
+    skip_connections = ASSUMED["use_skip_connections"] and n_layers > 1
+    return BilmOptions(
+        filters=filters,
+        char_embedding_dim=char_dim,
+        n_highway=n_highway,
+        max_characters_per_token=max_characters_per_token,
+        n_characters=NUM_TRAINING_CHARACTER_IDS + 1,
+        activation=activation,
+        lstm_dim=cell_size,
+        projection_dim=projection_dim,
+        n_layers=n_layers,
+        cell_clip=ASSUMED["cell_clip"],
+        proj_clip=ASSUMED["proj_clip"],
+        use_skip_connections=bool(skip_connections),
+    )
+
+
+def _in_character_cnn(node: GraphNode) -> bool:
+    return "CNN" in node.name.split("/")[:-1]
+
+
+def graph_activation(nodes: List[GraphNode]) -> Optional[str]:
+    """``relu`` or ``tanh``: the activation applied in the character CNN's scope (bilm-tf
+    applies it after each convolution's max-pool); None if the graph shows neither or both."""
+    found = {node.op for node in nodes if _in_character_cnn(node) and node.op in ("Relu", "Tanh")}
+    return found.pop().lower() if len(found) == 1 else None
+
+
+def graph_max_characters(nodes: List[GraphNode], widths: List[int]) -> Optional[int]:
+    """The characters per token: each convolution of width w max-pools over all
+    ``max_characters - w + 1`` windows of a token, so the pools' spans and the widths fix it;
+    None if the graph's max-pools do not fit the widths."""
+    spans = set()
+    for node in nodes:
+        if _in_character_cnn(node) and node.op == "MaxPool":
+            ksize = node.int_list("ksize")
+            if ksize is not None and len(ksize) == 4:
+                spans.add(ksize[2])
+    if not spans:
+        return None
+    candidate = max(spans) + min(widths) - 1
+    return candidate if spans == {candidate - width + 1 for width in widths} else None
+
+
+def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
+    """
+    The biLM of the TF-Hub module (or SavedModel) in ``directory``: its options and weights.
+
+    # Parameters
+
+    directory : `PathLike`
+        The module, unpacked (``saved_model.pb``, ``variables/``; what ``tfhub.dev`` or Kaggle
+        Models serve as a ``.tar.gz``).
+    reader : `str`, optional (default = `"auto"`)
+        How the checkpoint is read: see `elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`.
+        TensorFlow is needed only for checkpoints the built-in reader does not read.
+
+    # Raises
+
+    `ConfigurationError`
+        Naming the directory, for a directory that is not a SavedModel, a module that is not a
+        character-based biLM, or variables whose shapes do not fit together.
+    """
+    directory = os.fspath(directory)
+    if not is_tf_hub_module(directory):
+        raise ConfigurationError(
+            f"{directory} is not a TF-Hub module or SavedModel: it needs {SAVED_MODEL_NAME} and "
+            f"{VARIABLES_PREFIX}.index (unpack the module's .tar.gz into a directory first)"
+        )
+    variables = read_checkpoint(os.path.join(directory, VARIABLES_PREFIX), reader=reader)
+    arrays = _bilm_variables(variables, directory)
+    nodes = saved_model_nodes(directory)
+    notes: List[str] = []
+    widths = [arrays[name].shape[1] for name in sorted(arrays) if name.startswith("CNN/W_cnn_")]
+    activation = graph_activation(nodes)
+    if activation is None:
+        activation = DEFAULT_ACTIVATION
+        notes.append(f"activation {activation}: not found in the module's graph, bilm-tf's")
+    max_characters = graph_max_characters(nodes, widths)
+    if max_characters is None:
+        max_characters = DEFAULT_MAX_CHARACTERS
+        notes.append(f"max_characters_per_token {max_characters}: not found in the module's graph, bilm-tf's")
+    options = options_from_shapes(arrays, directory, activation, max_characters)
+    notes.append(
+        f"cell_clip {options.cell_clip:g}, proj_clip {options.proj_clip:g}, use_skip_connections "
+        f"{str(options.use_skip_connections).lower()}: stored nowhere in a module, bilm-tf's"
+    )
+    source = f"the shapes of the variables in {directory}"
+    state = bilm_tf_state_dict(arrays, options, os.path.join(directory, VARIABLES_PREFIX), source)
+    mix = [variables.get(name) for name in LAYER_MIX]
+    if mix[0] is not None and mix[1] is not None:
+        weights = np.exp(mix[0] - mix[0].max())
+        notes.append(
+            "the module's layer mix (its 'elmo' output: softmax(aggregation/weights) = "
+            f"{[round(float(weight), 4) for weight in weights / weights.sum()]}, scaling "
+            f"{float(mix[1]):g}) is not part of the bilm-tf format"
+        )
+    logger.info("TF-Hub module %s: %s", directory, "; ".join(notes))
+    return TfHubElmo(options, state, notes)

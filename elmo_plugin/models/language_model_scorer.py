@@ -1,0 +1,579 @@
+"""
+The biLM as the language model it was trained to be: sentence scores (each direction's
+log-probability and perplexity) and lexical substitutes (the words both LMs expect at a
+position), what ``allennlp elmo-score`` writes.
+
+Only a biLM whose softmax was kept can do this (`load_language_model`): an ``elmo_bilm`` training
+run (``model.tar.gz`` or serialization directory), or its export with ``--include-softmax``
+(``softmax.hdf5`` and ``vocabulary.txt`` beside ``options.json`` and ``weights.hdf5``). The
+published bilm-tf files, ELMoForManyLangs models and TF-Hub modules hold the biLM without it.
+
+The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode (the
+plain definition it is tested against, `elmo_plugin.models.elmo_language_model`): each sentence
+becomes ``<S> tokens </S>`` and runs from a zero LSTM state (stateless: a sentence's score never
+depends on its neighbours or its batch); the forward LM's output at position ``p`` predicts the
+token at ``p + 1``, the backward LM's the one at ``p - 1``; each prediction's log-probability
+is the full softmax's (every word of the vocabulary), a word outside the vocabulary counting as
+``<UNK>``. So a sentence of ``n`` tokens has ``n + 1`` predictions per direction (the forward
+LM's of its tokens and ``</S>``, the backward LM's of its tokens and ``<S>``), and the
+perplexities of a file, weighted by these predictions (`CorpusScore`), are ``evaluate``'s
+``forward_ppl``, ``backward_ppl`` and ``ppl`` (their mean).
+
+Substitutes follow simple_elmo's ``get_elmo_substitutes``: for each token, the ``k`` words the
+forward LM expects there (from the words before it) and the ``k`` words the backward LM expects
+(from the words after it), without ``<S>`` and ``</S>``; here with their log-probabilities
+(simple_elmo gives the softmax's unnormalised scores, unsorted), best first, and with ``both``:
+the ``k`` words with the highest sum of the two log-probabilities, the words both LMs expect.
+"""
+import itertools
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import h5py
+import numpy as np
+import torch
+from allennlp.common.checks import ConfigurationError
+from allennlp.common.tqdm import Tqdm
+
+from elmo_plugin.common.archive import is_model_archive, open_model_archive
+from elmo_plugin.common.atomic_output import atomic_output, input_at
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
+from elmo_plugin.data.vocabulary import (
+    DEFAULT_LM_NAMESPACE,
+    UNK_TOKEN,
+    BilmTfVocabulary,
+    read_bilm_tf_vocabulary,
+)
+from elmo_plugin.model_files.bilm_tf.directory import (
+    OPTIONS_NAME,
+    SOFTMAX_NAME,
+    VOCABULARY_NAME,
+    WEIGHTS_NAME,
+)
+from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
+from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
+from elmo_plugin.model_files.stored_bilm import read_archive_bilm
+from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module
+from elmo_plugin.modules.bilm import ElmoBiLm
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 64
+# The softmax's (rows, vocabulary) logits are computed this many at most at a time: 64M floats,
+# 256 MB, as the training model's full softmax (`SampledSoftmaxLoss.max_eval_logits`).
+MAX_LOGITS = 64 * 1024 * 1024
+# The language model's parameters in an elmo_bilm archive's state dict.
+_SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
+
+NO_SOFTMAX = (
+    "scoring needs a biLM trained with its softmax: the model.tar.gz (or serialization "
+    "directory) of `allennlp train` with an elmo_bilm config, or its export with "
+    f"`allennlp elmo-export RUN OUT --include-softmax` ({SOFTMAX_NAME} and {VOCABULARY_NAME} "
+    f"beside {OPTIONS_NAME} and {WEIGHTS_NAME})"
+)
+
+
+@dataclass
+class BilmLanguageModel:
+    """
+    A biLM with the softmax it was trained with.
+
+    # Parameters
+
+    bilm : `ElmoBiLm`
+        The biLM, stateless and frozen.
+    softmax_weight : `torch.Tensor`
+        ``(vocabulary size, projection_dim)``, shared by both directions.
+    softmax_bias : `torch.Tensor`
+        ``(vocabulary size,)``.
+    vocabulary : `List[str]`
+        The words, in softmax row order (bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``
+        among them).
+    description : `str`
+        Where it was read from, for messages.
+    """
+
+    bilm: ElmoBiLm
+    softmax_weight: torch.Tensor
+    softmax_bias: torch.Tensor
+    vocabulary: List[str]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        rows, width = self.softmax_weight.shape
+        if rows != len(self.vocabulary) or tuple(self.softmax_bias.shape) != (rows,):
+            raise ConfigurationError(
+                f"{self.description}: the softmax has {rows} rows and {tuple(self.softmax_bias.shape)} "
+                f"biases for a vocabulary of {len(self.vocabulary)} words"
+            )
+        if width != self.bilm.options.projection_dim:
+            raise ConfigurationError(
+                f"{self.description}: the softmax takes vectors of {width}, the biLM's LMs give "
+                f"{self.bilm.options.projection_dim}"
+            )
+        self.token_to_id = {token: index for index, token in enumerate(self.vocabulary)}
+        for special in (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN):
+            if special not in self.token_to_id:
+                raise ConfigurationError(f"{self.description}: the vocabulary lacks {special}")
+
+
+def _no_softmax(model: str, what: str) -> ConfigurationError:
+    return ConfigurationError(f"{model} is {what}, without the language model's softmax; {NO_SOFTMAX}")
+
+
+def load_language_model(model: PathLike) -> BilmLanguageModel:
+    """
+    The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization
+    directory, or a directory that ``allennlp elmo-export --include-softmax`` wrote. Anything
+    else (a published model's name, bilm-tf files without ``softmax.hdf5``, a task model, an
+    ELMoForManyLangs model, a TF-Hub module) is one `ConfigurationError` saying that scoring
+    needs a model trained with its softmax; nothing is downloaded.
+    """
+    name = os.fspath(model)
+    if name.lower() in PUBLISHED_MODELS:
+        raise _no_softmax(name, "a published bilm-tf model (its files hold the biLM only)")
+    path = os.path.expanduser(name)
+    if not os.path.exists(path):
+        raise ConfigurationError(f"no model at {path}: {NO_SOFTMAX}")
+    if os.path.isdir(path):
+        if is_tf_hub_module(path):
+            raise _no_softmax(path, "a TF-Hub module")
+        if is_elmoformanylangs_directory(path):
+            raise _no_softmax(path, "an ELMoForManyLangs model")
+        if os.path.isfile(os.path.join(path, OPTIONS_NAME)):
+            return _exported_language_model(path)
+    if not is_model_archive(path):
+        raise ConfigurationError(f"{path} is neither a model directory nor a model.tar.gz; {NO_SOFTMAX}")
+    return _archive_language_model(path)
+
+
+def _exported_language_model(directory: str) -> BilmLanguageModel:
+    softmax_file = os.path.join(directory, SOFTMAX_NAME)
+    vocabulary_file = os.path.join(directory, VOCABULARY_NAME)
+    if not os.path.isfile(softmax_file):
+        raise _no_softmax(directory, f"bilm-tf files with no {SOFTMAX_NAME}")
+    if not os.path.isfile(vocabulary_file):
+        raise ConfigurationError(
+            f"{directory} has {SOFTMAX_NAME} but no {VOCABULARY_NAME}, the words of its rows; "
+            "export the run again with --include-softmax"
+        )
+    bilm = ElmoBiLm.from_files(os.path.join(directory, OPTIONS_NAME), os.path.join(directory, WEIGHTS_NAME))
+    try:
+        with h5py.File(softmax_file, "r") as handle:
+            weight, bias = (
+                torch.from_numpy(np.asarray(handle[name][...], np.float32)) for name in ("softmax/W", "softmax/b")
+            )
+    except (OSError, KeyError) as error:
+        raise ConfigurationError(
+            f"{softmax_file}: not a softmax written by elmo-export ({error}); it needs datasets softmax/W and softmax/b"
+        ) from None
+    return BilmLanguageModel(bilm, weight, bias, read_bilm_tf_vocabulary(vocabulary_file), directory)
+
+
+def _archive_language_model(path: str) -> BilmLanguageModel:
+    with open_model_archive(path) as archive:
+        model_type = archive.config.get("model", {}).get("type")
+        if model_type != "elmo_bilm":
+            raise _no_softmax(path, f"a {model_type!r} task model")
+        weights = archive.load_weights()
+        bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
+        namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
+        tokens = BilmTfVocabulary.from_files(archive.vocabulary_directory).get_index_to_token_vocabulary(namespace)
+    missing = [key for key in _SOFTMAX_KEYS if key not in weights]
+    if missing:
+        raise ConfigurationError(f"{path}: the model's weights lack {', '.join(missing)}")
+    weight, bias = (weights[key].float() for key in _SOFTMAX_KEYS)
+    return BilmLanguageModel(bilm, weight, bias, [tokens[index] for index in range(len(tokens))], path)
+
+
+@dataclass
+class Candidates:
+    """The words a language model expects at a position, best first."""
+
+    ids: List[int]
+    words: List[str]
+    log_probs: List[float]
+
+    def to_json(self) -> Dict[str, Any]:
+        # simple_elmo's names (its "logp" are unnormalised scores; these are log-probabilities).
+        return {"candidates": self.ids, "candidate_words": self.words, "logp": self.log_probs}
+
+
+@dataclass
+class Substitutes:
+    """What the language models expect in place of one token: ``forward`` from the words before
+    it, ``backward`` from the words after it, ``both`` by the sum of the two log-probabilities."""
+
+    word: str
+    forward: Candidates
+    backward: Candidates
+    both: Candidates
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "word": self.word,
+            "forward": self.forward.to_json(),
+            "backward": self.backward.to_json(),
+            "both": self.both.to_json(),
+        }
+
+
+@dataclass
+class SentenceScore:
+    """
+    One sentence under the two language models: the natural-log probabilities of its
+    ``predictions`` (its tokens and ``</S>`` forward, its tokens and ``<S>`` backward), and the
+    perplexities they give. ``substitutes``: one entry per token, when asked for.
+    """
+
+    tokens: List[str]
+    forward_log_prob: float
+    backward_log_prob: float
+    substitutes: Optional[List[Substitutes]] = None
+
+    @property
+    def predictions(self) -> int:
+        """Predictions per direction: the tokens and one sentence boundary."""
+        return len(self.tokens) + 1
+
+    @property
+    def forward_perplexity(self) -> float:
+        return math.exp(-self.forward_log_prob / self.predictions)
+
+    @property
+    def backward_perplexity(self) -> float:
+        return math.exp(-self.backward_log_prob / self.predictions)
+
+    @property
+    def perplexity(self) -> float:
+        """The mean of the two directions' perplexities, as the training model reports ``ppl``."""
+        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
+
+    def to_json(self) -> Dict[str, Any]:
+        record: Dict[str, Any] = {
+            "tokens": len(self.tokens),
+            "forward_log_prob": self.forward_log_prob,
+            "backward_log_prob": self.backward_log_prob,
+            "forward_perplexity": self.forward_perplexity,
+            "backward_perplexity": self.backward_perplexity,
+            "perplexity": self.perplexity,
+        }
+        if self.substitutes is not None:
+            record["substitutes"] = [substitute.to_json() for substitute in self.substitutes]
+        return record
+
+
+@dataclass
+class CorpusScore:
+    """
+    The sums over sentences: the perplexity of a file as ``allennlp evaluate`` computes it,
+    weighted by predictions (``exp`` of minus the total log-probability over the total number of
+    predictions, per direction), not a mean of the sentences' perplexities.
+    """
+
+    sentences: int = 0
+    predictions: int = 0  # per direction
+    forward_log_prob: float = 0.0
+    backward_log_prob: float = 0.0
+
+    def add(self, score: SentenceScore) -> None:
+        self.sentences += 1
+        self.predictions += score.predictions
+        self.forward_log_prob += score.forward_log_prob
+        self.backward_log_prob += score.backward_log_prob
+
+    @property
+    def forward_perplexity(self) -> float:
+        return math.exp(-self.forward_log_prob / max(self.predictions, 1))
+
+    @property
+    def backward_perplexity(self) -> float:
+        return math.exp(-self.backward_log_prob / max(self.predictions, 1))
+
+    @property
+    def perplexity(self) -> float:
+        """``evaluate``'s ``ppl``: the mean of the two directions' perplexities."""
+        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
+
+
+class LanguageModelScorer:
+    """
+    Scores tokenized sentences with a biLM and its softmax (see the module documentation).
+
+    ```python
+    scorer = LanguageModelScorer("runs/bilm/model.tar.gz")
+    score = scorer.score([["the", "cat", "sat", "."]])[0]
+    score.forward_log_prob, score.backward_log_prob, score.perplexity
+    scorer.substitutes([["the", "cat", "sat", "."]], k=5)[0][1].both.words  # for "cat"
+    ```
+
+    # Parameters
+
+    model : `PathLike` or `BilmLanguageModel`
+        An ``elmo_bilm`` ``model.tar.gz`` or serialization directory, or an export with its
+        softmax (`load_language_model`), or one already loaded.
+    cuda_device : `int`, optional (default = `-1`)
+        The GPU to run on; -1 runs on the CPU.
+    """
+
+    def __init__(self, model, cuda_device: int = -1) -> None:
+        if cuda_device >= 0 and not (torch.cuda.is_available() and cuda_device < torch.cuda.device_count()):
+            visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise ConfigurationError(
+                f"cuda_device={cuda_device} was requested, but {visible} CUDA device(s) are visible "
+                f"(torch {torch.__version__}); use -1 (--cuda-device -1) for the CPU"
+            )
+        self.device = torch.device("cuda", cuda_device) if cuda_device >= 0 else torch.device("cpu")
+        self.language_model = model if isinstance(model, BilmLanguageModel) else load_language_model(model)
+        language_model = self.language_model
+        self.bilm = language_model.bilm.to(self.device).eval()
+        self.softmax_weight = language_model.softmax_weight.to(self.device)
+        self.softmax_bias = language_model.softmax_bias.to(self.device)
+        self.vocabulary = language_model.vocabulary
+        self._token_to_id = language_model.token_to_id
+        self._unknown = self._token_to_id[UNK_TOKEN]
+        self._boundaries = [self._token_to_id[BOS_TOKEN], self._token_to_id[EOS_TOKEN]]
+
+    def _target_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
+        """``(batch, longest + 2)``: the ids of ``<S> tokens </S>``, padded with ``<S>``'s id
+        (masked out: the biLM's mask says which positions are real)."""
+        bos, eos = self._boundaries
+        width = max(len(sentence) for sentence in batch) + 2
+        rows = [
+            [bos, *(self._token_to_id.get(token, self._unknown) for token in sentence), eos]
+            + [bos] * (width - len(sentence) - 2)
+            for sentence in batch
+        ]
+        return torch.tensor(rows, dtype=torch.long, device=self.device)
+
+    def _log_softmax_chunks(self, vectors: torch.Tensor) -> Iterator[Tuple[int, torch.Tensor]]:
+        """``(start, log-probabilities of rows start..)`` over the whole vocabulary, a few rows
+        at a time (at most `MAX_LOGITS` logits)."""
+        rows = max(1, MAX_LOGITS // len(self.vocabulary))
+        for start in range(0, vectors.size(0), rows):
+            logits = torch.addmm(self.softmax_bias, vectors[start : start + rows], self.softmax_weight.t())
+            yield start, torch.log_softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def _run(self, batch: Sequence[Sequence[str]], k: int) -> List[SentenceScore]:
+        check_tokens(batch)
+        ids = self.bilm.character_ids.batch_to_ids(batch).to(self.device)
+        output = self.bilm(ids)
+        top, mask = output["activations"][-1], output["mask"]
+        targets = self._target_ids(batch)
+        projection = self.bilm.options.projection_dim
+        # Position p of the forward LM predicts p + 1, of the backward LM p - 1; both pairs exist
+        # where position p + 1 (resp. p) is real: mask[:, 1:], as the training model pairs them.
+        pairs = mask[:, 1:]
+        directions = (
+            (top[:, :-1, :projection][pairs], targets[:, 1:][pairs]),
+            (top[:, 1:, projection:][pairs], targets[:, :-1][pairs]),
+        )
+        target_log_probs = []
+        top_candidates: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        for vectors, direction_targets in directions:
+            gathered = torch.empty(vectors.size(0), device=self.device)
+            best_values, best_ids = [], []
+            for start, log_probs in self._log_softmax_chunks(vectors):
+                rows = log_probs.size(0)
+                gathered[start : start + rows] = log_probs.gather(
+                    1, direction_targets[start : start + rows].unsqueeze(1)
+                ).squeeze(1)
+                if k:
+                    log_probs[:, self._boundaries] = -math.inf  # simple_elmo's "no delimiters"
+                    values, indices = log_probs.topk(min(k, log_probs.size(1)), dim=1)
+                    best_values.append(values)
+                    best_ids.append(indices)
+            target_log_probs.append(gathered)
+            if k:
+                top_candidates.append((torch.cat(best_values), torch.cat(best_ids)))
+        # Each sentence's predictions are consecutive rows (row-major selection by the mask).
+        counts = pairs.sum(dim=1).tolist()
+        forward_sums = _split_sums(target_log_probs[0], counts)
+        backward_sums = _split_sums(target_log_probs[1], counts)
+        scores = [
+            SentenceScore(list(sentence), forward, backward)
+            for sentence, forward, backward in zip(batch, forward_sums, backward_sums)
+        ]
+        if k:
+            both = self._both_candidates(directions[0][0], directions[1][0], counts, k)
+            self._attach_substitutes(scores, counts, top_candidates, both)
+        return scores
+
+    def _both_candidates(
+        self, forward: torch.Tensor, backward: torch.Tensor, counts: List[int], k: int
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """For each token, the ``k`` words with the highest forward + backward log-probability:
+        the forward LM's prediction of token i is row i of its sentence (row i + 1 predicts
+        ``</S>``), the backward LM's is row i + 1 (row 0 predicts ``<S>``)."""
+        forward_rows, backward_rows = [], []
+        start = 0
+        for count in counts:
+            forward_rows.extend(range(start, start + count - 1))
+            backward_rows.extend(range(start + 1, start + count))
+            start += count
+        forward_index = torch.tensor(forward_rows, dtype=torch.long, device=self.device)
+        backward_index = torch.tensor(backward_rows, dtype=torch.long, device=self.device)
+        values, indices = [], []
+        forward_chunks = self._log_softmax_chunks(forward[forward_index])
+        backward_chunks = self._log_softmax_chunks(backward[backward_index])
+        for (_, forward_log_probs), (_, backward_log_probs) in zip(forward_chunks, backward_chunks):
+            summed = forward_log_probs + backward_log_probs
+            summed[:, self._boundaries] = -math.inf
+            best = summed.topk(min(k, summed.size(1)), dim=1)
+            values.append(best.values)
+            indices.append(best.indices)
+        return torch.cat(values), torch.cat(indices)
+
+    def _attach_substitutes(
+        self,
+        scores: List[SentenceScore],
+        counts: List[int],
+        directions: List[Tuple[torch.Tensor, torch.Tensor]],
+        both: Tuple[torch.Tensor, torch.Tensor],
+    ) -> None:
+        (forward_values, forward_ids), (backward_values, backward_ids) = (
+            (values.tolist(), ids.tolist()) for values, ids in directions
+        )
+        both_values, both_ids = both[0].tolist(), both[1].tolist()
+
+        def candidates(values: List[List[float]], ids: List[List[int]], row: int) -> Candidates:
+            return Candidates(ids[row], [self.vocabulary[index] for index in ids[row]], values[row])
+
+        start = both_row = 0
+        for score, count in zip(scores, counts):
+            score.substitutes = []
+            for position, token in enumerate(score.tokens):
+                score.substitutes.append(Substitutes(
+                    token,
+                    forward=candidates(forward_values, forward_ids, start + position),
+                    backward=candidates(backward_values, backward_ids, start + position + 1),
+                    both=candidates(both_values, both_ids, both_row),
+                ))
+                both_row += 1
+            start += count
+
+    def score(
+        self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE, substitutes: int = 0
+    ) -> List[SentenceScore]:
+        """
+        The score of each tokenized sentence (a sentence needs at least one token), in order;
+        with ``substitutes`` k > 0 also each token's `Substitutes` (k words per list).
+        """
+        given = list(sentences)
+        check_tokens(given)
+        sentences = [list(sentence) for sentence in given]
+        scores: List[SentenceScore] = []
+        for start in range(0, len(sentences), batch_size):
+            scores.extend(self._run(sentences[start : start + batch_size], substitutes))
+        return scores
+
+    def substitutes(
+        self, sentences: Iterable[Sequence[str]], k: int = 3, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> List[List[Substitutes]]:
+        """For each sentence, for each token, the ``k`` words the language models expect there
+        (simple_elmo's ``get_elmo_substitutes``; see the module documentation)."""
+        if k < 1:
+            raise ConfigurationError(f"k must be at least 1, got {k}")
+        return [score.substitutes or [] for score in self.score(sentences, batch_size, substitutes=k)]
+
+    def score_file(
+        self,
+        input_file: PathLike,
+        output_file: Optional[PathLike] = None,
+        substitutes: int = 0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: bool = True,
+        num_sentences: Optional[int] = None,
+    ) -> CorpusScore:
+        """
+        Scores a file of tokenized sentences (checked first, `check_scoring_files`, unless the
+        caller did and gives ``num_sentences``) into JSON lines, one per sentence in order
+        (``line``, 1-based, and `SentenceScore.to_json`), written to ``output_file`` whole or not
+        at all (`atomic_output`), or to stdout; returns the file's `CorpusScore`.
+        """
+        if num_sentences is None:
+            num_sentences = check_scoring_files(input_file, output_file)
+        if output_file is None:
+            return self._write_scores(input_file, num_sentences, sys.stdout, substitutes, batch_size, progress)
+        with atomic_output(os.fspath(output_file)) as temporary:
+            with open(temporary, "w", encoding="utf-8", newline="\n") as out:
+                return self._write_scores(input_file, num_sentences, out, substitutes, batch_size, progress)
+
+    def _write_scores(
+        self, input_file: PathLike, num_sentences: int, out: IO[str], substitutes: int, batch_size: int,
+        progress: bool,
+    ) -> CorpusScore:
+        corpus = CorpusScore()
+        batch: List[Tuple[int, List[str]]] = []
+        with Tqdm.tqdm(total=num_sentences, disable=not progress, unit=" sentences", desc="elmo-score") as bar:
+            # One line at a time: a file larger than memory is scored too. The None ends it.
+            for line in itertools.chain(read_sentences(input_file), [None]):
+                if line is not None:
+                    batch.append(line)
+                if batch and (len(batch) == batch_size or line is None):
+                    for (line_index, _), score in zip(batch, self._run([tokens for _, tokens in batch], substitutes)):
+                        corpus.add(score)
+                        out.write(json.dumps({"line": line_index + 1, **score.to_json()}, ensure_ascii=False) + "\n")
+                    bar.update(len(batch))
+                    batch = []
+        return corpus
+
+
+def _split_sums(values: torch.Tensor, counts: List[int]) -> List[float]:
+    return [float(part.double().sum()) for part in torch.split(values, counts)]
+
+
+def check_tokens(batch: Sequence[Sequence[str]]) -> None:
+    """A sentence must be a non-empty list of tokens (not a string, which would be scored letter
+    by letter), a token a string that is not empty or whitespace."""
+    for index, sentence in enumerate(batch):
+        if isinstance(sentence, str):
+            raise ConfigurationError(
+                f"sentence {index}: sentences must be lists of tokens, got a string; split it first"
+            )
+        if len(sentence) == 0:
+            raise ConfigurationError(f"sentence {index} has no tokens: there is nothing to score")
+        for position, token in enumerate(sentence):
+            if not isinstance(token, str) or not token.strip():
+                raise ConfigurationError(
+                    f"sentence {index}, token {position}: {token!r} is not a token (a non-empty string)"
+                )
+
+
+def check_scoring_files(input_file: PathLike, output_file: Optional[PathLike]) -> int:
+    """
+    Checks what a scoring run needs besides the model, before any model is loaded: the input
+    (`check_sentence_file`: UTF-8, no blank lines, not empty) and that the output can be written
+    without replacing it. Returns the number of sentences.
+    """
+    input_path = os.fspath(input_file)
+    num_sentences = check_sentence_file(input_path)
+    if output_file is not None:
+        output_path = os.fspath(output_file)
+        directory = os.path.dirname(os.path.abspath(output_path))
+        if not os.path.isdir(directory):
+            raise ConfigurationError(f"the output directory does not exist: {directory}")
+        if os.path.isdir(output_path):
+            raise ConfigurationError(f"the output path is a directory: {output_path}")
+        if input_at(output_path, [input_path]) is not None:
+            raise ConfigurationError(f"the output file would replace the input file: {output_path}")
+    return num_sentences
+
+
+__all__ = [
+    "BilmLanguageModel",
+    "Candidates",
+    "CorpusScore",
+    "LanguageModelScorer",
+    "SentenceScore",
+    "Substitutes",
+    "load_language_model",
+]
