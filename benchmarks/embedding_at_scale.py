@@ -77,7 +77,7 @@ def _constant_stand_in(dim: int) -> None:
             for tokens in batch
         ]
 
-    ElmoEmbedder._embed_to_arrays = embed
+    ElmoEmbedder.embed_arrays = embed
     ElmoEmbedder.get_output_dim = lambda self: dim
     torch.set_num_threads(1)
 

@@ -15,7 +15,7 @@ How a sharded ``allennlp elmo`` run cuts its input into pieces and shares them a
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from elmo_plugin.common.text_files import decoded_lines
 
@@ -40,6 +40,10 @@ class Piece:
     @property
     def num_sentences(self) -> int:
         return self.end_line - self.first_line
+
+    def lines(self) -> Sequence[int]:
+        """The piece's line numbers, in order."""
+        return range(self.first_line, self.end_line)
 
     def shard_name(self, fingerprint: str) -> str:
         """

@@ -42,6 +42,8 @@ from elmo_plugin.embedding_output.layout import (
     NUM_SENTENCES_ATTRIBUTE,
     OFFSETS,
     PER_SENTENCE,
+    SENTENCE_INDICES,
+    SENTENCE_TO_INDEX,
     SENTENCES,
 )
 
@@ -49,8 +51,8 @@ from elmo_plugin.embedding_output.layout import (
 # directory, size in bytes], written by `elmo_plugin.embedding_output.assembly`.
 SHARDS_ATTRIBUTE = "elmo_shards"
 
-# The per-sentence layout's JSON maps (see `elmo_plugin.elmo_embedder`): not sentences.
-_INDEX_DATASETS = ("sentence_to_index", "sentence_indices")
+# The per-sentence layout's JSON maps: not sentences.
+_INDEX_DATASETS = (SENTENCE_TO_INDEX, SENTENCE_INDICES)
 
 
 class MissingShardError(ConfigurationError):

@@ -479,6 +479,7 @@ def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
 
 def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     import elmo_plugin.elmo_embedder as embedder_module
+    import elmo_plugin.embedding_output.job as job_module
     import elmo_plugin.model_files.resolve as resolve_module
     import elmo_plugin.modules.bilm_loading as loading_module
 
@@ -498,7 +499,7 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
             ):
                 monkeypatch.setattr(holder, name, wrapper)
 
-    counted(embedder_module, "check_sentence_file")
+    counted(job_module, "check_sentence_file")
     counted(embedder_module, "check_cuda_device")
     counted(resolve_module, "resolve_model")
     counted(resolve_module, "check_file_pair")
@@ -517,3 +518,30 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
         "read_stored_bilm": 1,
         "build_bilm": 1,
     }
+
+
+def test_the_arguments_become_one_job_with_every_option():
+    # Every option that changes what is computed or written reaches the job, spelled once there.
+    from allennlp.commands import ArgumentParserWithDefaults
+
+    from elmo_plugin.commands.elmo import ElmoCommand, embedding_job
+
+    parser = ArgumentParserWithDefaults(prog="allennlp")
+    ElmoCommand().add_subparser(parser.add_subparsers())
+    args = parser.parse_args([
+        "elmo", "in.txt", "out.hdf5", "--average", "--batch-size", "7", "--forget-sentences",
+        "--layout", "flat", "--float16", "--shard-tokens", "99", "--model", "small",
+        "--options-file", "o.json", "--weight-file", "w.hdf5", "--cuda-device", "3",
+        "--stateful", "--precision", "bfloat16",
+    ])
+    job = embedding_job(args)
+    assert (job.input_path, job.output_path, job.num_sentences) == ("in.txt", "out.hdf5", None)
+    assert (job.output_format, job.batch_size, job.layout, job.float16) == ("average", 7, "flat", True)
+    assert (job.forget_sentences, job.use_sentence_keys, job.include_sentence_indices) == (
+        True, False, False
+    )
+    assert (job.piece_tokens, job.model, job.options_file, job.weight_file) == (
+        99, "small", "o.json", "w.hdf5"
+    )
+    assert (job.cuda_device, job.stateful, job.precision) == (3, True, "bfloat16")
+    assert job.argument_names.options_file == "--options-file"
