@@ -40,9 +40,9 @@ from elmo_plugin.commands.common import (
 from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.embedding_output.batch_loop import write_embeddings
-from elmo_plugin.embedding_output.job import DEFAULT_BATCH_SIZE, EmbeddingJob
+from elmo_plugin.embedding_output.job import DEFAULT_BATCH_SIZE, DEFAULT_PIECE_TOKENS, EmbeddingJob
 from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
-from elmo_plugin.embedding_output.plan import DEFAULT_PIECE_TOKENS, shards_directory
+from elmo_plugin.embedding_output.plan import shards_directory
 from elmo_plugin.embedding_output.sharded_run import ShardedResult, run_sharded
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
@@ -236,8 +236,8 @@ class ElmoCommand(Subcommand):
             default=DEFAULT_PIECE_TOKENS,
             metavar="N",
             help="under torchrun: about this many tokens per shard file, the unit of work that "
-            "a rerun after a crash reuses",
-        )
+            "a rerun after a crash reuses; an input with fewer tokens per process is cut into "
+            "one shard per process")
         subparser.add_argument(
             "--file-friendly-logging",
             action="store_true",

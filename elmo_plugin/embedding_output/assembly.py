@@ -57,7 +57,7 @@ def check_shards(
         problem = shard_problem(path, piece, fingerprint, layout, dataset_names, dim)
         if problem is not None:
             raise ConfigurationError(
-                f"the shard {path} (lines {piece.first_line + 1}-{piece.end_line}) cannot be "
+                f"the shard {path} ({piece.describe()}) cannot be "
                 f"used: {problem}; the output was not written. Run the same command again to "
                 "recompute it"
             )
@@ -110,26 +110,19 @@ def _assemble_flat(
     dtype: np.dtype,
     write_sentences: bool,
 ) -> None:
-    for name in dataset_names:
-        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
-        row = 0
-        for piece, (relative, _) in zip(plan.pieces, shards):
-            if piece.num_tokens:
-                source = h5py.VirtualSource(relative, name, shape=(piece.num_tokens, dim))
-                layout[row : row + piece.num_tokens] = source
-            row += piece.num_tokens
-        out.create_virtual_dataset(name, layout, fillvalue=np.nan)
-    # The offsets are the shards' own plus the rows before each shard: a real dataset (8 bytes a
-    # line), written shard by shard.
+    # The offsets are the shards' own plus the rows before each line: a real dataset (8 bytes a
+    # line), written chunk by chunk; the rows are mapped from the shards run by run.
     offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
     offsets[0] = 0
-    row = 0
-    for piece, (relative, _) in zip(plan.pieces, shards):
-        shard_path = os.path.join(output_directory, relative)
-        with h5py.File(shard_path, "r") as shard:
-            local = shard[OFFSETS][1:]
-        offsets[piece.first_line + 1 : piece.end_line + 1] = row + local
-        row += piece.num_tokens
+    runs = _flat_runs(output_directory, plan, shards, offsets)
+    for name in dataset_names:
+        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
+        for row, rows, relative, shard_row, shard_rows in runs:
+            source = h5py.VirtualSource(relative, name, shape=(shard_rows, dim))
+            if rows != shard_rows:
+                source = source[shard_row : shard_row + rows]
+            layout[row : row + rows] = source
+        out.create_virtual_dataset(name, layout, fillvalue=np.nan)
     if write_sentences:
         sentences = out.create_dataset(
             SENTENCES, shape=(plan.num_sentences,), dtype=h5py.string_dtype()
@@ -142,6 +135,46 @@ def _assemble_flat(
                 break
             sentences[start : start + len(block)] = block
             start += len(block)
+
+
+def _flat_runs(
+    output_directory: str, plan: Plan, shards: Sequence[Tuple[str, int]], offsets: h5py.Dataset
+) -> List[Tuple[int, int, str, int, int]]:
+    """
+    Writes the output's ``offsets`` and returns its rows as runs of consecutive lines that one
+    shard holds: (output row, rows, shard, shard row, the shard's rows). A piece of whole
+    chunks is one run; pieces cut inside a chunk share its lines, in turns.
+    """
+    runs: List[Tuple[int, int, str, int, int]] = []
+    row = 0
+    pieces = list(zip(plan.pieces, shards))
+    while pieces:
+        # The pieces that share lines with the first: together they hold whole chunks.
+        sharing = [pieces.pop(0)]
+        while pieces and pieces[0][0].first_line < sharing[-1][0].end_line:
+            sharing.append(pieces.pop(0))
+        first_line, end_line = sharing[0][0].first_line, sharing[-1][0].end_line
+        lengths = np.zeros(end_line - first_line, dtype=np.int64)
+        holder = np.zeros(end_line - first_line, dtype=np.int64)
+        shard_rows = np.zeros(end_line - first_line, dtype=np.int64)
+        for index, (piece, (relative, _)) in enumerate(sharing):
+            with h5py.File(os.path.join(output_directory, relative), "r") as shard:
+                local = shard[OFFSETS][()]
+            lines = np.asarray(piece.lines(), dtype=np.int64) - first_line
+            lengths[lines] = np.diff(local)
+            holder[lines] = index
+            shard_rows[lines] = local[:-1]
+        ends = row + np.cumsum(lengths)
+        offsets[first_line + 1 : end_line + 1] = ends
+        bounds = [0, *(np.flatnonzero(np.diff(holder)) + 1).tolist(), len(holder)]
+        for first, end in zip(bounds[:-1], bounds[1:]):
+            piece, (relative, _) = sharing[int(holder[first])]
+            start = int(ends[first] - lengths[first])
+            rows = int(ends[end - 1]) - start
+            if rows:
+                runs.append((start, rows, relative, int(shard_rows[first]), piece.num_tokens))
+        row = int(ends[-1])
+    return runs
 
 
 def _assemble_per_sentence(

@@ -23,10 +23,14 @@ from elmo_plugin.embedding_output.layout import (
     SENTENCE_TO_INDEX,
     check_layout,
 )
-from elmo_plugin.embedding_output.plan import DEFAULT_PIECE_TOKENS
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 DEFAULT_BATCH_SIZE = 64
+
+# Under torchrun, the most tokens of a piece (a shard file, the unit a rerun reuses): 2^20. At
+# --top float16 with 1024 dims that is a 2 GiB shard and, on one GPU, a minute or so of work lost
+# at most by a kill; on a CPU with the published models, much longer.
+DEFAULT_PIECE_TOKENS = 1 << 20
 
 OUTPUT_FORMATS = ("all", "top", "average")
 
@@ -88,7 +92,9 @@ class EmbeddingJob:
     sort_chunk_batches : `int`, optional (default = `32`)
         Stateless runs: embed this many batches at a time longest first (`line_batches`).
     piece_tokens : `int`, optional (default = `2^20`)
-        Under ``torchrun``: the most tokens of a shard file (`elmo_plugin.embedding_output.plan`).
+        Under ``torchrun``: about this many tokens per shard file, the unit a rerun reuses; an
+        input with fewer per process is cut into one piece per process
+        (`elmo_plugin.embedding_output.plan`).
     model, options_file, weight_file : `str`, optional
         The model, as `elmo_plugin.ElmoEmbedder` takes them (``None``: the published Original).
     cuda_device : `int`, optional (default = `-1`)

@@ -6,9 +6,9 @@ torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-p
     "$(command -v allennlp)" elmo IN OUT --all|--top|--average [--layout flat] [--float16] ...
 ```
 
-1. Rank 0 checks the input once (the usual one-line errors, from rank 0 only; every rank then
-   stops) and plans the run (`plan`): pieces of whole sort groups, shared among ranks by
-   tokens. Every rank loads the model; a model error is reported once, by rank 0.
+1. Rank 0 checks the job once (the usual one-line errors, from rank 0 only; every rank then
+   stops) and plans the run (`plan`): pieces of whole batches of a single run, shared among
+   ranks by tokens. Every rank loads the model; a model error is reported once, by rank 0.
 2. Each rank embeds its pieces, each into a shard file ``OUT.shards/lines-A-B.hdf5`` that gets
    its name only when complete (`shard_file`); a piece whose shard is already there, complete
    and with this run's fingerprint (input bytes, model parameters, options: `fingerprint`) is
@@ -254,7 +254,7 @@ class _ShardedRank:
                 "--stateful"
             )
         job = self.job.checked()
-        plan = plan_input(job.input_path, job.chunk_lines, job.piece_tokens, self.process.world_size)
+        plan = plan_input(job, self.process.world_size)
         return job, plan
 
     def _show_progress(self, progress_bar, own: int) -> None:
