@@ -7,7 +7,7 @@ allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
     [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
-    [--layout per-sentence|flat] [--float16] [--shard-tokens N]
+    [--layout per-sentence|flat] [--float16] [--shard-tokens N] [--overwrite]
     [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
@@ -23,7 +23,7 @@ Started by ``torchrun``, the command runs sharded and resumable
 (`elmo_plugin.embedding_output.sharded_run`); without it, exactly as before.
 """
 import argparse
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import torch
 from allennlp.commands.subcommand import Subcommand
@@ -40,7 +40,12 @@ from elmo_plugin.commands.common import (
 from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.embedding_output.batch_loop import write_embeddings
-from elmo_plugin.embedding_output.job import DEFAULT_BATCH_SIZE, DEFAULT_PIECE_TOKENS, EmbeddingJob
+from elmo_plugin.embedding_output.job import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PIECE_TOKENS,
+    EmbeddingJob,
+    ExistingOutputError,
+)
 from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
 from elmo_plugin.embedding_output.plan import shards_directory
 from elmo_plugin.embedding_output.sharded_run import ShardedResult, run_sharded
@@ -64,7 +69,8 @@ The output is an HDF5 file with one float32 dataset per line, keyed by the 0-bas
 plus a dataset "sentence_to_index" with a JSON string that maps each sentence (tokens joined by
 single spaces) to its key (not written with --forget-sentences or --use-sentence-keys);
 --include-sentence-indices writes the same JSON under "sentence_indices" too (AllenNLP 0.8's
-name, which its ELMo how-to shows). The file appears only when the run completed.
+name, which its ELMo how-to shows). The file appears only when the run completed. An existing
+OUTPUT_FILE is refused; --overwrite replaces it, once the new file is complete.
 
 The model: with none named, the published English "Original" ELMo (AllenNLP 0.9's default),
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
@@ -88,9 +94,13 @@ Launched by torchrun, every process (rank) embeds its share of the lines (balanc
 its own GPU (LOCAL_RANK, with --cuda-device 0) or CPU, into shard files in OUTPUT_FILE.shards/;
 rank 0 then assembles OUTPUT_FILE from them with HDF5 virtual datasets (no copy; keep the
 .shards directory beside it). Running the same command again after a crash or kill reuses the
-finished shards. The output directory must be visible to every node:
+finished shards (a killed run wrote no OUTPUT_FILE, so nothing is refused; a completed job runs
+again with --overwrite, reusing its shards too). The output directory must be visible to every
+node:
   torchrun --nproc-per-node 8 "$(command -v allennlp)" elmo IN OUT --top --layout flat --float16
 """
+
+T = TypeVar("T")
 
 # How errors about the model spell its arguments.
 COMMAND_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "--model", " ")
@@ -124,7 +134,15 @@ class ElmoCommand(Subcommand):
         subparser.add_argument(
             "input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8"
         )
-        subparser.add_argument("output_file", type=str, help="the HDF5 file to write")
+        subparser.add_argument(
+            "output_file", type=str, help="the HDF5 file to write (refused if it exists)"
+        )
+        subparser.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace OUTPUT_FILE if it exists, once the new file is complete (until then it "
+            "stays as it was)",
+        )
 
         layers = subparser.add_mutually_exclusive_group(required=True)
         layers.add_argument(
@@ -259,6 +277,7 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
         include_sentence_indices=args.include_sentence_indices,
         layout=args.layout,
         float16=args.float16,
+        overwrite=args.overwrite,
         piece_tokens=args.shard_tokens,
         # Empty strings count as not given (an unset shell variable in a script).
         model=args.model or None,
@@ -276,7 +295,7 @@ def elmo_command(args: argparse.Namespace) -> None:
     Runs ``allennlp elmo`` for parsed arguments: builds the job once (`embedding_job`) and runs
     it in this process or, started by torchrun, as one rank of a sharded run. Problems are
     reported on one line of stderr and exit with status 2 (usage errors: arguments that do not
-    go together) or 1 (everything else, a failed model
+    go together, an existing output without --overwrite) or 1 (everything else, a failed model
     download included); an interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output
     file is left behind in any of these cases, and an existing one is left as it was.
 
@@ -303,6 +322,19 @@ def elmo_command(args: argparse.Namespace) -> None:
         _sharded(job, process, args.elmo_usage)
 
 
+def _one_line_for_an_existing_output(work: Callable[[], T]) -> Callable[[], T]:
+    """``work``, ending the command with one line and status 2, a usage error as argparse's, if
+    the job's output exists and --overwrite was not given."""
+
+    def refusing() -> T:
+        try:
+            return work()
+        except ExistingOutputError as error:
+            exit_with_error("elmo", str(error), EXIT_USAGE)
+
+    return refusing
+
+
 def _single_process(job: EmbeddingJob, usage: str) -> None:
     def embed() -> None:
         checked = job.checked()
@@ -317,7 +349,7 @@ def _single_process(job: EmbeddingJob, usage: str) -> None:
 
     run_reporting_errors(
         "elmo",
-        embed,
+        _one_line_for_an_existing_output(embed),
         interrupted=f"interrupted; {job.output_path} was not written.",
         usage_errors=(IncompleteFilePairError,),
         usage=usage,
@@ -342,7 +374,7 @@ def _sharded(job: EmbeddingJob, process: TorchrunProcess, usage: str) -> None:
 
     result = run_reporting_errors(
         "elmo",
-        embed,
+        _one_line_for_an_existing_output(embed),
         interrupted=f"rank {process.rank} interrupted; {job.output_path} was not written. The "
         f"finished shards in {shards} are kept: run the same command again to resume.",
         usage_errors=(IncompleteFilePairError,),

@@ -35,6 +35,11 @@ DEFAULT_PIECE_TOKENS = 1 << 20
 OUTPUT_FORMATS = ("all", "top", "average")
 
 
+class ExistingOutputError(ConfigurationError):
+    """The output file exists, and the job may not replace it (``allennlp elmo`` without
+    ``--overwrite``)."""
+
+
 def check_batch_size(batch_size: int) -> None:
     is_integer = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
     if not is_integer or batch_size < 1:
@@ -89,6 +94,10 @@ class EmbeddingJob:
         ``include_sentence_indices``.
     float16 : `bool`, optional (default = `False`)
         Store the vectors as float16 (computed as before; half the bytes).
+    overwrite : `bool`, optional (default = `True`)
+        Replace an existing output (only once the new file is complete, as any output is
+        written). ``allennlp elmo`` refuses an existing output unless given ``--overwrite``;
+        ``embed_file`` replaces it, as AllenNLP 0.9's did.
     sort_chunk_batches : `int`, optional (default = `32`)
         Stateless runs: embed this many batches at a time longest first (`line_batches`).
     piece_tokens : `int`, optional (default = `2^20`)
@@ -122,6 +131,7 @@ class EmbeddingJob:
     include_sentence_indices: bool = False
     layout: str = PER_SENTENCE
     float16: bool = False
+    overwrite: bool = True
     sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES
     piece_tokens: int = DEFAULT_PIECE_TOKENS
     model: Optional[str] = None
@@ -144,7 +154,7 @@ class EmbeddingJob:
         """
         Checks everything about the job that needs no model, cheap checks first: the options
         and the output path (its directory exists; it is not a directory, nor the input under
-        another name), then the whole
+        another name, nor an existing file that the job may not replace), then the whole
         input (UTF-8, no blank lines, not empty; with ``use_sentence_keys`` no duplicates and no
         sentence that cannot be an HDF5 name). Returns the job with ``num_sentences`` counted;
         a `ConfigurationError` naming the problem otherwise.
@@ -175,6 +185,11 @@ class EmbeddingJob:
         if input_at(self.output_path, [self.input_path]) is not None:
             raise ConfigurationError(
                 f"the output file would replace the input file: {self.output_path}"
+            )
+        if not self.overwrite and os.path.lexists(self.output_path):
+            raise ExistingOutputError(
+                f"{self.output_path} exists; --overwrite replaces it (once the new file is "
+                "complete), or choose another output file"
             )
         num_sentences = check_sentence_file(self.input_path, use_sentence_keys=self.use_sentence_keys)
         return replace(self, num_sentences=num_sentences)

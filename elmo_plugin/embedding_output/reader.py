@@ -64,7 +64,8 @@ class MissingShardError(ConfigurationError):
     # Parameters
 
     message : `str`
-        Names the output and the shard, and says what to do (rerun the command that wrote it).
+        Names the output and the shard, and says what to do (rerun the command that wrote it,
+        with --overwrite).
     """
 
 
@@ -88,14 +89,14 @@ def check_listed_shards(path: str, file: h5py.File) -> int:
             raise MissingShardError(
                 f"{path}: its shard {shard} is missing; the vectors stored there cannot be read "
                 "(HDF5 would return NaN). Restore the shard or rerun the command that wrote "
-                f"{path}, which recomputes only what is missing"
+                f"{path} with --overwrite, which recomputes only what is missing"
             )
         actual = os.path.getsize(shard)
         if actual != size:
             raise MissingShardError(
                 f"{path}: its shard {shard} has {actual} bytes, not the {size} it had when "
                 f"{path} was assembled (truncated or replaced); rerun the command that wrote "
-                f"{path}"
+                f"{path} with --overwrite"
             )
     return len(shards)
 
@@ -113,7 +114,8 @@ def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
         if not os.path.isfile(shard):
             raise MissingShardError(
                 f"{path}: dataset {dataset.name} reads from {shard}, which is missing (HDF5 "
-                "would return NaN); restore it or rerun the command that wrote the file"
+                "would return NaN); restore it or rerun the command that wrote the file with "
+                "--overwrite"
             )
 
 

@@ -545,3 +545,49 @@ def test_the_arguments_become_one_job_with_every_option():
     )
     assert (job.cuda_device, job.stateful, job.precision) == (3, True, "bfloat16")
     assert job.argument_names.options_file == "--options-file"
+
+
+def test_an_existing_output_is_refused_on_one_line_and_left_as_it_was(tmp_path, capsys):
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    # Refused before the model is even looked for (a model that does not exist here).
+    status = run_elmo(input_file, notes, "--top", "--model", str(tmp_path / "no-model"),
+                      model_files=False)
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"allennlp elmo: error: {notes} exists; --overwrite replaces it (once the new file is "
+        "complete), or choose another output file\n"
+    )
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "notes.txt"]
+
+
+def test_overwrite_replaces_an_output_only_once_the_new_one_is_complete(
+    embedder, tmp_path, capsys, monkeypatch
+):
+    input_file = write_lines(tmp_path / "in.txt", LINES * 3)
+    output_file = tmp_path / "out.hdf5"
+    output_file.write_bytes(b"an earlier result")
+    calls = []
+    original_forward = ElmoBiLm.forward
+
+    def forward_that_is_interrupted(self, character_ids):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original_forward(self, character_ids)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ElmoBiLm, "forward", forward_that_is_interrupted)
+        args = ["--top", "--batch-size", "2", "--overwrite"]
+        assert run_elmo(input_file, output_file, *args) == 130
+    assert output_file.read_bytes() == b"an earlier result"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.hdf5"]
+
+    assert run_elmo(input_file, output_file, "--top", "--overwrite") == 0
+    assert f"to {output_file}" in capsys.readouterr().out
+    datasets, _ = read_output(output_file)
+    np.testing.assert_allclose(
+        datasets["1"], embedder.embed_sentence(LINES[1].split())[2], rtol=0, atol=BATCH_TOLERANCE
+    )

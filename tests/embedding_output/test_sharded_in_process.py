@@ -60,11 +60,20 @@ def test_one_rank_equals_plain_run_and_resumes(tmp_path, one_rank, capsys, layou
         assert handle[first].is_virtual
     assert not [name for name in os.listdir(f"{output}.shards") if name.startswith(".")]
 
-    # A shard lost (a killed run never renamed it): the rerun recomputes it alone and says so.
+    # The same command again is refused: the output exists. Nothing changes.
     os.remove(shards[1])
     mtimes = {shard: shard.stat().st_mtime_ns for shard in shards if shard != shards[1]}
+    written = output.read_bytes()
     capsys.readouterr()
-    assert run_elmo(input_file, output, *args) == 0
+    assert run_elmo(input_file, output, *args) == 2
+    assert capsys.readouterr().err == (
+        f"allennlp elmo: error: {output} exists; --overwrite replaces it (once the new file is "
+        "complete), or choose another output file\n"
+    )
+    assert output.read_bytes() == written and shards_of(output) == shards[:1] + shards[2:]
+
+    # With --overwrite, the lost shard is recomputed alone, and the rerun says so.
+    assert run_elmo(input_file, output, *args, "--overwrite") == 0
     out = capsys.readouterr().out
     assert "136 of them reused" in out  # 200 lines, minus the lost shard's 64
     assert {shard: shard.stat().st_mtime_ns for shard in mtimes} == mtimes
@@ -82,7 +91,7 @@ def test_changed_model_recomputes_everything(tmp_path, one_rank, capsys):
     assert (
         run_elmo(
             input_file, output, *args, "--options-file", other.options_file,
-            "--weight-file", other.weight_file, model_files=False,
+            "--weight-file", other.weight_file, "--overwrite", model_files=False,
         )
         == 0
     )
