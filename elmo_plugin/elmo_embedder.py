@@ -446,4 +446,5 @@ class ElmoEmbedder:
     def run(self, job: EmbeddingJob, progress: bool = True) -> None:
         """Carries out a prepared `EmbeddingJob` with this embedder (whose statefulness and
         precision the job takes): `elmo_plugin.embedding_output.batch_loop.write_embeddings`."""
-        write_embeddings(replace(job, stateful=self.stateful, precision=self.precision), self, progress)
+        job = replace(job, stateful=self.stateful, precision=self.precision)
+        write_embeddings(job, self, progress)

@@ -1,11 +1,12 @@
 """
-The one loop that embeds a job's lines batch by batch and writes them (`embed_lines`), and a
-whole job run by one process with it (`write_embeddings`). The embedder comes in as a value that
-answers `BatchEmbedder`'s questions (`elmo_plugin.ElmoEmbedder` does), so that this package
-never imports the embedder: a sharded run and any other engine pass theirs in the same way.
+The one loop that writes a job's embedded batches (`write_batches`), the batches embedded in
+this process (`embedded_batches`), and a whole job run by one process (`write_embeddings`). The
+embedder comes in as a value with `BatchEmbedder`'s members (`elmo_plugin.ElmoEmbedder` has
+them), so that this package never imports the embedder: a sharded run passes each rank's in the
+same way, and another engine may hand `write_batches` the arrays it computed elsewhere.
 """
 import logging
-from typing import Callable, Iterable, List, Optional, Protocol, Sequence, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import h5py
 import numpy as np
@@ -34,26 +35,13 @@ logger = logging.getLogger(__name__)
 class BatchEmbedder(Protocol):
     """What a job needs of the model that computes its vectors."""
 
-    elmo_bilm: torch.nn.Module  # what a sharded run's fingerprint digests
+    elmo_bilm: torch.nn.Module  # its parameters key a sharded run's shards
+    device: torch.device
+    precision: str  # what the biLM computes in, as decided for its device
+    stateful: bool
+    num_layers: int
 
-    @property
-    def device(self) -> torch.device:
-        """Where the biLM computes."""
-
-    @property
-    def precision(self) -> str:
-        """What the biLM computes in, as decided for its device."""
-
-    @property
-    def stateful(self) -> bool:
-        """Whether the LSTM state flows from batch to batch."""
-
-    @property
-    def num_layers(self) -> int:
-        """The layers of an ``"all"`` output."""
-
-    def get_output_dim(self) -> int:
-        """The width of every layer."""
+    def get_output_dim(self) -> int: ...
 
     def embed_arrays(self, batch: Sequence[Sequence[str]], output_format: str) -> List[np.ndarray]:
         """One float32 array per sentence of ``batch``: ``(num_layers, num_tokens, dim)`` for
@@ -88,23 +76,34 @@ def layout_writer(
     return PerSentenceWriter(file, dtype, job.use_sentence_keys and not shard)
 
 
-def embed_lines(
+# A batch of lines and their arrays, in the same order.
+EmbeddedBatch = Tuple[List[Line], List[np.ndarray]]
+
+
+def embedded_batches(
+    job: EmbeddingJob, embedder: BatchEmbedder, lines: Iterable[Line]
+) -> Iterator[EmbeddedBatch]:
+    """``job``'s batches of ``lines``, each with its arrays, computed here by ``embedder``."""
+    for batch in job.batches(lines):
+        release_freed_memory()  # keeps memory flat however long the input is
+        yield batch, embedder.embed_arrays([tokens for _, tokens in batch], job.output_format)
+
+
+def write_batches(
     output: Hdf5Output,
     writer: Writer,
-    job: EmbeddingJob,
-    embedder: BatchEmbedder,
-    lines: Iterable[Line],
+    batches: Iterable[EmbeddedBatch],
     after_batch: Callable[[int], None],
     sentence_index: Optional[SentenceIndex] = None,
 ) -> None:
     """
-    Embeds ``lines`` in ``job``'s batches and hands each sentence's array to ``writer`` (and
-    its text to ``sentence_index``); ``after_batch(number of sentences)`` follows every batch.
-    Stops at the first failed write of ``output`` and at a SIGTERM that something swallowed.
+    The one loop that writes: each sentence's array to ``writer`` (and its text to
+    ``sentence_index``), ``after_batch(number of sentences)`` after every batch. ``batches``
+    may come in any order: embedded here (`embedded_batches`) or by any engine that returns
+    arrays. Stops at the first failed write of ``output`` and at a SIGTERM that something
+    swallowed.
     """
-    for batch in job.batches(lines):
-        release_freed_memory()  # keeps memory flat however long the input is
-        arrays = embedder.embed_arrays([tokens for _, tokens in batch], job.output_format)
+    for batch, arrays in batches:
         for (line_index, tokens), array in zip(batch, arrays):
             text = sentence_text(tokens)
             writer.add(line_index, text, array)
@@ -143,8 +142,8 @@ def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool 
             total=job.num_sentences, disable=not progress, unit=" sentences", desc="elmo"
         ) as progress_bar:
             writer = layout_writer(output.file, job, embedder)
-            lines = read_sentences(job.input_path)
-            embed_lines(output, writer, job, embedder, lines, progress_bar.update, sentence_index)
+            batches = embedded_batches(job, embedder, read_sentences(job.input_path))
+            write_batches(output, writer, batches, progress_bar.update, sentence_index)
             if job.layout == FLAT:
                 names = dataset_names(job, embedder)
                 mark_flat_file(output.file, job.output_format, names, job.num_sentences)

@@ -27,9 +27,9 @@ from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 DEFAULT_BATCH_SIZE = 64
 
-# Under torchrun, the most tokens of a piece (a shard file, the unit a rerun reuses): 2^20. At
-# --top float16 with 1024 dims that is a 2 GiB shard and, on one GPU, a minute or so of work lost
-# at most by a kill; on a CPU with the published models, much longer.
+# Under torchrun, about this many tokens per piece (a shard file, the unit a rerun reuses):
+# 2^20. At --top float16 with 1024 dims that is a 2 GiB shard and, on one GPU, a minute or so of
+# work lost at most by a kill; on a CPU with the published models, much longer.
 DEFAULT_PIECE_TOKENS = 1 << 20
 
 OUTPUT_FORMATS = ("all", "top", "average")
@@ -88,7 +88,8 @@ class EmbeddingJob:
         Per-sentence layout: also write the sentence-to-line JSON under AllenNLP 0.8's name,
         ``sentence_indices``.
     layout : `str`, optional (default = `"per-sentence"`)
-        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"``: see `elmo_plugin.embedding_output.layout`.
+        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"``: see
+        `elmo_plugin.embedding_output.layout`.
         The flat layout writes its own sentence index (``sentences``, unless
         ``forget_sentences``) and takes neither ``use_sentence_keys`` nor
         ``include_sentence_indices``.
@@ -191,14 +192,14 @@ class EmbeddingJob:
                 f"{self.output_path} exists; --overwrite replaces it (once the new file is "
                 "complete), or choose another output file"
             )
-        num_sentences = check_sentence_file(self.input_path, use_sentence_keys=self.use_sentence_keys)
-        return replace(self, num_sentences=num_sentences)
+        count = check_sentence_file(self.input_path, use_sentence_keys=self.use_sentence_keys)
+        return replace(self, num_sentences=count)
 
     def index_datasets(self) -> List[str]:
-        """The names under which the sentence-to-key JSON is written (none, one or both): the
-        one place that decides it. The flat layout writes none (its own ``sentences``
-        instead), nor does ``forget_sentences`` or ``use_sentence_keys`` (which would map every
-        sentence to itself) but for ``include_sentence_indices``."""
+        """The names under which the sentence-to-key JSON is written, decided here only:
+        ``sentence_to_index`` unless ``forget_sentences`` or ``use_sentence_keys`` (it would map
+        every sentence to itself), ``sentence_indices`` with ``include_sentence_indices``; none in
+        the flat layout, which writes its own index (``sentences``) instead."""
         if self.layout == FLAT:
             return []
         names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]

@@ -64,7 +64,9 @@ class Piece:
 
     def lines(self) -> Sequence[int]:
         """The piece's line numbers, in order."""
-        return range(self.first_line, self.end_line) if self.chosen_lines is None else self.chosen_lines
+        if self.chosen_lines is None:
+            return range(self.first_line, self.end_line)
+        return self.chosen_lines
 
     def describe(self) -> str:
         span = f"lines {self.first_line + 1}-{self.end_line}"
@@ -171,7 +173,7 @@ def _one_piece_per_rank(
     # The batches a single run makes, from the lines' lengths alone (a range has the length of
     # the tokens it stands for).
     lines = ((line, range(length)) for line, length in enumerate(lengths))
-    batches = [[line for line, _ in batch] for batch in job.batches(lines)]  # type: ignore[arg-type]
+    batches = [[line for line, _ in batch] for batch in job.batches(lines)]  # type: ignore
     pieces: List[Piece] = []
     first_batch = start = tokens_before = 0
     next_cut = 1

@@ -42,8 +42,9 @@ from elmo_plugin.embedding_output.assembly import assemble_output, check_shards
 from elmo_plugin.embedding_output.batch_loop import (
     BatchEmbedder,
     dataset_names,
-    embed_lines,
+    embedded_batches,
     layout_writer,
+    write_batches,
 )
 from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
@@ -298,8 +299,8 @@ class _ShardedRank:
 
             def fill(output: Hdf5Output, piece: Piece = piece) -> None:
                 writer = layout_writer(output.file, job, embedder, piece.lines(), shard=True)
-                lines = read_piece(job.input_path, piece)
-                embed_lines(output, writer, job, embedder, lines, after_batch)
+                batches = embedded_batches(job, embedder, read_piece(job.input_path, piece))
+                write_batches(output, writer, batches, after_batch)
 
             write_shard(path, piece, fingerprint, fill)
         return done, reused

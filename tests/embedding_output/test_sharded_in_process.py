@@ -186,7 +186,8 @@ def test_a_small_input_is_cut_into_a_piece_per_rank_of_a_single_runs_batches(
     for piece in plan.pieces:
         assert abs(piece.num_tokens - plan.num_tokens / world_size) <= largest_batch
     # Taken in turn, the pieces' batches are exactly a single run's: bitwise its vectors.
-    assert [batch for piece in plan.pieces for batch in job.batches(read_piece(str(path), piece))] == batches
+    pieces_batches = [list(job.batches(read_piece(str(path), piece))) for piece in plan.pieces]
+    assert [batch for batches_of_piece in pieces_batches for batch in batches_of_piece] == batches
     # Every line in exactly one piece; shard names distinct.
     assert sorted(line for piece in plan.pieces for line in piece.lines()) == list(range(num_lines))
     assert len({piece.shard_name("f" * 16) for piece in plan.pieces}) == world_size
