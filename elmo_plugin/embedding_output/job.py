@@ -88,11 +88,9 @@ class EmbeddingJob:
         Per-sentence layout: also write the sentence-to-line JSON under AllenNLP 0.8's name,
         ``sentence_indices``.
     layout : `str`, optional (default = `"per-sentence"`)
-        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"``: see
-        `elmo_plugin.embedding_output.layout`.
-        The flat layout writes its own sentence index (``sentences``, unless
-        ``forget_sentences``) and takes neither ``use_sentence_keys`` nor
-        ``include_sentence_indices``.
+        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"`` (`elmo_plugin.embedding_output.layout`),
+        which writes its own sentence index (``sentences``, unless ``forget_sentences``) and
+        takes neither ``use_sentence_keys`` nor ``include_sentence_indices``.
     float16 : `bool`, optional (default = `False`)
         Store the vectors as float16 (computed as before; half the bytes).
     overwrite : `bool`, optional (default = `True`)
