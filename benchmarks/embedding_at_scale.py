@@ -77,7 +77,7 @@ def _constant_stand_in(dim: int) -> None:
             for tokens in batch
         ]
 
-    ElmoEmbedder._embed_to_arrays = embed
+    ElmoEmbedder.embed_arrays = embed
     ElmoEmbedder.get_output_dim = lambda self: dim
     torch.set_num_threads(1)
 
@@ -248,9 +248,10 @@ def part_resume(args: argparse.Namespace, work: Path) -> None:
     corpus = work / "resume.txt"
     write_corpus(corpus, args.throughput_sentences, seed=2)
     output = work / "resume.hdf5"
-    # Batches of 8: pieces are whole groups of 8 x 32 lines; one group per shard.
+    # Batches of 8: pieces are whole groups of 8 x 32 lines; one group per shard. --overwrite:
+    # the same command runs again over the output it wrote.
     elmo = ["elmo", str(corpus), str(output), "--top", "--layout", "flat", "--batch-size", "8",
-            "--shard-tokens", "1", *model_args(args)]
+            "--shard-tokens", "1", "--overwrite", *model_args(args)]
     print(f"\n### Resume overhead (2 processes, {args.throughput_sentences:,} sentences, one "
           "shard per 256 lines)\n")
     print("| run | wall s |")

@@ -14,58 +14,43 @@ model when no model is named), and three differences:
 - In stateless mode ``embed_file`` embeds sentences of similar length together (less padding);
   the output is the same as in file order, up to float rounding.
 """
-import json
 import logging
-import os
-from dataclasses import dataclass
-from typing import IO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from dataclasses import replace
+from typing import IO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-import h5py
 import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.tqdm import Tqdm
 from allennlp.common.util import lazy_groups_of
 
-from elmo_plugin.common.atomic_output import atomic_output, input_at
-from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.common.termination import raise_if_terminated
-from elmo_plugin.common.write_errors import hdf5_for_writing
-from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences, sentence_text
-from elmo_plugin.embedding_output.flat_writer import FlatWriter
-from elmo_plugin.embedding_output.layout import (
-    FLAT,
-    FORMAT_ATTRIBUTE,
-    LAYER_DATASETS_ATTRIBUTE,
-    LAYOUT_ATTRIBUTE,
-    NUM_SENTENCES_ATTRIBUTE,
-    PER_SENTENCE,
-    check_layout,
-    flat_dataset_names,
-    storage_dtype,
+from elmo_plugin.embedding_output.batch_loop import write_embeddings
+from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES
+from elmo_plugin.embedding_output.job import (
+    DEFAULT_BATCH_SIZE,
+    OUTPUT_FORMATS,
+    EmbeddingJob,
+    check_batch_size,
 )
-from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter
+from elmo_plugin.embedding_output.layout import PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.precision import InferenceSettings, run_bilm
 from elmo_plugin.modules.util import remove_sentence_boundaries
 
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_SORT_CHUNK_BATCHES",
+    "OUTPUT_FORMATS",
+    "SENTENCE_INDICES",
+    "SENTENCE_TO_INDEX",
+    "ElmoEmbedder",
+    "EmbeddingJob",
+    "check_cuda_device",
+    "check_sentences",
+]
+
 logger = logging.getLogger(__name__)
-
-DEFAULT_BATCH_SIZE = 64
-
-# In stateless mode ``embed_file`` reads this many batches at a time and sorts them by length.
-# Larger chunks pad less; the chunk's tokens (not its embeddings) are all that is held in memory.
-DEFAULT_SORT_CHUNK_BATCHES = 32
-
-OUTPUT_FORMATS = ("all", "top", "average")
-
-# The HDF5 dataset that maps each sentence to its key (AllenNLP 0.9's name).
-SENTENCE_TO_INDEX = "sentence_to_index"
-# AllenNLP 0.8's name for the same JSON mapping, written with ``--include-sentence-indices`` (the
-# flag AllenNLP's ELMo how-to and its translations still show).
-SENTENCE_INDICES = "sentence_indices"
 
 
 def check_cuda_device(cuda_device: int) -> torch.device:
@@ -92,26 +77,6 @@ def check_cuda_device(cuda_device: int) -> torch.device:
             "those, or cuda_device=-1 (--cuda-device -1) to run on the CPU."
         )
     return torch.device("cuda", cuda_device)
-
-
-def _check_batch_size(batch_size: int) -> None:
-    is_integer = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
-    if not is_integer or batch_size < 1:
-        raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-
-
-def _input_path(input_file: Union[PathLike, IO]) -> str:
-    # 0.9 took an open file (argparse.FileType); we need a path to read the file twice, so an
-    # open file is accepted for its name.
-    if hasattr(input_file, "read"):
-        name = getattr(input_file, "name", None)
-        if not isinstance(name, (str, bytes, os.PathLike)) or not os.path.isfile(name):
-            raise ConfigurationError(
-                "embed_file needs a path (or a file opened from a path) to read the input twice, "
-                f"got {input_file!r}"
-            )
-        return os.fsdecode(name)
-    return os.fspath(input_file)  # type: ignore[arg-type]
 
 
 def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
@@ -257,6 +222,27 @@ class ElmoEmbedder:
     def stateful(self) -> bool:
         return self.elmo_bilm.stateful
 
+    @property
+    def device(self) -> torch.device:
+        """Where the biLM computes."""
+        return self._device
+
+    @classmethod
+    def for_job(
+        cls, job: EmbeddingJob, cuda_device: Optional[Union[int, torch.device]] = None
+    ) -> "ElmoEmbedder":
+        """The embedder that ``job`` names: its model, device, statefulness and precision
+        (``cuda_device``, a sharded run's own device, replaces the job's)."""
+        return cls(
+            options_file=job.options_file,
+            weight_file=job.weight_file,
+            cuda_device=job.cuda_device if cuda_device is None else cuda_device,
+            stateful=job.stateful,
+            model=job.model,
+            precision=job.precision,
+            argument_names=job.argument_names,
+        )
+
     def reset_states(self) -> None:
         """Forget the LSTM state carried between batches (stateful mode only)."""
         self.elmo_bilm.reset_states()
@@ -305,10 +291,14 @@ class ElmoEmbedder:
         activations = activations.transpose(1, 2)  # (batch, layers, time, dim)
         return activations, mask
 
-    def _embed_to_arrays(
+    def embed_arrays(
         self, batch: Sequence[Sequence[str]], output_format: str
     ) -> List[np.ndarray]:
-        """One float32 array per sentence: ``(layers, length, dim)`` ("all") or ``(length, dim)``."""
+        """
+        One float32 array per sentence of ``batch``: its layers ``(num_layers, num_tokens,
+        dim)`` for ``output_format`` ``"all"``, the top layer or their mean ``(num_tokens, dim)``
+        for ``"top"`` or ``"average"`` (`elmo_plugin.embedding_output.job.OUTPUT_FORMATS`).
+        """
         activations, mask = self.batch_to_embeddings(batch)
         # Reduce on the device: "top" and "average" move 1/num_layers of the data to the CPU.
         if output_format == "top":
@@ -335,7 +325,7 @@ class ElmoEmbedder:
         """
         if len(batch) == 0:
             return []
-        return self._embed_to_arrays(batch, "all")
+        return self.embed_arrays(batch, "all")
 
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
@@ -353,7 +343,7 @@ class ElmoEmbedder:
             Sentences per biLM call. In stateful mode it also decides which sentences share a
             row of carried state.
         """
-        _check_batch_size(batch_size)  # here, not in the generator: an error at the call
+        check_batch_size(batch_size)  # here, not in the generator: an error at the call
         return self._embed_stream(sentences, batch_size)
 
     def _embed_stream(
@@ -365,37 +355,6 @@ class ElmoEmbedder:
             check_sentences(batch, first_index)
             yield from self.embed_batch(batch)
             first_index += len(batch)
-
-    def _file_batches(
-        self, path: str, batch_size: int, sort_chunk_batches: int
-    ) -> Iterator[List[Tuple[int, List[str]]]]:
-        """Batches of ``(line_index, tokens)`` in the order they should be embedded."""
-        return self.line_batches(read_sentences(path), batch_size, sort_chunk_batches)
-
-    def line_batches(
-        self,
-        sentences: Iterable[Tuple[int, List[str]]],
-        batch_size: int,
-        sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
-    ) -> Iterator[List[Tuple[int, List[str]]]]:
-        """
-        Groups ``(line_index, tokens)`` into the batches ``embed_file`` embeds: in stateless
-        mode each run of ``batch_size * sort_chunk_batches`` lines sorted longest first. A
-        sharded run (`elmo_plugin.embedding_output.sharded_run`) starts its pieces at multiples
-        of that many lines, so its batches, and therefore its float32 results, are exactly a
-        single run's.
-        """
-        if self.stateful or sort_chunk_batches <= 1:
-            # Stateful: row r's state flows into row r of the next batch, so the batches must be
-            # the file's consecutive groups of batch_size lines, exactly as in 0.9.
-            yield from lazy_groups_of(sentences, batch_size)
-            return
-        for chunk in lazy_groups_of(sentences, batch_size * sort_chunk_batches):
-            # Longest first: a batch that does not fit in memory fails at the start of a chunk,
-            # not after the rest of it. The sort is stable, so ties keep file order.
-            chunk.sort(key=lambda item: -len(item[1]))
-            for start in range(0, len(chunk), batch_size):
-                yield chunk[start : start + batch_size]
 
     def embed_file(
         self,
@@ -468,232 +427,14 @@ class ElmoEmbedder:
             include_sentence_indices=include_sentence_indices,
             layout=layout,
             float16=float16,
+            sort_chunk_batches=sort_chunk_batches,
+            stateful=self.stateful,
+            precision=self.precision,
         )
-        self.run(job, progress=progress, sort_chunk_batches=sort_chunk_batches)
+        self.run(job, progress=progress)
 
-    def run(
-        self,
-        job: "EmbeddingJob",
-        progress: bool = True,
-        sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES,
-    ) -> None:
-        """Carries out a prepared `EmbeddingJob` (see `embed_file` for the other arguments)."""
-        logger.info(
-            "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",
-            job.num_sentences,
-            job.input_path,
-            job.output_path,
-            job.output_format,
-            job.batch_size,
-            "stateful" if self.stateful else "stateless",
-            self._device,
-        )
-        with atomic_output(job.output_path) as temporary_path:
-            # On any exception (KeyboardInterrupt too, and SIGTERM, which the allennlp command
-            # turns into one) the half-written file is deleted: it must never look like a result.
-            self._write_embeddings(
-                job.input_path,
-                temporary_path,
-                job.num_sentences,
-                job.output_format,
-                job.batch_size,
-                index_datasets=job.index_datasets(),
-                use_sentence_keys=job.use_sentence_keys,
-                progress=progress,
-                sort_chunk_batches=sort_chunk_batches,
-                layout=job.layout,
-                float16=job.float16,
-                write_sentences=not job.forget_sentences,
-            )
-        logger.info("Wrote the embeddings of %d sentences to %s", job.num_sentences, job.output_path)
-
-    def _write_embeddings(
-        self,
-        input_path: str,
-        hdf5_path: str,
-        num_sentences: int,
-        output_format: str,
-        batch_size: int,
-        index_datasets: List[str],
-        use_sentence_keys: bool,
-        progress: bool,
-        sort_chunk_batches: int,
-        layout: str = PER_SENTENCE,
-        float16: bool = False,
-        write_sentences: bool = True,
-    ) -> None:
-        # sentence -> (first line, last line): the JSON lists sentences in order of first
-        # appearance and maps each to its last line, as 0.9's dict did when filled in file order.
-        # Tracking both makes sentence_to_index independent of the order in which lines are
-        # embedded (sorted by length in stateless mode). ``index_datasets``: the names under which
-        # the mapping is written (none, sentence_to_index, sentence_indices or both).
-        record_sentences = bool(index_datasets)
-        sentence_lines: Dict[str, Tuple[int, int]] = {}
-        # hdf5_for_writing: a full disk or a file-size limit becomes one OSError (which
-        # atomic_output reports), not HDF5 errors and a crash.
-        with hdf5_for_writing(hdf5_path) as output, Tqdm.tqdm(
-            total=num_sentences, disable=not progress, unit=" sentences", desc="elmo"
-        ) as progress_bar:
-            out = output.file
-            writer = self.output_writer(
-                out, layout, output_format, float16, use_sentence_keys,
-                write_sentences=write_sentences,
-            )
-            if layout == FLAT:
-                # The flat layout's own sentence index replaces the JSON map (which would hold
-                # every sentence in memory): prepare() allows no index datasets with it.
-                record_sentences = False
-            batches = self._file_batches(input_path, batch_size, sort_chunk_batches)
-            for batch in batches:
-                release_freed_memory()  # keeps memory flat however long the input is
-                arrays = self._embed_to_arrays([tokens for _, tokens in batch], output_format)
-                for (line_index, tokens), array in zip(batch, arrays):
-                    text = sentence_text(tokens)
-                    writer.add(line_index, text, array)
-                    if record_sentences:
-                        first, last = sentence_lines.get(text, (line_index, line_index))
-                        sentence_lines[text] = (min(first, line_index), max(last, line_index))
-                progress_bar.update(len(batch))
-                output.check()  # stop at the first failed write, not after the whole input
-                raise_if_terminated()  # and at a SIGTERM that something swallowed
-            writer.finish()
-            if layout == FLAT:
-                self.mark_flat_file(out, output_format, num_sentences)
-            if record_sentences:
-                in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
-                sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
-                for name in index_datasets:
-                    dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
-                    dataset[0] = json.dumps(sentence_to_index)
-
-    def output_writer(
-        self,
-        out: h5py.Group,
-        layout: str,
-        output_format: str,
-        float16: bool,
-        use_sentence_keys: bool = False,
-        first_line: int = 0,
-        write_sentences: bool = True,
-    ):
-        """The writer of a layout (`PerSentenceWriter` or `FlatWriter`) into ``out``."""
-        dtype = storage_dtype(float16)
-        if layout == FLAT:
-            names = flat_dataset_names(output_format, self.num_layers)
-            return FlatWriter(
-                out, names, self.get_output_dim(), dtype, first_line, write_sentences
-            )
-        return PerSentenceWriter(out, dtype, use_sentence_keys)
-
-    def mark_flat_file(self, out: h5py.Group, output_format: str, num_sentences: int) -> None:
-        """The root attributes by which readers recognise a flat file (see `layout`)."""
-        out.attrs[LAYOUT_ATTRIBUTE] = FLAT
-        out.attrs[FORMAT_ATTRIBUTE] = output_format
-        out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(
-            flat_dataset_names(output_format, self.num_layers)
-        )
-        out.attrs[NUM_SENTENCES_ATTRIBUTE] = num_sentences
-
-
-@dataclass(frozen=True)
-class EmbeddingJob:
-    """
-    An ``embed_file`` run whose input and output have been checked (`prepare`), before any model
-    is loaded. ``allennlp elmo`` prepares its job first, so that a bad input file or output path
-    fails at once rather than after a model download, and each check runs once.
-
-    # Parameters
-
-    input_path : `str`
-        The sentence file, checked completely (`check_sentence_file`).
-    output_path : `str`
-        The HDF5 file to write.
-    num_sentences : `int`
-        The number of sentences (lines) in the input.
-    output_format, batch_size, forget_sentences, use_sentence_keys, include_sentence_indices
-        As `ElmoEmbedder.embed_file` takes them.
-    layout : `str`, optional (default = `"per-sentence"`)
-        ``"per-sentence"`` (AllenNLP 0.9's layout) or ``"flat"``: see
-        `elmo_plugin.embedding_output.layout`. The flat layout writes its own sentence index
-        (``sentences``, unless ``forget_sentences``) and takes neither ``use_sentence_keys`` nor
-        ``include_sentence_indices``.
-    float16 : `bool`, optional (default = `False`)
-        Store the vectors as float16 (computed as before; half the bytes).
-    """
-
-    input_path: str
-    output_path: str
-    num_sentences: int
-    output_format: str = "all"
-    batch_size: int = DEFAULT_BATCH_SIZE
-    forget_sentences: bool = False
-    use_sentence_keys: bool = False
-    include_sentence_indices: bool = False
-    layout: str = PER_SENTENCE
-    float16: bool = False
-
-    def index_datasets(self) -> List[str]:
-        """The names under which the sentence-to-key JSON is written (none, one or both)."""
-        if self.layout == FLAT:
-            return []
-        names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]
-        return names + ([SENTENCE_INDICES] if self.include_sentence_indices else [])
-
-    @classmethod
-    def prepare(
-        cls,
-        input_file: Union[PathLike, IO],
-        output_file_path: PathLike,
-        output_format: str = "all",
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        forget_sentences: bool = False,
-        use_sentence_keys: bool = False,
-        include_sentence_indices: bool = False,
-        layout: str = PER_SENTENCE,
-        float16: bool = False,
-    ) -> "EmbeddingJob":
-        """
-        Checks everything about a run that needs no model: the output format and batch size,
-        the whole input file (UTF-8, no blank lines, not empty; with ``use_sentence_keys`` no
-        duplicates and no sentence that cannot be an HDF5 name), and that the output can be
-        written without replacing the input. `ConfigurationError` naming the problem otherwise.
-        """
-        if output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
-            )
-        _check_batch_size(batch_size)
-        if include_sentence_indices and use_sentence_keys:
-            raise ConfigurationError(
-                "include_sentence_indices maps each sentence to its line number; with "
-                "use_sentence_keys the keys are the sentences themselves, so there is no such map"
-            )
-        check_layout(layout)
-        if layout == FLAT and (use_sentence_keys or include_sentence_indices):
-            raise ConfigurationError(
-                "the flat layout keys sentences by line number and writes its own sentence "
-                "index ('sentences'); use_sentence_keys and include_sentence_indices are for the "
-                "per-sentence layout"
-            )
-        input_path = _input_path(input_file)
-        output_path = os.fspath(output_file_path)
-        num_sentences = check_sentence_file(input_path, use_sentence_keys=use_sentence_keys)
-        output_directory = os.path.dirname(os.path.abspath(output_path))
-        if not os.path.isdir(output_directory):
-            raise ConfigurationError(f"the output directory does not exist: {output_directory}")
-        if os.path.isdir(output_path):
-            raise ConfigurationError(f"the output path is a directory: {output_path}")
-        if input_at(output_path, [input_path]) is not None:
-            raise ConfigurationError(f"the output file would replace the input file: {output_path}")
-        return cls(
-            input_path,
-            output_path,
-            num_sentences,
-            output_format,
-            batch_size,
-            forget_sentences,
-            use_sentence_keys,
-            include_sentence_indices,
-            layout,
-            float16,
-        )
+    def run(self, job: EmbeddingJob, progress: bool = True) -> None:
+        """Carries out a prepared `EmbeddingJob` with this embedder (whose statefulness and
+        precision the job takes): `elmo_plugin.embedding_output.batch_loop.write_embeddings`."""
+        job = replace(job, stateful=self.stateful, precision=self.precision)
+        write_embeddings(job, self, progress)

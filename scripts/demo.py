@@ -73,8 +73,9 @@ def main(argv: List[str] = None) -> None:
     with open(sentences_file, "w", encoding="utf-8") as handle:
         handle.write("\n".join(SAMPLE_SENTENCES) + "\n")
     output_file = os.path.join(output_dir, "embeddings.hdf5")
-    _run(_allennlp("elmo", sentences_file, output_file, "--all", "--options-file", options_file,
-                   "--weight-file", weight_file))
+    # --overwrite: each demo writes its embeddings again (allennlp elmo refuses an existing file).
+    _run(_allennlp("elmo", sentences_file, output_file, "--all", "--overwrite",
+                   "--options-file", options_file, "--weight-file", weight_file))
 
     print("4. Check the file against ElmoEmbedder and AllenNLP core's Elmo module", flush=True)
     from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids

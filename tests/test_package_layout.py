@@ -23,8 +23,10 @@ LEVELS: List[Set[str]] = [
     # What allennlp elmo-export writes: bilm-tf directories of training runs, ONNX graphs.
     {"export"},
     {"tasks"},
-    # The embedder and what it writes (layouts, readers, sharded runs) use each other.
-    {"elmo_embedder", "embedding_output"},
+    # The embedding job and what it writes (layouts, readers, sharded runs) take the embedder as
+    # a value: they never import it.
+    {"embedding_output"},
+    {"elmo_embedder"},
     {"commands"},
     {"legacy"},
     {"__init__"},

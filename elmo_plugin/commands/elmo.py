@@ -7,7 +7,7 @@ allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
     [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
-    [--layout per-sentence|flat] [--float16] [--shard-tokens N]
+    [--layout per-sentence|flat] [--float16] [--shard-tokens N] [--overwrite]
     [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
@@ -23,7 +23,7 @@ Started by ``torchrun``, the command runs sharded and resumable
 (`elmo_plugin.embedding_output.sharded_run`); without it, exactly as before.
 """
 import argparse
-from typing import Any
+from typing import Any, Callable, Optional, TypeVar
 
 import torch
 from allennlp.commands.subcommand import Subcommand
@@ -37,11 +37,18 @@ from elmo_plugin.commands.common import (
     run_reporting_errors,
     strict_subparser,
 )
-from elmo_plugin.common.torchrun import torchrun_process
-from elmo_plugin.elmo_embedder import DEFAULT_BATCH_SIZE, ElmoEmbedder, EmbeddingJob
+from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
+from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.embedding_output.batch_loop import write_embeddings
+from elmo_plugin.embedding_output.job import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PIECE_TOKENS,
+    EmbeddingJob,
+    ExistingOutputError,
+)
 from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
-from elmo_plugin.embedding_output.plan import DEFAULT_PIECE_TOKENS, shards_directory
-from elmo_plugin.embedding_output.sharded_run import ShardedEmbedding, run_sharded
+from elmo_plugin.embedding_output.plan import shards_directory
+from elmo_plugin.embedding_output.sharded_run import ShardedResult, run_sharded
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
     MODELS_URL_VARIABLE,
@@ -61,7 +68,8 @@ The output is an HDF5 file with one float32 dataset per line, keyed by the 0-bas
 plus a dataset "sentence_to_index" with a JSON string that maps each sentence (tokens joined by
 single spaces) to its key (not written with --forget-sentences or --use-sentence-keys);
 --include-sentence-indices writes the same JSON under "sentence_indices" too (AllenNLP 0.8's
-name, which its ELMo how-to shows). The file appears only when the run completed.
+name, which its ELMo how-to shows). The file appears only when the run completed. An existing
+OUTPUT_FILE is refused; --overwrite replaces it, once the new file is complete.
 
 The model: with none named, the published English "Original" ELMo (AllenNLP 0.9's default),
 downloaded on first use into AllenNLP's cache (ALLENNLP_CACHE_ROOT, default ~/.allennlp) and
@@ -86,9 +94,13 @@ Launched by torchrun, every process (rank) embeds its share of the lines (balanc
 its own GPU (LOCAL_RANK, with --cuda-device 0) or CPU, into shard files in OUTPUT_FILE.shards/;
 rank 0 then assembles OUTPUT_FILE from them with HDF5 virtual datasets (no copy; keep the
 .shards directory beside it). Running the same command again after a crash or kill reuses the
-finished shards. The output directory must be visible to every node:
+finished shards (a killed run wrote no OUTPUT_FILE, so nothing is refused; a completed job runs
+again with --overwrite, reusing its shards too). The output directory must be visible to every
+node:
   torchrun --nproc-per-node 8 "$(command -v allennlp)" elmo IN OUT --top --layout flat --float16
 """
+
+T = TypeVar("T")
 
 # How errors about the model spell its arguments.
 COMMAND_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "--model", " ")
@@ -122,7 +134,15 @@ class ElmoCommand(Subcommand):
         subparser.add_argument(
             "input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8"
         )
-        subparser.add_argument("output_file", type=str, help="the HDF5 file to write")
+        subparser.add_argument(
+            "output_file", type=str, help="the HDF5 file to write (refused if it exists)"
+        )
+        subparser.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace OUTPUT_FILE if it exists, once the new file is complete (until then it "
+            "stays as it was)",
+        )
 
         layers = subparser.add_mutually_exclusive_group(required=True)
         layers.add_argument(
@@ -231,8 +251,8 @@ class ElmoCommand(Subcommand):
             default=DEFAULT_PIECE_TOKENS,
             metavar="N",
             help="under torchrun: about this many tokens per shard file, the unit of work that "
-            "a rerun after a crash reuses",
-        )
+            "a rerun after a crash reuses; an input with fewer tokens per process is cut into "
+            "one shard per process")
         subparser.add_argument(
             "--file-friendly-logging",
             action="store_true",
@@ -242,125 +262,120 @@ class ElmoCommand(Subcommand):
         return subparser
 
 
+def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
+    """The `EmbeddingJob` that ``allennlp elmo``'s arguments describe (not checked yet)."""
+    return EmbeddingJob(
+        input_path=args.input_file,
+        output_path=args.output_file,
+        output_format="all" if args.all else "top" if args.top else "average",
+        batch_size=args.batch_size,
+        forget_sentences=args.forget_sentences,
+        use_sentence_keys=args.use_sentence_keys,
+        include_sentence_indices=args.include_sentence_indices,
+        layout=args.layout,
+        float16=args.float16,
+        overwrite=args.overwrite,
+        piece_tokens=args.shard_tokens,
+        # Empty strings count as not given (an unset shell variable in a script).
+        model=args.model or None,
+        options_file=args.options_file or None,
+        weight_file=args.weight_file or None,
+        cuda_device=args.cuda_device,
+        stateful=args.stateful,
+        precision=args.precision,
+        argument_names=COMMAND_ARGUMENTS,
+    )
+
+
 def elmo_command(args: argparse.Namespace) -> None:
     """
-    Runs ``allennlp elmo`` for parsed arguments. Problems with the inputs are reported on one
-    line of stderr and exit with status 2 (only one of --options-file and --weight-file, like
-    argparse's usage errors) or 1 (everything else, a failed model download included); an
-    interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output file is left behind in any
-    of these cases.
+    Runs ``allennlp elmo`` for parsed arguments: builds the job once (`embedding_job`) and runs
+    it in this process or, started by torchrun, as one rank of a sharded run. Problems are
+    reported on one line of stderr and exit with status 2 (usage errors: arguments that do not
+    go together, an existing output without --overwrite) or 1 (everything else, a failed model
+    download included); an interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output
+    file is left behind in any of these cases, and an existing one is left as it was.
 
     Each check runs once, the cheap ones first, so that a mistyped path or a missing GPU does
-    not wait for a model download: the input file and output path (`EmbeddingJob.prepare`),
-    then the GPU and the model, which `ElmoEmbedder` checks, resolves and loads once.
+    not wait for a model download: the output path and the input file
+    (`EmbeddingJob.checked`), then the GPU and the model, which `ElmoEmbedder` checks, resolves
+    and loads once.
     """
-    include_sentence_indices = getattr(args, "include_sentence_indices", False)
-    if include_sentence_indices and args.use_sentence_keys:
+    job = embedding_job(args)
+    if job.include_sentence_indices and job.use_sentence_keys:
         exit_with_error(
             "elmo",
             "--include-sentence-indices maps sentences to line numbers; with --use-sentence-keys "
             "the keys are the sentences themselves: use one of the two",
             EXIT_USAGE,
-            getattr(args, "elmo_usage", ""),
+            args.elmo_usage,
         )
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
-    output_format = "all" if args.all else "top" if args.top else "average"
-    layout = getattr(args, "layout", PER_SENTENCE)
-    float16 = getattr(args, "float16", False)
     process = torchrun_process()
-    if process is not None:
-        _sharded_command(args, process, output_format, layout, float16, include_sentence_indices)
-        return
+    if process is None:
+        _single_process(job, args.elmo_usage)
+    else:
+        _sharded(job, process, args.elmo_usage)
 
-    def embed() -> None:
-        job = EmbeddingJob.prepare(
-            args.input_file,
-            args.output_file,
-            output_format=output_format,
-            batch_size=args.batch_size,
-            forget_sentences=args.forget_sentences,
-            use_sentence_keys=args.use_sentence_keys,
-            include_sentence_indices=include_sentence_indices,
-            layout=layout,
-            float16=float16,
-        )
-        embedder = ElmoEmbedder(
-            # Empty strings count as not given (an unset shell variable in a script).
-            model=getattr(args, "model", None) or None,
-            options_file=args.options_file or None,
-            weight_file=args.weight_file or None,
-            cuda_device=args.cuda_device,
-            stateful=args.stateful,
-            precision=getattr(args, "precision", "float32"),
-            argument_names=COMMAND_ARGUMENTS,
-        )
+
+def _one_line_for_an_existing_output(work: Callable[[], T]) -> Callable[[], T]:
+    """``work``, ending the command with one line and status 2, a usage error as argparse's, if
+    the job's output exists and --overwrite was not given."""
+
+    def refusing() -> T:
         try:
-            embedder.run(job)
+            return work()
+        except ExistingOutputError as error:
+            exit_with_error("elmo", str(error), EXIT_USAGE)
+
+    return refusing
+
+
+def _single_process(job: EmbeddingJob, usage: str) -> None:
+    def embed() -> None:
+        checked = job.checked()
+        embedder = ElmoEmbedder.for_job(checked)
+        try:
+            write_embeddings(checked, embedder)
         except torch.cuda.OutOfMemoryError:
             raise ConfigurationError(
-                f"the GPU ran out of memory with --batch-size {args.batch_size}; try a smaller "
-                f"batch size. {args.output_file} was not written."
+                f"the GPU ran out of memory with --batch-size {job.batch_size}; try a smaller "
+                f"batch size. {job.output_path} was not written."
             ) from None
 
     run_reporting_errors(
         "elmo",
-        embed,
-        interrupted=f"interrupted; {args.output_file} was not written.",
+        _one_line_for_an_existing_output(embed),
+        interrupted=f"interrupted; {job.output_path} was not written.",
         usage_errors=(IncompleteFilePairError,),
-        usage=getattr(args, "elmo_usage", ""),
+        usage=usage,
     )
-    print(f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}")
+    print(f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}")
 
 
-def _sharded_command(
-    args: argparse.Namespace,
-    process,
-    output_format: str,
-    layout: str,
-    float16: bool,
-    include_sentence_indices: bool,
-) -> None:
-    """``allennlp elmo`` as one rank of a torchrun job (`run_sharded`); rank 0 prints the
-    result."""
-    settings = ShardedEmbedding(
-        input_file=args.input_file,
-        output_file=args.output_file,
-        output_format=output_format,
-        batch_size=args.batch_size,
-        forget_sentences=args.forget_sentences,
-        use_sentence_keys=args.use_sentence_keys,
-        include_sentence_indices=include_sentence_indices,
-        layout=layout,
-        float16=float16,
-        piece_tokens=getattr(args, "shard_tokens", DEFAULT_PIECE_TOKENS),
-        model=getattr(args, "model", None) or None,
-        options_file=args.options_file or None,
-        weight_file=args.weight_file or None,
-        cuda_device=args.cuda_device,
-        stateful=args.stateful,
-        precision=getattr(args, "precision", "float32"),
-        argument_names=COMMAND_ARGUMENTS,
-    )
-    shards = shards_directory(args.output_file)
+def _sharded(job: EmbeddingJob, process: TorchrunProcess, usage: str) -> None:
+    """``allennlp elmo`` as one rank of a torchrun job (`run_sharded`); rank 0 checks the job
+    and prints the result."""
+    shards = shards_directory(job.output_path)
 
-    def embed():
+    def embed() -> Optional[ShardedResult]:
         try:
-            return run_sharded(process, settings)
+            return run_sharded(process, job, ElmoEmbedder.for_job)
         except torch.cuda.OutOfMemoryError:
             raise ConfigurationError(
                 f"rank {process.rank}: the GPU ran out of memory with --batch-size "
-                f"{args.batch_size}; try a smaller batch size. The finished shards in {shards} "
+                f"{job.batch_size}; try a smaller batch size. The finished shards in {shards} "
                 "are kept: run the command again to resume"
             ) from None
 
     result = run_reporting_errors(
         "elmo",
-        embed,
-        interrupted=f"rank {process.rank} interrupted; {args.output_file} was not written. The "
+        _one_line_for_an_existing_output(embed),
+        interrupted=f"rank {process.rank} interrupted; {job.output_path} was not written. The "
         f"finished shards in {shards} are kept: run the same command again to resume.",
         usage_errors=(IncompleteFilePairError,),
-        usage=getattr(args, "elmo_usage", "") if process.is_first else "",
+        usage=usage if process.is_first else "",
     )
     if result is not None:
         reused = (
@@ -369,7 +384,7 @@ def _sharded_command(
             else ""
         )
         print(
-            f"Wrote ELMo embeddings ({output_format}) of {args.input_file} to {args.output_file}: "
-            f"{result.num_sentences} sentences by {result.num_ranks} processes{reused} (vectors "
-            f"in {result.shards_directory}, keep it beside the file)"
+            f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to "
+            f"{job.output_path}: {result.num_sentences} sentences by {result.num_ranks} "
+            f"processes{reused} (vectors in {result.shards_directory}, keep it beside the file)"
         )

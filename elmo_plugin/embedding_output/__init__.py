@@ -1,9 +1,13 @@
 """
-What ``allennlp elmo`` writes, and its sharded, resumable runs under ``torchrun``:
+The embedding job (``allennlp elmo``, ``ElmoEmbedder.embed_file``), what it writes, and its
+sharded, resumable runs under ``torchrun``:
 
+- `job`: `EmbeddingJob`, the run's options spelled once, and its checks; `batching`: the batches
+  (sorted by length within chunks); `batch_loop`: the one loop that embeds and writes, taking
+  the embedder as a value (this package never imports `elmo_plugin.elmo_embedder`).
 - `layout`: the per-sentence (AllenNLP 0.9) and flat layouts; `per_sentence_writer` and
   `flat_writer` write them; `reader` (`EmbeddingsFile`) reads either.
-- `plan`: the input cut into pieces (whole sort groups, balanced by tokens) and the pieces
+- `plan`: the input cut into pieces (whole batches of a single run) and the pieces
   shared among ranks; `shard_file`: one piece written as a shard file that only appears under
   its name when complete; `fingerprint`: what a shard's reuse is keyed by; `heartbeats`: how
   ranks notice that another one stopped; `assembly`: the output assembled from the shards with

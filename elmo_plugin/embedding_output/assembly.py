@@ -14,7 +14,7 @@ together.
 import json
 import os
 from itertools import islice
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import h5py
 import numpy as np
@@ -23,6 +23,7 @@ from allennlp.common.checks import ConfigurationError
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.data.sentence_file import read_sentences, sentence_text
+from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import (
     FLAT,
     FORMAT_ATTRIBUTE,
@@ -31,7 +32,9 @@ from elmo_plugin.embedding_output.layout import (
     NUM_SENTENCES_ATTRIBUTE,
     OFFSETS,
     SENTENCES,
+    storage_dtype,
 )
+from elmo_plugin.embedding_output.per_sentence_writer import SentenceIndex
 from elmo_plugin.embedding_output.plan import Plan, read_piece
 from elmo_plugin.embedding_output.reader import SHARDS_ATTRIBUTE
 from elmo_plugin.embedding_output.shard_file import shard_problem
@@ -54,64 +57,43 @@ def check_shards(
         problem = shard_problem(path, piece, fingerprint, layout, dataset_names, dim)
         if problem is not None:
             raise ConfigurationError(
-                f"the shard {path} (lines {piece.first_line + 1}-{piece.end_line}) cannot be "
+                f"the shard {path} ({piece.describe()}) cannot be "
                 f"used: {problem}; the output was not written. Run the same command again to "
                 "recompute it"
             )
 
 
 def assemble_output(
-    output_path: str,
-    input_path: str,
+    job: EmbeddingJob,
     plan: Plan,
     directory: str,
-    layout: str,
-    output_format: str,
     dataset_names: Sequence[str],
     dim: int,
-    dtype: np.dtype,
-    index_datasets: Sequence[str],
-    write_sentences: bool,
-    use_sentence_keys: bool,
     fingerprint: str,
 ) -> None:
     """
-    Writes ``output_path`` (atomically: it appears only complete) from the checked shards of
-    ``plan`` in ``directory``.
-
-    # Parameters
-
-    layout, output_format, dataset_names, dim, dtype
-        What the shards hold.
-    index_datasets : `Sequence[str]`
-        Per-sentence layout: the names of the sentence-to-key JSON (`EmbeddingJob.index_datasets`).
-    write_sentences : `bool`
-        Flat layout: write ``sentences``, the text of each line (from the input).
-    use_sentence_keys : `bool`
-        Per-sentence layout: key each dataset by its sentence.
-    fingerprint : `str`
-        The run's fingerprint (it names the shards).
+    Writes ``job``'s output (atomically: it appears only complete) from the checked shards of
+    ``plan`` in ``directory``, named with the run's ``fingerprint``, which hold
+    ``dataset_names`` (flat layout) of ``dim`` numbers a row.
     """
-    output_directory = os.path.dirname(os.path.abspath(output_path))
+    output_directory = os.path.dirname(os.path.abspath(job.output_path))
+    dtype = storage_dtype(job.float16)
     shards: List[Tuple[str, int]] = []
     for piece in plan.pieces:
         path = os.path.join(directory, piece.shard_name(fingerprint))
         shards.append((os.path.relpath(path, output_directory), os.path.getsize(path)))
-    with atomic_output(output_path) as temporary, hdf5_for_writing(temporary) as output:
+    with atomic_output(job.output_path) as temporary, hdf5_for_writing(temporary) as output:
         out = output.file
-        if layout == FLAT:
+        if job.layout == FLAT:
             _assemble_flat(
-                out, output_directory, input_path, plan, shards, dataset_names, dim, dtype,
-                write_sentences,
+                out, output_directory, job.input_path, plan, shards, dataset_names, dim, dtype,
+                write_sentences=not job.forget_sentences,
             )
             out.attrs[LAYOUT_ATTRIBUTE] = FLAT
             out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
         else:
-            _assemble_per_sentence(
-                out, output_directory, input_path, plan, shards, dtype, index_datasets,
-                use_sentence_keys,
-            )
-        out.attrs[FORMAT_ATTRIBUTE] = output_format
+            _assemble_per_sentence(out, output_directory, job, plan, shards, dtype)
+        out.attrs[FORMAT_ATTRIBUTE] = job.output_format
         out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
         out.attrs[SHARDS_ATTRIBUTE] = json.dumps(shards)
         output.check()
@@ -128,26 +110,19 @@ def _assemble_flat(
     dtype: np.dtype,
     write_sentences: bool,
 ) -> None:
-    for name in dataset_names:
-        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
-        row = 0
-        for piece, (relative, _) in zip(plan.pieces, shards):
-            if piece.num_tokens:
-                source = h5py.VirtualSource(relative, name, shape=(piece.num_tokens, dim))
-                layout[row : row + piece.num_tokens] = source
-            row += piece.num_tokens
-        out.create_virtual_dataset(name, layout, fillvalue=np.nan)
-    # The offsets are the shards' own plus the rows before each shard: a real dataset (8 bytes a
-    # line), written shard by shard.
+    # The offsets are the shards' own plus the rows before each line: a real dataset (8 bytes a
+    # line), written chunk by chunk; the rows are mapped from the shards run by run.
     offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
     offsets[0] = 0
-    row = 0
-    for piece, (relative, _) in zip(plan.pieces, shards):
-        shard_path = os.path.join(output_directory, relative)
-        with h5py.File(shard_path, "r") as shard:
-            local = shard[OFFSETS][1:]
-        offsets[piece.first_line + 1 : piece.end_line + 1] = row + local
-        row += piece.num_tokens
+    runs = _flat_runs(output_directory, plan, shards, offsets)
+    for name in dataset_names:
+        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
+        for row, rows, relative, shard_row, shard_rows in runs:
+            source = h5py.VirtualSource(relative, name, shape=(shard_rows, dim))
+            if rows != shard_rows:
+                source = source[shard_row : shard_row + rows]
+            layout[row : row + rows] = source
+        out.create_virtual_dataset(name, layout, fillvalue=np.nan)
     if write_sentences:
         sentences = out.create_dataset(
             SENTENCES, shape=(plan.num_sentences,), dtype=h5py.string_dtype()
@@ -162,35 +137,68 @@ def _assemble_flat(
             start += len(block)
 
 
+def _flat_runs(
+    output_directory: str, plan: Plan, shards: Sequence[Tuple[str, int]], offsets: h5py.Dataset
+) -> List[Tuple[int, int, str, int, int]]:
+    """
+    Writes the output's ``offsets`` and returns its rows as runs of consecutive lines that one
+    shard holds: (output row, rows, shard, shard row, the shard's rows). A piece of whole
+    chunks is one run; pieces cut inside a chunk share its lines, in turns.
+    """
+    runs: List[Tuple[int, int, str, int, int]] = []
+    row = 0
+    pieces = list(zip(plan.pieces, shards))
+    while pieces:
+        # The pieces that share lines with the first: together they hold whole chunks.
+        sharing = [pieces.pop(0)]
+        while pieces and pieces[0][0].first_line < sharing[-1][0].end_line:
+            sharing.append(pieces.pop(0))
+        first_line, end_line = sharing[0][0].first_line, sharing[-1][0].end_line
+        lengths = np.zeros(end_line - first_line, dtype=np.int64)
+        holder = np.zeros(end_line - first_line, dtype=np.int64)
+        shard_rows = np.zeros(end_line - first_line, dtype=np.int64)
+        for index, (piece, (relative, _)) in enumerate(sharing):
+            with h5py.File(os.path.join(output_directory, relative), "r") as shard:
+                local = shard[OFFSETS][()]
+            lines = np.asarray(piece.lines(), dtype=np.int64) - first_line
+            lengths[lines] = np.diff(local)
+            holder[lines] = index
+            shard_rows[lines] = local[:-1]
+        ends = row + np.cumsum(lengths)
+        offsets[first_line + 1 : end_line + 1] = ends
+        bounds = [0, *(np.flatnonzero(np.diff(holder)) + 1).tolist(), len(holder)]
+        for first, end in zip(bounds[:-1], bounds[1:]):
+            piece, (relative, _) = sharing[int(holder[first])]
+            start = int(ends[first] - lengths[first])
+            rows = int(ends[end - 1]) - start
+            if rows:
+                runs.append((start, rows, relative, int(shard_rows[first]), piece.num_tokens))
+        row = int(ends[-1])
+    return runs
+
+
 def _assemble_per_sentence(
     out: h5py.File,
     output_directory: str,
-    input_path: str,
+    job: EmbeddingJob,
     plan: Plan,
     shards: Sequence[Tuple[str, int]],
     dtype: np.dtype,
-    index_datasets: Sequence[str],
-    use_sentence_keys: bool,
 ) -> None:
-    # sentence -> (first line, last line), as a single run builds sentence_to_index.
-    sentence_lines: Dict[str, Tuple[int, int]] = {}
+    index_datasets = job.index_datasets()
+    sentence_index = SentenceIndex() if index_datasets else None
     for piece, (relative, _) in zip(plan.pieces, shards):
         shard_path = os.path.join(output_directory, relative)
         with h5py.File(shard_path, "r") as shard:
-            for line_index, tokens in read_piece(input_path, piece):
+            for line_index, tokens in read_piece(job.input_path, piece):
                 text = sentence_text(tokens)
                 key = str(line_index)
                 shape = shard[key].shape
                 layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
                 layout[...] = h5py.VirtualSource(relative, key, shape=shape)
-                name = text if use_sentence_keys else key
+                name = text if job.use_sentence_keys else key
                 out.create_virtual_dataset(name, layout, fillvalue=np.nan)
-                if index_datasets:
-                    first, last = sentence_lines.get(text, (line_index, line_index))
-                    sentence_lines[text] = (min(first, line_index), max(last, line_index))
-    if index_datasets:
-        in_file_order = sorted(sentence_lines.items(), key=lambda item: item[1][0])
-        sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
-        for name in index_datasets:
-            dataset = out.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
-            dataset[0] = json.dumps(sentence_to_index)
+                if sentence_index is not None:
+                    sentence_index.add(line_index, text)
+    if sentence_index is not None:
+        sentence_index.write(out, index_datasets)

@@ -2,7 +2,8 @@
 `FlatWriter`: the flat layout (see `layout`): per output layer one ``(total_tokens, dim)``
 dataset, ``offsets`` and ``sentences``, written in large appends.
 """
-from typing import Dict, List, Sequence, Tuple
+import itertools
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
@@ -23,9 +24,9 @@ CHUNK_BYTES = 1 << 20
 class FlatWriter:
     """
     Appends sentences to the flat layout's datasets, which it creates in ``file``. Lines may
-    be added in any order (stateless runs embed a group of lines sorted by length); they are
-    written in line order from ``first_line`` on, each as soon as all the lines before it have
-    come, so at most one sort group is held beyond the append buffer.
+    be added in any order (stateless runs embed a chunk of lines sorted by length); they are
+    written in the order of ``lines``, each as soon as all the lines before it have come, so at
+    most one sort chunk is held beyond the append buffer.
 
     # Parameters
 
@@ -38,8 +39,8 @@ class FlatWriter:
         The width of every row.
     dtype : `np.dtype`
         The stored type.
-    first_line : `int`, optional (default = `0`)
-        The line number of the first sentence this writer writes (a shard's first line).
+    lines : `Iterable[int]`, optional (default = `None`)
+        The line numbers this writer writes, in order (a shard's lines); ``None``: 0, 1, 2 ...
     write_sentences : `bool`, optional (default = `True`)
         Also write ``sentences``, the text of each line.
     flush_rows : `int`, optional (default = `DEFAULT_FLUSH_ROWS`)
@@ -52,12 +53,13 @@ class FlatWriter:
         dataset_names: Sequence[str],
         dim: int,
         dtype: np.dtype,
-        first_line: int = 0,
+        lines: Optional[Iterable[int]] = None,
         write_sentences: bool = True,
         flush_rows: int = DEFAULT_FLUSH_ROWS,
     ) -> None:
         self._names = list(dataset_names)
-        self._next_line = first_line
+        self._lines = iter(lines) if lines is not None else itertools.count()
+        self._next_line = next(self._lines, None)
         self._flush_rows = flush_rows
         self._pending: Dict[int, Tuple[str, np.ndarray]] = {}
         self._buffer: List[np.ndarray] = []
@@ -94,7 +96,7 @@ class FlatWriter:
             self._buffer.append(array)
             self._texts.append(text)
             self._buffered_rows += array.shape[-2]
-            self._next_line += 1
+            self._next_line = next(self._lines, None)
         if self._buffered_rows >= self._flush_rows:
             self._flush()
 

@@ -19,8 +19,10 @@ Files written by this plugin's flat layout, or assembled from shards, carry the 
 AllenNLP 0.9 and a plain ``allennlp elmo`` write). `elmo_plugin.embedding_output.reader` reads
 both.
 """
-from typing import List
+import json
+from typing import List, Sequence
 
+import h5py
 import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -31,6 +33,12 @@ LAYOUTS = (PER_SENTENCE, FLAT)
 
 OFFSETS = "offsets"
 SENTENCES = "sentences"
+
+# The per-sentence layout's JSON map of each sentence to its key (AllenNLP 0.9's name), and
+# AllenNLP 0.8's name for the same map, written with ``--include-sentence-indices`` (the flag
+# AllenNLP's ELMo how-to and its translations still show).
+SENTENCE_TO_INDEX = "sentence_to_index"
+SENTENCE_INDICES = "sentence_indices"
 
 LAYOUT_ATTRIBUTE = "elmo_layout"
 FORMAT_ATTRIBUTE = "elmo_output_format"
@@ -43,6 +51,16 @@ def flat_dataset_names(output_format: str, num_layers: int) -> List[str]:
     if output_format == "all":
         return [f"layer_{index}" for index in range(num_layers)]
     return [output_format]
+
+
+def mark_flat_file(
+    out: h5py.Group, output_format: str, dataset_names: Sequence[str], num_sentences: int
+) -> None:
+    """The root attributes by which readers recognise a flat file written by one process."""
+    out.attrs[LAYOUT_ATTRIBUTE] = FLAT
+    out.attrs[FORMAT_ATTRIBUTE] = output_format
+    out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
+    out.attrs[NUM_SENTENCES_ATTRIBUTE] = num_sentences
 
 
 def storage_dtype(float16: bool) -> np.dtype:

@@ -1,7 +1,10 @@
 """
 `PerSentenceWriter`: the per-sentence layout's datasets (see `layout`), one per line, in any
-order.
+order; `SentenceIndex`: its map of sentences to keys.
 """
+import json
+from typing import Dict, Sequence, Tuple
+
 import h5py
 import numpy as np
 
@@ -38,3 +41,27 @@ class PerSentenceWriter:
 
     def finish(self) -> None:
         """Nothing is buffered: every `add` wrote its dataset."""
+
+
+class SentenceIndex:
+    """
+    The per-sentence layout's map of each sentence (its tokens joined by single spaces) to its
+    key, written as a JSON string under each of `EmbeddingJob.index_datasets`. It lists the
+    sentences in order of first appearance and maps each to its last line, as AllenNLP 0.9's
+    dict did when filled in file order; recording both makes it independent of the order in
+    which lines are added (sorted by length in stateless runs, by shard in sharded ones).
+    """
+
+    def __init__(self) -> None:
+        self._lines: Dict[str, Tuple[int, int]] = {}
+
+    def add(self, line_index: int, text: str) -> None:
+        first, last = self._lines.get(text, (line_index, line_index))
+        self._lines[text] = (min(first, line_index), max(last, line_index))
+
+    def write(self, file: h5py.Group, names: Sequence[str]) -> None:
+        in_file_order = sorted(self._lines.items(), key=lambda item: item[1][0])
+        sentence_to_index = {text: str(last) for text, (_, last) in in_file_order}
+        for name in names:
+            dataset = file.create_dataset(name, (1,), dtype=h5py.special_dtype(vlen=str))
+            dataset[0] = json.dumps(sentence_to_index)

@@ -1,54 +1,86 @@
 """
 How a sharded ``allennlp elmo`` run cuts its input into pieces and shares them among ranks.
 
-- The lines are taken in **groups** of ``batch_size * sort_chunk_batches`` lines: the runs of
-  lines that a single-process stateless run sorts by length and batches together. A piece
-  always starts at a group boundary, so every batch is exactly a single run's batch, and the
-  float32 vectors of a sharded run are bitwise those of a single run.
-- A **piece** is the shortest run of whole groups with at least ``piece_tokens`` tokens (the
-  last one may be shorter): the unit that is written as one shard file, and so the unit of
-  reuse after a kill. Pieces depend only on the input and these two numbers, not on the number
-  of ranks, so a run resumed with another ``--nproc-per-node`` still reuses them.
-- Each rank gets a contiguous run of pieces, balanced by tokens (the cost of embedding is about
-  linear in tokens; lines vary in length by orders of magnitude).
+A **piece** is a run of whole batches of a single process's run, taken in the order in which
+that run embeds them (`batching.line_batches`: the chunks of ``batch_size *
+sort_chunk_batches`` lines in turn, each sorted by length), so every batch of a sharded run is
+exactly a single run's batch and its float32 vectors are bitwise a single run's. A piece is
+the unit written as one shard file, and so the unit of reuse after a kill. Pieces are sized from
+the input and the number of ranks:
+
+- **An input of more than one piece's worth of tokens per rank** (``piece_tokens``, default
+  2^20, per rank): each piece is the shortest run of whole chunks with at least
+  ``piece_tokens`` tokens (the last one may be shorter), so its lines are consecutive. These
+  pieces depend only on the input and the options, not on the number of ranks, so a run resumed
+  with another ``--nproc-per-node`` still reuses them.
+- **A smaller input**: one piece per rank, cut at the batch boundaries where the tokens so far
+  first reach 1/N, 2/N ... of the input's (N ranks; fewer pieces where there are fewer batches).
+  A cut may fall inside a chunk, between two of its length-sorted batches: such a piece holds
+  lines chosen by length, and lists them. Resumed with the same number of ranks, the run reuses
+  them.
+
+Each rank then gets a contiguous run of pieces, balanced by tokens (the cost of embedding is
+about linear in tokens; lines vary in length by orders of magnitude).
 """
 import hashlib
 import os
+from array import array
 from dataclasses import dataclass
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from elmo_plugin.common.text_files import decoded_lines
-
-# Default tokens per piece (shard file): 2^20. At --top float16 with 1024 dims that is a 2 GiB
-# shard and, on one GPU, a minute or so of work lost at most by a kill; on this machine's CPU
-# with the published models, much longer.
-DEFAULT_PIECE_TOKENS = 1 << 20
+from elmo_plugin.embedding_output.batching import Line
+from elmo_plugin.embedding_output.job import EmbeddingJob
 
 _UTF8_BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
 class Piece:
-    """Lines ``first_line`` to ``end_line`` (exclusive) of the input, starting at byte
-    ``byte_offset``, with ``num_tokens`` tokens."""
+    """
+    Sentences ``start`` to ``end`` (exclusive) of the order in which a single run embeds them,
+    with ``num_tokens`` tokens. Its lines lie within lines ``first_line`` to ``end_line`` (whole
+    chunks), which start at byte ``byte_offset``: they are all of them (``chosen_lines`` is
+    ``None``, and then ``start``, ``end`` are ``first_line``, ``end_line``), or, for a piece cut
+    inside a chunk, the ``chosen_lines``, in order.
+    """
 
+    start: int
+    end: int
     first_line: int
     end_line: int
     byte_offset: int
     num_tokens: int
+    chosen_lines: Optional[Tuple[int, ...]] = None
+
+    @classmethod
+    def of_lines(cls, first_line: int, end_line: int, byte_offset: int, num_tokens: int) -> "Piece":
+        """The piece of whole chunks that is lines ``first_line`` to ``end_line``."""
+        return cls(first_line, end_line, first_line, end_line, byte_offset, num_tokens)
 
     @property
     def num_sentences(self) -> int:
-        return self.end_line - self.first_line
+        return self.end - self.start
+
+    def lines(self) -> Sequence[int]:
+        """The piece's line numbers, in order."""
+        if self.chosen_lines is None:
+            return range(self.first_line, self.end_line)
+        return self.chosen_lines
+
+    def describe(self) -> str:
+        span = f"lines {self.first_line + 1}-{self.end_line}"
+        return span if self.chosen_lines is None else f"{self.num_sentences} of {span}"
 
     def shard_name(self, fingerprint: str) -> str:
         """
-        The piece's shard file name: its lines (padded, so that names sort in line order) and
-        the run's fingerprint. With the fingerprint in the name, a run with another model or
-        other options never overwrites the shards that an earlier output still reads; they are
+        The piece's shard file name: its sentences ``start``-``end`` (its line numbers, but for
+        a piece cut inside a chunk; padded, so that names sort in order) and the run's
+        fingerprint. With the fingerprint in the name, a run with another model or other
+        options never overwrites the shards that an earlier output still reads; they are
         removed only once the new output has replaced it.
         """
-        return f"lines-{self.first_line:011d}-{self.end_line:011d}.{fingerprint[:16]}.hdf5"
+        return f"lines-{self.start:011d}-{self.end:011d}.{fingerprint[:16]}.hdf5"
 
 
 @dataclass(frozen=True)
@@ -87,26 +119,36 @@ def file_sha256(path: str, block_bytes: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def plan_input(path: str, group_lines: int, piece_tokens: int, world_size: int) -> Plan:
+def plan_input(job: EmbeddingJob, world_size: int) -> Plan:
     """
-    One pass over a checked input file: its pieces and their ranks (see the module
+    One pass over the checked input file of ``job``: its pieces and their ranks (see the module
     documentation), and the hash of its bytes.
     """
-    pieces: List[Piece] = []
-    first_line = byte_offset = tokens = 0
-    position = total_tokens = 0
-    num_lines = 0
-    for line_index, text, size in decoded_lines(path):
-        if line_index % group_lines == 0 and line_index > first_line and tokens >= piece_tokens:
-            pieces.append(Piece(first_line, line_index, byte_offset, tokens))
-            first_line, byte_offset, tokens = line_index, position, 0
+    chunk_lines = job.chunk_lines
+    chunk_offsets: List[int] = []  # the byte offset of each chunk's first line
+    whole_chunks: List[Piece] = []
+    # Each line's tokens, kept only while the input may be small enough for one piece per rank.
+    lengths: Optional[array] = array("l")
+    first_line = piece_offset = tokens = position = total_tokens = num_lines = 0
+    for line_index, text, size in decoded_lines(job.input_path):
+        if line_index % chunk_lines == 0:
+            chunk_offsets.append(position)
+            if line_index > first_line and tokens >= job.piece_tokens:
+                whole_chunks.append(Piece.of_lines(first_line, line_index, piece_offset, tokens))
+                first_line, piece_offset, tokens = line_index, position, 0
         count = len(text.split())
         tokens += count
         total_tokens += count
+        if lengths is not None:
+            lengths.append(count)
+            if total_tokens > world_size * job.piece_tokens:
+                lengths = None
         position += size
         num_lines = line_index + 1
-    if num_lines > first_line:
-        pieces.append(Piece(first_line, num_lines, byte_offset, tokens))
+    if lengths is None:
+        pieces = whole_chunks + [Piece.of_lines(first_line, num_lines, piece_offset, tokens)]
+    else:
+        pieces = _one_piece_per_rank(job, chunk_offsets, lengths, world_size)
     # Rank r takes the pieces that start in its 1/world_size of the tokens.
     rank_starts = [0] * (world_size + 1)
     rank_starts[world_size] = len(pieces)
@@ -120,15 +162,64 @@ def plan_input(path: str, group_lines: int, piece_tokens: int, world_size: int) 
     while next_rank < world_size:
         rank_starts[next_rank] = len(pieces)
         next_rank += 1
-    return Plan(file_sha256(path), num_lines, total_tokens, pieces, rank_starts)
+    return Plan(file_sha256(job.input_path), num_lines, total_tokens, pieces, rank_starts)
 
 
-def read_piece(path: str, piece: Piece) -> Iterator[Tuple[int, List[str]]]:
-    """``(line_index, tokens)`` for the lines of ``piece`` (of a file already checked)."""
+def _one_piece_per_rank(
+    job: EmbeddingJob, chunk_offsets: List[int], lengths: array, world_size: int
+) -> List[Piece]:
+    """Cuts a single run's batches where the tokens so far first reach each rank's share."""
+    total_tokens = sum(lengths)
+    # The batches a single run makes, from the lines' lengths alone (a range has the length of
+    # the tokens it stands for).
+    lines = ((line, range(length)) for line, length in enumerate(lengths))
+    batches = [[line for line, _ in batch] for batch in job.batches(lines)]  # type: ignore
+    pieces: List[Piece] = []
+    first_batch = start = tokens_before = 0
+    next_cut = 1
+    for index, batch in enumerate(batches):
+        if index > first_batch and tokens_before * world_size >= next_cut * total_tokens:
+            pieces.append(_cut(job, chunk_offsets, lengths, batches[first_batch:index], start))
+            start += sum(len(batch) for batch in batches[first_batch:index])
+            first_batch = index
+            while next_cut < world_size and tokens_before * world_size >= next_cut * total_tokens:
+                next_cut += 1
+        tokens_before += sum(lengths[line] for line in batch)
+    pieces.append(_cut(job, chunk_offsets, lengths, batches[first_batch:], start))
+    return pieces
+
+
+def _cut(
+    job: EmbeddingJob,
+    chunk_offsets: List[int],
+    lengths: array,
+    batches: List[List[int]],
+    start: int,
+) -> Piece:
+    """The piece of ``batches`` (their line numbers), which start at sentence ``start``."""
+    chosen = sorted(line for batch in batches for line in batch)
+    chunk_lines = job.chunk_lines
+    first_line = chosen[0] // chunk_lines * chunk_lines
+    end_line = min((chosen[-1] // chunk_lines + 1) * chunk_lines, len(lengths))
+    end = start + len(chosen)
+    tokens = sum(lengths[line] for line in chosen)
+    whole = (start, end) == (first_line, end_line)
+    return Piece(
+        start, end, first_line, end_line, chunk_offsets[first_line // chunk_lines], tokens,
+        None if whole else tuple(chosen),
+    )
+
+
+def read_piece(path: str, piece: Piece) -> Iterator[Line]:
+    """``(line_index, tokens)`` for the lines of ``piece`` (of a file already checked), in
+    order."""
+    chosen = None if piece.chosen_lines is None else set(piece.chosen_lines)
     with open(path, "rb") as handle:
         handle.seek(piece.byte_offset)
         for line_index in range(piece.first_line, piece.end_line):
             text = handle.readline().decode("utf-8")
+            if chosen is not None and line_index not in chosen:
+                continue
             if line_index == 0 and text.startswith(_UTF8_BOM):
                 text = text[len(_UTF8_BOM) :]
             yield line_index, text.split()

@@ -42,6 +42,8 @@ from elmo_plugin.embedding_output.layout import (
     NUM_SENTENCES_ATTRIBUTE,
     OFFSETS,
     PER_SENTENCE,
+    SENTENCE_INDICES,
+    SENTENCE_TO_INDEX,
     SENTENCES,
 )
 
@@ -49,8 +51,8 @@ from elmo_plugin.embedding_output.layout import (
 # directory, size in bytes], written by `elmo_plugin.embedding_output.assembly`.
 SHARDS_ATTRIBUTE = "elmo_shards"
 
-# The per-sentence layout's JSON maps (see `elmo_plugin.elmo_embedder`): not sentences.
-_INDEX_DATASETS = ("sentence_to_index", "sentence_indices")
+# The per-sentence layout's JSON maps: not sentences.
+_INDEX_DATASETS = (SENTENCE_TO_INDEX, SENTENCE_INDICES)
 
 
 class MissingShardError(ConfigurationError):
@@ -62,7 +64,8 @@ class MissingShardError(ConfigurationError):
     # Parameters
 
     message : `str`
-        Names the output and the shard, and says what to do (rerun the command that wrote it).
+        Names the output and the shard, and says what to do (rerun the command that wrote it,
+        with --overwrite).
     """
 
 
@@ -86,14 +89,14 @@ def check_listed_shards(path: str, file: h5py.File) -> int:
             raise MissingShardError(
                 f"{path}: its shard {shard} is missing; the vectors stored there cannot be read "
                 "(HDF5 would return NaN). Restore the shard or rerun the command that wrote "
-                f"{path}, which recomputes only what is missing"
+                f"{path} with --overwrite, which recomputes only what is missing"
             )
         actual = os.path.getsize(shard)
         if actual != size:
             raise MissingShardError(
                 f"{path}: its shard {shard} has {actual} bytes, not the {size} it had when "
                 f"{path} was assembled (truncated or replaced); rerun the command that wrote "
-                f"{path}"
+                f"{path} with --overwrite"
             )
     return len(shards)
 
@@ -111,7 +114,8 @@ def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
         if not os.path.isfile(shard):
             raise MissingShardError(
                 f"{path}: dataset {dataset.name} reads from {shard}, which is missing (HDF5 "
-                "would return NaN); restore it or rerun the command that wrote the file"
+                "would return NaN); restore it or rerun the command that wrote the file with "
+                "--overwrite"
             )
 
 

@@ -1,5 +1,5 @@
 """
-One piece of a sharded run written as a shard file (``lines-FIRST-END.FINGERPRINT.hdf5``) that
+One piece of a sharded run written as a shard file (``lines-START-END.FINGERPRINT.hdf5``) that
 has its final name only when it is complete.
 
 A shard is written under a temporary name (``.NAME.HOST.PID.tmp``) in the shards directory,
@@ -26,6 +26,8 @@ from elmo_plugin.embedding_output.plan import Piece
 FINGERPRINT_ATTRIBUTE = "elmo_fingerprint"
 # Written last, just before the file is closed and renamed.
 COMPLETE_ATTRIBUTE = "elmo_complete"
+# The piece's start and end (`plan.Piece`): its first and end line, but for a piece cut inside a
+# chunk.
 FIRST_LINE_ATTRIBUTE = "elmo_first_line"
 END_LINE_ATTRIBUTE = "elmo_end_line"
 
@@ -59,8 +61,8 @@ def write_shard(
             fill(output)
             attributes = output.file.attrs
             attributes[FINGERPRINT_ATTRIBUTE] = fingerprint
-            attributes[FIRST_LINE_ATTRIBUTE] = piece.first_line
-            attributes[END_LINE_ATTRIBUTE] = piece.end_line
+            attributes[FIRST_LINE_ATTRIBUTE] = piece.start
+            attributes[END_LINE_ATTRIBUTE] = piece.end
             attributes[COMPLETE_ATTRIBUTE] = 1
         _fsync(temporary)
         os.replace(temporary, path)
@@ -101,8 +103,8 @@ def shard_problem(
             if attributes.get(FINGERPRINT_ATTRIBUTE) != fingerprint:
                 return "it was written for another input, model or options"
             if (attributes.get(FIRST_LINE_ATTRIBUTE), attributes.get(END_LINE_ATTRIBUTE)) != (
-                piece.first_line,
-                piece.end_line,
+                piece.start,
+                piece.end,
             ):
                 return "it holds other lines"
             if layout == FLAT:
@@ -115,7 +117,7 @@ def shard_problem(
                     return "its offsets do not match the lines"
                 return None
             rows = 0
-            for line in range(piece.first_line, piece.end_line):
+            for line in piece.lines():
                 dataset = shard.get(str(line))
                 if dataset is None or dataset.shape[-1] != dim:
                     return f"its dataset for line {line} is missing or has the wrong width"

@@ -6,9 +6,9 @@ torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-p
     "$(command -v allennlp)" elmo IN OUT --all|--top|--average [--layout flat] [--float16] ...
 ```
 
-1. Rank 0 checks the input once (the usual one-line errors, from rank 0 only; every rank then
-   stops) and plans the run (`plan`): pieces of whole sort groups, shared among ranks by
-   tokens. Every rank loads the model; a model error is reported once, by rank 0.
+1. Rank 0 checks the job once (the usual one-line errors, from rank 0 only; every rank then
+   stops) and plans the run (`plan`): pieces of whole batches of a single run, shared among
+   ranks by tokens. Every rank loads the model; a model error is reported once, by rank 0.
 2. Each rank embeds its pieces, each into a shard file ``OUT.shards/lines-A-B.hdf5`` that gets
    its name only when complete (`shard_file`); a piece whose shard is already there, complete
    and with this run's fingerprint (input bytes, model parameters, options: `fingerprint`) is
@@ -35,29 +35,22 @@ import torch.distributed as dist
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.tqdm import Tqdm
 
-from elmo_plugin.common.memory import release_freed_memory
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
 from elmo_plugin.common.write_errors import Hdf5Output
-from elmo_plugin.elmo_embedder import (
-    DEFAULT_SORT_CHUNK_BATCHES,
-    ElmoEmbedder,
-    EmbeddingJob,
-)
 from elmo_plugin.embedding_output.assembly import assemble_output, check_shards
+from elmo_plugin.embedding_output.batch_loop import (
+    BatchEmbedder,
+    dataset_names,
+    embedded_batches,
+    layout_writer,
+    write_batches,
+)
 from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
-from elmo_plugin.embedding_output.layout import flat_dataset_names, storage_dtype
-from elmo_plugin.embedding_output.plan import (
-    DEFAULT_PIECE_TOKENS,
-    Piece,
-    Plan,
-    plan_input,
-    read_piece,
-    shards_directory,
-)
+from elmo_plugin.embedding_output.job import EmbeddingJob
+from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
 from elmo_plugin.embedding_output.shard_file import shard_problem, stale_files, write_shard
-from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 logger = logging.getLogger(__name__)
 
@@ -69,32 +62,8 @@ class StoppedWithOtherRank(SystemExit):
         super().__init__(1)
 
 
-@dataclass(frozen=True)
-class ShardedEmbedding:
-    """
-    The settings of a sharded run: those of `EmbeddingJob.prepare` and `ElmoEmbedder`, plus
-    ``piece_tokens`` (tokens per shard file, the unit of reuse; `plan`) and ``progress``.
-    ``cuda_device`` >= 0 means "this rank's GPU": ``LOCAL_RANK``.
-    """
-
-    input_file: str
-    output_file: str
-    output_format: str = "all"
-    batch_size: int = 64
-    forget_sentences: bool = False
-    use_sentence_keys: bool = False
-    include_sentence_indices: bool = False
-    layout: str = "per-sentence"
-    float16: bool = False
-    piece_tokens: int = DEFAULT_PIECE_TOKENS
-    model: Optional[str] = None
-    options_file: Optional[str] = None
-    weight_file: Optional[str] = None
-    cuda_device: int = -1
-    stateful: bool = False
-    precision: str = "float32"
-    argument_names: ArgumentNames = PYTHON_ARGUMENTS
-    progress: bool = True
+# Builds the embedder of a job on a device (`elmo_plugin.ElmoEmbedder.for_job`).
+EmbedderFactory = Callable[[EmbeddingJob, torch.device], BatchEmbedder]
 
 
 @dataclass(frozen=True)
@@ -107,28 +76,41 @@ class ShardedResult:
     shards_directory: str
 
 
-def run_sharded(process: TorchrunProcess, settings: ShardedEmbedding) -> Optional[ShardedResult]:
+def run_sharded(
+    process: TorchrunProcess,
+    job: EmbeddingJob,
+    make_embedder: EmbedderFactory,
+    progress: bool = True,
+) -> Optional[ShardedResult]:
     """
-    Runs this rank's part (see the module documentation). Returns the `ShardedResult` on rank
-    0, ``None`` elsewhere. Errors are `ConfigurationError`s (one line) on the rank that has
-    them; ranks that stop because of another rank's input or model error raise
-    `StoppedWithOtherRank`.
+    Runs this rank's part of ``job`` (not checked yet: rank 0 checks it; see the module
+    documentation), embedding with ``make_embedder(job, this rank's device)``; ``cuda_device``
+    >= 0 means this rank's GPU, ``LOCAL_RANK``. Returns the `ShardedResult` on rank 0, ``None``
+    elsewhere. Errors are `ConfigurationError`s (one line) on the rank that has them; ranks that
+    stop because of another rank's input or model error raise `StoppedWithOtherRank`.
     """
-    device = join_process_group(process, use_gpu=settings.cuda_device >= 0)
+    device = join_process_group(process, use_gpu=job.cuda_device >= 0)
     try:
-        return _ShardedRank(process, device, settings).run()
+        return _ShardedRank(process, device, job, make_embedder, progress).run()
     finally:
         leave_process_group()
 
 
 class _ShardedRank:
     def __init__(
-        self, process: TorchrunProcess, device: torch.device, settings: ShardedEmbedding
+        self,
+        process: TorchrunProcess,
+        device: torch.device,
+        job: EmbeddingJob,
+        make_embedder: EmbedderFactory,
+        progress: bool,
     ) -> None:
         self.process = process
         self.device = device
-        self.settings = settings
-        self.directory = shards_directory(os.path.abspath(settings.output_file))
+        self.job = job
+        self.make_embedder = make_embedder
+        self.progress = progress
+        self.directory = shards_directory(os.path.abspath(job.output_path))
         self.heartbeats: Optional[Heartbeats] = None
 
     def run(self) -> Optional[ShardedResult]:
@@ -182,7 +164,6 @@ class _ShardedRank:
         raise StoppedWithOtherRank()
 
     def _run(self) -> Optional[ShardedResult]:
-        settings = self.settings
         job: Optional[EmbeddingJob] = None
         plan: Optional[Plan] = None
         problem: Optional[BaseException] = None
@@ -202,23 +183,16 @@ class _ShardedRank:
                 "every node sees"
             )
 
-        embedder: Optional[ElmoEmbedder] = None
+        embedder: Optional[BatchEmbedder] = None
         problem = None
         try:
-            embedder = ElmoEmbedder(
-                model=settings.model,
-                options_file=settings.options_file,
-                weight_file=settings.weight_file,
-                cuda_device=self.device,
-                precision=settings.precision,
-                argument_names=settings.argument_names,
-            )
+            embedder = self.make_embedder(job, self.device)
         except ConfigurationError as error:
             problem = error
         self._agree(problem, first_only=False)
         assert embedder is not None and job is not None and plan is not None
 
-        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        names = dataset_names(job, embedder)
         dim = embedder.get_output_dim()
         fingerprint = job_fingerprint(
             plan.input_hash,
@@ -228,15 +202,15 @@ class _ShardedRank:
                 "layout": job.layout,
                 "float16": job.float16,
                 "batch_size": job.batch_size,
-                "sort_chunk_batches": DEFAULT_SORT_CHUNK_BATCHES,
-                "piece_tokens": settings.piece_tokens,
+                "sort_chunk_batches": job.sort_chunk_batches,
+                "piece_tokens": job.piece_tokens,
                 "precision": embedder.precision,
             },
         )
         pieces = plan.pieces_of(self.process.rank)
         with Tqdm.tqdm(
             total=plan.num_sentences,
-            disable=not (settings.progress and self.process.is_first),
+            disable=not (self.progress and self.process.is_first),
             unit=" sentences",
             desc="elmo",
         ) as progress_bar:
@@ -260,21 +234,7 @@ class _ShardedRank:
             show(done)
         reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())
         check_shards(plan, self.directory, fingerprint, job.layout, names, dim)
-        assemble_output(
-            job.output_path,
-            job.input_path,
-            plan,
-            self.directory,
-            job.layout,
-            job.output_format,
-            names,
-            dim,
-            storage_dtype(job.float16),
-            job.index_datasets(),
-            write_sentences=not job.forget_sentences,
-            use_sentence_keys=job.use_sentence_keys,
-            fingerprint=fingerprint,
-        )
+        assemble_output(job, plan, self.directory, names, dim, fingerprint)
         self.heartbeats.stop()
         for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
             try:
@@ -288,28 +248,14 @@ class _ShardedRank:
         return ShardedResult(plan.num_sentences, reused, self.process.world_size, self.directory)
 
     def _prepare(self) -> Tuple[EmbeddingJob, Plan]:
-        settings = self.settings
-        if settings.stateful:
+        if self.job.stateful:
             raise ConfigurationError(
                 "--stateful carries the LSTM state through the whole file in order, which a "
                 "sharded run cannot do; run it as one process (without torchrun), or leave out "
                 "--stateful"
             )
-        job = EmbeddingJob.prepare(
-            settings.input_file,
-            settings.output_file,
-            output_format=settings.output_format,
-            batch_size=settings.batch_size,
-            forget_sentences=settings.forget_sentences,
-            use_sentence_keys=settings.use_sentence_keys,
-            include_sentence_indices=settings.include_sentence_indices,
-            layout=settings.layout,
-            float16=settings.float16,
-        )
-        group_lines = job.batch_size * DEFAULT_SORT_CHUNK_BATCHES
-        plan = plan_input(
-            job.input_path, group_lines, settings.piece_tokens, self.process.world_size
-        )
+        job = self.job.checked()
+        plan = plan_input(job, self.process.world_size)
         return job, plan
 
     def _show_progress(self, progress_bar, own: int) -> None:
@@ -322,7 +268,7 @@ class _ShardedRank:
 
     def _embed_pieces(
         self,
-        embedder: ElmoEmbedder,
+        embedder: BatchEmbedder,
         job: EmbeddingJob,
         pieces: List[Piece],
         names: List[str],
@@ -334,6 +280,14 @@ class _ShardedRank:
         heartbeats = self.heartbeats
         assert heartbeats is not None
         done = reused = 0
+
+        def after_batch(sentences: int) -> None:
+            nonlocal done
+            done += sentences
+            heartbeats.set_counts(done, reused)
+            show(done)
+            heartbeats.raise_if_problem()
+
         for piece in pieces:
             path = os.path.join(self.directory, piece.shard_name(fingerprint))
             if shard_problem(path, piece, fingerprint, job.layout, names, dim) is None:
@@ -344,32 +298,9 @@ class _ShardedRank:
                 continue
 
             def fill(output: Hdf5Output, piece: Piece = piece) -> None:
-                nonlocal done
-                writer = embedder.output_writer(
-                    output.file,
-                    job.layout,
-                    job.output_format,
-                    job.float16,
-                    first_line=piece.first_line,
-                    write_sentences=False,
-                )
-                batches = embedder.line_batches(
-                    read_piece(job.input_path, piece), job.batch_size, DEFAULT_SORT_CHUNK_BATCHES
-                )
-                for batch in batches:
-                    release_freed_memory()
-                    arrays = embedder._embed_to_arrays(
-                        [tokens for _, tokens in batch], job.output_format
-                    )
-                    for (line_index, _), array in zip(batch, arrays):
-                        writer.add(line_index, "", array)
-                    done += len(batch)
-                    heartbeats.set_counts(done, reused)
-                    show(done)
-                    output.check()
-                    raise_if_terminated()
-                    heartbeats.raise_if_problem()
-                writer.finish()
+                writer = layout_writer(output.file, job, embedder, piece.lines(), shard=True)
+                batches = embedded_batches(job, embedder, read_piece(job.input_path, piece))
+                write_batches(output, writer, batches, after_batch)
 
             write_shard(path, piece, fingerprint, fill)
         return done, reused

@@ -479,6 +479,7 @@ def test_sigterm_is_one_line_status_143_and_leaves_no_output(tmp_path):
 
 def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
     import elmo_plugin.elmo_embedder as embedder_module
+    import elmo_plugin.embedding_output.job as job_module
     import elmo_plugin.model_files.resolve as resolve_module
     import elmo_plugin.model_files.stored_bilm as stored_module
     from elmo_plugin.modules.bilm import ElmoBiLm
@@ -499,7 +500,7 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
             ):
                 monkeypatch.setattr(holder, name, wrapper)
 
-    counted(embedder_module, "check_sentence_file")
+    counted(job_module, "check_sentence_file")
     counted(embedder_module, "check_cuda_device")
     counted(resolve_module, "resolve_model")
     counted(resolve_module, "check_file_pair")
@@ -524,3 +525,76 @@ def test_each_check_and_the_model_resolution_run_once(tmp_path, monkeypatch):
         "read_stored_bilm": 1,
         "from_stored": 1,
     }
+
+
+def test_the_arguments_become_one_job_with_every_option():
+    # Every option that changes what is computed or written reaches the job, spelled once there.
+    from allennlp.commands import ArgumentParserWithDefaults
+
+    from elmo_plugin.commands.elmo import ElmoCommand, embedding_job
+
+    parser = ArgumentParserWithDefaults(prog="allennlp")
+    ElmoCommand().add_subparser(parser.add_subparsers())
+    args = parser.parse_args([
+        "elmo", "in.txt", "out.hdf5", "--average", "--batch-size", "7", "--forget-sentences",
+        "--layout", "flat", "--float16", "--shard-tokens", "99", "--model", "small",
+        "--options-file", "o.json", "--weight-file", "w.hdf5", "--cuda-device", "3",
+        "--stateful", "--precision", "bfloat16",
+    ])
+    job = embedding_job(args)
+    assert (job.input_path, job.output_path, job.num_sentences) == ("in.txt", "out.hdf5", None)
+    assert (job.output_format, job.batch_size, job.layout, job.float16) == ("average", 7, "flat", True)
+    assert (job.forget_sentences, job.use_sentence_keys, job.include_sentence_indices) == (
+        True, False, False
+    )
+    assert (job.piece_tokens, job.model, job.options_file, job.weight_file) == (
+        99, "small", "o.json", "w.hdf5"
+    )
+    assert (job.cuda_device, job.stateful, job.precision) == (3, True, "bfloat16")
+    assert job.argument_names.options_file == "--options-file"
+
+
+def test_an_existing_output_is_refused_on_one_line_and_left_as_it_was(tmp_path, capsys):
+    input_file = write_lines(tmp_path / "in.txt", LINES)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    # Refused before the model is even looked for (a model that does not exist here).
+    status = run_elmo(input_file, notes, "--top", "--model", str(tmp_path / "no-model"),
+                      model_files=False)
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"allennlp elmo: error: {notes} exists; --overwrite replaces it (once the new file is "
+        "complete), or choose another output file\n"
+    )
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "notes.txt"]
+
+
+def test_overwrite_replaces_an_output_only_once_the_new_one_is_complete(
+    embedder, tmp_path, capsys, monkeypatch
+):
+    input_file = write_lines(tmp_path / "in.txt", LINES * 3)
+    output_file = tmp_path / "out.hdf5"
+    output_file.write_bytes(b"an earlier result")
+    calls = []
+    original_forward = ElmoBiLm.forward
+
+    def forward_that_is_interrupted(self, character_ids):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original_forward(self, character_ids)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ElmoBiLm, "forward", forward_that_is_interrupted)
+        args = ["--top", "--batch-size", "2", "--overwrite"]
+        assert run_elmo(input_file, output_file, *args) == 130
+    assert output_file.read_bytes() == b"an earlier result"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.hdf5"]
+
+    assert run_elmo(input_file, output_file, "--top", "--overwrite") == 0
+    assert f"to {output_file}" in capsys.readouterr().out
+    datasets, _ = read_output(output_file)
+    np.testing.assert_allclose(
+        datasets["1"], embedder.embed_sentence(LINES[1].split())[2], rtol=0, atol=BATCH_TOLERANCE
+    )

@@ -74,7 +74,7 @@ def test_every_command_reports_a_write_that_does_not_fit_on_one_line(tmp_path):
     (earlier_export / "options.json").write_text("{}", encoding="utf-8")
 
     cases = [
-        ["elmo", 20_000, ["elmo", str(sentences), str(earlier_hdf5), "--all",
+        ["elmo", 20_000, ["elmo", str(sentences), str(earlier_hdf5), "--all", "--overwrite",
                           "--options-file", str(FIXTURE_OPTIONS),
                           "--weight-file", str(FIXTURE_WEIGHTS)]],
         ["elmo-vocab", 1_000, ["elmo-vocab", str(sentences), str(earlier_vocabulary),

@@ -4,6 +4,7 @@ assembly with virtual datasets equals a plain run; reuse after a lost shard and 
 a changed model recomputes everything; a missing shard is an error naming it, never NaN. The
 multi-process runs are in ``test_sharded_torchrun.py``.
 """
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 from elmo_plugin import EmbeddingsFile, MissingShardError
-from elmo_plugin.embedding_output.plan import plan_input
+from elmo_plugin.data.sentence_file import read_sentences
+from elmo_plugin.embedding_output.job import EmbeddingJob
+from elmo_plugin.embedding_output.plan import plan_input, read_piece
 from tests.embedding_output.sharding_helpers import assert_same_output, corpus, free_port
 from tests.helpers import make_random_bilm_files, run_elmo, write_lines
 
@@ -57,11 +60,20 @@ def test_one_rank_equals_plain_run_and_resumes(tmp_path, one_rank, capsys, layou
         assert handle[first].is_virtual
     assert not [name for name in os.listdir(f"{output}.shards") if name.startswith(".")]
 
-    # A shard lost (a killed run never renamed it): the rerun recomputes it alone and says so.
+    # The same command again is refused: the output exists. Nothing changes.
     os.remove(shards[1])
     mtimes = {shard: shard.stat().st_mtime_ns for shard in shards if shard != shards[1]}
+    written = output.read_bytes()
     capsys.readouterr()
-    assert run_elmo(input_file, output, *args) == 0
+    assert run_elmo(input_file, output, *args) == 2
+    assert capsys.readouterr().err == (
+        f"allennlp elmo: error: {output} exists; --overwrite replaces it (once the new file is "
+        "complete), or choose another output file\n"
+    )
+    assert output.read_bytes() == written and shards_of(output) == shards[:1] + shards[2:]
+
+    # With --overwrite, the lost shard is recomputed alone, and the rerun says so.
+    assert run_elmo(input_file, output, *args, "--overwrite") == 0
     out = capsys.readouterr().out
     assert "136 of them reused" in out  # 200 lines, minus the lost shard's 64
     assert {shard: shard.stat().st_mtime_ns for shard in mtimes} == mtimes
@@ -79,7 +91,7 @@ def test_changed_model_recomputes_everything(tmp_path, one_rank, capsys):
     assert (
         run_elmo(
             input_file, output, *args, "--options-file", other.options_file,
-            "--weight-file", other.weight_file, model_files=False,
+            "--weight-file", other.weight_file, "--overwrite", model_files=False,
         )
         == 0
     )
@@ -140,10 +152,11 @@ def test_bad_input_and_stateful_are_one_line(tmp_path, one_rank, capsys):
 
 
 def test_plan_balances_ranks_by_tokens(tmp_path):
-    # 40 groups of 2 lines; the first half of the lines has 10 tokens each, the second 1.
+    # 40 chunks of 2 lines; the first half of the lines has 10 tokens each, the second 1.
     lines = [" ".join(["x"] * 10)] * 40 + ["y"] * 40
     path = write_lines(tmp_path / "in.txt", lines)
-    plan = plan_input(str(path), group_lines=2, piece_tokens=1, world_size=2)
+    job = EmbeddingJob(str(path), "", batch_size=1, sort_chunk_batches=2, piece_tokens=1)
+    plan = plan_input(job, world_size=2)
     assert len(plan.pieces) == 40 and plan.num_tokens == 440
     first, second = plan.pieces_of(0), plan.pieces_of(1)
     assert first[-1].end_line == second[0].first_line
@@ -154,6 +167,67 @@ def test_plan_balances_ranks_by_tokens(tmp_path):
     with open(path, "rb") as handle:
         handle.seek(second[0].byte_offset)
         assert handle.readline().decode().split() == lines[22].split()
+
+
+@pytest.mark.parametrize("num_lines, world_size", [(2050, 2), (2050, 3), (2050, 5), (20000, 2)])
+def test_a_small_input_is_cut_into_a_piece_per_rank_of_a_single_runs_batches(
+    tmp_path, num_lines, world_size
+):
+    # 2,050 lines at the default batch size: a chunk of 2,048 lines and one of 2; far fewer
+    # tokens than a piece. Each rank gets one piece, cut between two batches of a single run.
+    lines = corpus(num_lines, seed=1)
+    path = write_lines(tmp_path / "in.txt", lines)
+    job = EmbeddingJob(str(path), "", num_sentences=num_lines)
+    plan = plan_input(job, world_size)
+    assert [len(plan.pieces_of(rank)) for rank in range(world_size)] == [1] * world_size
+    # Balanced by tokens: each piece within one batch's tokens of its share.
+    batches = list(job.batches(read_sentences(str(path))))
+    largest_batch = max(sum(len(tokens) for _, tokens in batch) for batch in batches)
+    for piece in plan.pieces:
+        assert abs(piece.num_tokens - plan.num_tokens / world_size) <= largest_batch
+    # Taken in turn, the pieces' batches are exactly a single run's: bitwise its vectors.
+    pieces_batches = [list(job.batches(read_piece(str(path), piece))) for piece in plan.pieces]
+    assert [batch for batches_of_piece in pieces_batches for batch in batches_of_piece] == batches
+    # Every line in exactly one piece; shard names distinct.
+    assert sorted(line for piece in plan.pieces for line in piece.lines()) == list(range(num_lines))
+    assert len({piece.shard_name("f" * 16) for piece in plan.pieces}) == world_size
+    assert plan.pieces[0].chosen_lines is not None  # cut inside the first chunk
+
+
+@pytest.mark.parametrize("layout", ["per-sentence", "flat"])
+def test_pieces_cut_inside_chunks_assemble_to_a_single_runs_output(
+    tmp_path, one_rank, monkeypatch, capsys, layout
+):
+    # One rank embedding the pieces of three: lines of one chunk spread over three shards.
+    import elmo_plugin.embedding_output.sharded_run as sharded_run
+
+    plans = []
+
+    def plan_of_three(job, world_size):
+        plans.append(plan_input(job, 3))
+        return dataclasses.replace(plans[-1], rank_starts=[0, len(plans[-1].pieces)])
+
+    monkeypatch.setattr(sharded_run, "plan_input", plan_of_three)
+    lines = corpus(150, repeat_every=13)
+    input_file = write_lines(tmp_path / "in.txt", lines)
+    args = ["--all", "--batch-size", "4", "--layout", layout]
+    expected = plain_run(tmp_path, input_file, *args)
+    output = tmp_path / "out.hdf5"
+    assert run_elmo(input_file, output, *args) == 0
+    assert len(shards_of(output)) == 3
+    assert [piece.chosen_lines is not None for piece in plans[0].pieces] == [True, True, True]
+    assert_same_output(expected, output)
+    with EmbeddingsFile(output) as embeddings, EmbeddingsFile(expected) as single:
+        assert embeddings.sentences() == single.sentences()
+        np.testing.assert_array_equal(embeddings[77], single[77])
+
+    # Resumed after a lost shard: the other two are reused.
+    os.remove(shards_of(output)[1])
+    os.remove(output)
+    capsys.readouterr()
+    assert run_elmo(input_file, output, *args) == 0
+    assert "of them reused" in capsys.readouterr().out
+    assert_same_output(expected, output)
 
 
 DISK_FULL_CHILD = r"""

@@ -8,6 +8,7 @@ another node stops the others within seconds, naming it. Each starts AllenNLP in
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -46,6 +47,24 @@ def test_two_processes_equal_one(tmp_path, layout):
     assert_same_output(expected, output)
     # One progress bar: rank 0's, for all 300 sentences.
     assert result.stderr.count("300/300") >= 1
+
+
+def test_an_ordinary_input_is_split_between_two_processes(tmp_path):
+    # 2,050 sentences at the default batch size and --shard-tokens: far fewer tokens than a
+    # shard, and a first chunk of 2,048 lines. Each process still embeds its half of the tokens,
+    # into its own shard.
+    input_file = write_lines(tmp_path / "in.txt", corpus(2050, seed=4))
+    args = ["--top", "--layout", "flat"]
+    expected = plain_run(input_file, tmp_path / "plain.hdf5", *args)
+    output = tmp_path / "out.hdf5"
+    result = torchrun([input_file, output, *args])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2050 sentences by 2 processes" in result.stdout
+    assert len(list(Path(f"{output}.shards").glob("lines-*.hdf5"))) == 2
+    for rank in (0, 1):
+        [count] = re.findall(rf"rank {rank}: (\d+) sentences in 1 shards", result.stderr)
+        assert 0 < int(count) < 2050
+    assert_same_output(expected, output)
 
 
 def test_two_nodes_equal_one_process(tmp_path):

@@ -1,0 +1,213 @@
+"""
+`EmbeddingJob`: one ``allennlp elmo`` run (or one ``ElmoEmbedder.embed_file`` call) as a value:
+its input and output, what it writes, and how its vectors are computed, each option spelled
+once, here. ``allennlp elmo`` builds it once from its arguments; `checked` runs every check that
+needs no model; `batch_loop.write_embeddings` (one process) and `sharded_run.run_sharded`
+(under ``torchrun``) carry it out.
+"""
+import os
+from dataclasses import dataclass, replace
+from typing import IO, Iterable, Iterator, List, Optional, Union
+
+import numpy as np
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.atomic_output import input_at
+from elmo_plugin.common.paths import PathLike
+from elmo_plugin.data.sentence_file import check_sentence_file
+from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES, Line, line_batches
+from elmo_plugin.embedding_output.layout import (
+    FLAT,
+    PER_SENTENCE,
+    SENTENCE_INDICES,
+    SENTENCE_TO_INDEX,
+    check_layout,
+)
+from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
+
+DEFAULT_BATCH_SIZE = 64
+
+# Under torchrun, about this many tokens per piece (a shard file, the unit a rerun reuses):
+# 2^20. At --top float16 with 1024 dims that is a 2 GiB shard and, on one GPU, a minute or so of
+# work lost at most by a kill; on a CPU with the published models, much longer.
+DEFAULT_PIECE_TOKENS = 1 << 20
+
+OUTPUT_FORMATS = ("all", "top", "average")
+
+
+class ExistingOutputError(ConfigurationError):
+    """The output file exists, and the job may not replace it (``allennlp elmo`` without
+    ``--overwrite``)."""
+
+
+def check_batch_size(batch_size: int) -> None:
+    is_integer = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
+    if not is_integer or batch_size < 1:
+        raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def input_path_of(input_file: Union[PathLike, IO]) -> str:
+    """The path of the input. AllenNLP 0.9 took an open file (argparse.FileType); a job reads the
+    input twice (checked, then embedded), so an open file is accepted for its name."""
+    if hasattr(input_file, "read"):
+        name = getattr(input_file, "name", None)
+        if not isinstance(name, (str, bytes, os.PathLike)) or not os.path.isfile(name):
+            raise ConfigurationError(
+                "embed_file needs a path (or a file opened from a path) to read the input twice, "
+                f"got {input_file!r}"
+            )
+        return os.fsdecode(name)
+    return os.fspath(input_file)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class EmbeddingJob:
+    """
+    One embedding run: every option of ``allennlp elmo`` but the console's, spelled once.
+
+    # Parameters
+
+    input_path : `str`
+        The sentences: one whitespace-tokenized sentence a line, UTF-8.
+    output_path : `str`
+        The HDF5 file to write.
+    num_sentences : `int`, optional (default = `None`)
+        The number of sentences (lines) of the input, once `checked` has counted them.
+    output_format : `str`, optional (default = `"all"`)
+        Which layers are written (``--all``/``--top``/``--average``): ``"all"`` every layer,
+        ``(num_layers, num_tokens, dim)``; ``"top"`` the top layer, ``(num_tokens, dim)``;
+        ``"average"`` the mean of all layers, ``(num_tokens, dim)``.
+    batch_size : `int`, optional (default = `64`)
+        Sentences per biLM call.
+    forget_sentences : `bool`, optional (default = `False`)
+        Write no sentence index (the per-sentence layout's ``sentence_to_index``, the flat
+        layout's ``sentences``).
+    use_sentence_keys : `bool`, optional (default = `False`)
+        Per-sentence layout: key each dataset by its sentence instead of its line number.
+    include_sentence_indices : `bool`, optional (default = `False`)
+        Per-sentence layout: also write the sentence-to-line JSON under AllenNLP 0.8's name,
+        ``sentence_indices``.
+    layout : `str`, optional (default = `"per-sentence"`)
+        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"`` (`elmo_plugin.embedding_output.layout`),
+        which writes its own sentence index (``sentences``, unless ``forget_sentences``) and
+        takes neither ``use_sentence_keys`` nor ``include_sentence_indices``.
+    float16 : `bool`, optional (default = `False`)
+        Store the vectors as float16 (computed as before; half the bytes).
+    overwrite : `bool`, optional (default = `True`)
+        Replace an existing output (only once the new file is complete, as any output is
+        written). ``allennlp elmo`` refuses an existing output unless given ``--overwrite``;
+        ``embed_file`` replaces it, as AllenNLP 0.9's did.
+    sort_chunk_batches : `int`, optional (default = `32`)
+        Stateless runs: embed this many batches at a time longest first (`line_batches`).
+    piece_tokens : `int`, optional (default = `2^20`)
+        Under ``torchrun``: about this many tokens per shard file, the unit a rerun reuses; an
+        input with fewer per process is cut into one piece per process
+        (`elmo_plugin.embedding_output.plan`).
+    model, options_file, weight_file : `str`, optional
+        The model, as `elmo_plugin.ElmoEmbedder` takes them (``None``: the published Original).
+    cuda_device : `int`, optional (default = `-1`)
+        The GPU; -1 the CPU. Under ``torchrun`` any value >= 0 means each process's own GPU.
+    stateful : `bool`, optional (default = `False`)
+        Carry the LSTM state from batch to batch in file order (AllenNLP 0.9's results).
+    precision : `str`, optional (default = `"float32"`)
+        What the biLM computes in (`elmo_plugin.modules.precision`); the stored vectors are
+        float32 (or float16) either way.
+    argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
+        How errors about the model spell its arguments.
+
+    The model fields, ``cuda_device``, ``stateful`` and ``precision`` are what an embedder is
+    built from (`elmo_plugin.ElmoEmbedder.for_job`); a job that an existing embedder runs
+    (``embed_file``) carries that embedder's ``stateful`` and ``precision``.
+    """
+
+    input_path: str
+    output_path: str
+    num_sentences: Optional[int] = None
+    output_format: str = "all"
+    batch_size: int = DEFAULT_BATCH_SIZE
+    forget_sentences: bool = False
+    use_sentence_keys: bool = False
+    include_sentence_indices: bool = False
+    layout: str = PER_SENTENCE
+    float16: bool = False
+    overwrite: bool = True
+    sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES
+    piece_tokens: int = DEFAULT_PIECE_TOKENS
+    model: Optional[str] = None
+    options_file: Optional[str] = None
+    weight_file: Optional[str] = None
+    cuda_device: int = -1
+    stateful: bool = False
+    precision: str = "float32"
+    argument_names: ArgumentNames = PYTHON_ARGUMENTS
+
+    @classmethod
+    def prepare(
+        cls, input_file: Union[PathLike, IO], output_file_path: PathLike, **options
+    ) -> "EmbeddingJob":
+        """The `checked` job of ``input_file`` (a path, or a file opened from one) and
+        ``output_file_path``; ``options`` are the other fields."""
+        return cls(input_path_of(input_file), os.fspath(output_file_path), **options).checked()
+
+    def checked(self) -> "EmbeddingJob":
+        """
+        Checks everything about the job that needs no model, cheap checks first: the options
+        and the output path (its directory exists; it is not a directory, nor the input under
+        another name, nor an existing file that the job may not replace), then the whole
+        input (UTF-8, no blank lines, not empty; with ``use_sentence_keys`` no duplicates and no
+        sentence that cannot be an HDF5 name). Returns the job with ``num_sentences`` counted;
+        a `ConfigurationError` naming the problem otherwise.
+        """
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigurationError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; "
+                f"got {self.output_format!r}"
+            )
+        check_batch_size(self.batch_size)
+        if self.include_sentence_indices and self.use_sentence_keys:
+            raise ConfigurationError(
+                "include_sentence_indices maps each sentence to its line number; with "
+                "use_sentence_keys the keys are the sentences themselves, so there is no such map"
+            )
+        check_layout(self.layout)
+        if self.layout == FLAT and (self.use_sentence_keys or self.include_sentence_indices):
+            raise ConfigurationError(
+                "the flat layout keys sentences by line number and writes its own sentence "
+                "index ('sentences'); use_sentence_keys and include_sentence_indices are for the "
+                "per-sentence layout"
+            )
+        output_directory = os.path.dirname(os.path.abspath(self.output_path))
+        if not os.path.isdir(output_directory):
+            raise ConfigurationError(f"the output directory does not exist: {output_directory}")
+        if os.path.isdir(self.output_path):
+            raise ConfigurationError(f"the output path is a directory: {self.output_path}")
+        if input_at(self.output_path, [self.input_path]) is not None:
+            raise ConfigurationError(
+                f"the output file would replace the input file: {self.output_path}"
+            )
+        if not self.overwrite and os.path.lexists(self.output_path):
+            raise ExistingOutputError(
+                f"{self.output_path} exists; --overwrite replaces it (once the new file is "
+                "complete), or choose another output file"
+            )
+        count = check_sentence_file(self.input_path, use_sentence_keys=self.use_sentence_keys)
+        return replace(self, num_sentences=count)
+
+    def index_datasets(self) -> List[str]:
+        """The names under which the sentence-to-key JSON is written, decided here only:
+        ``sentence_to_index`` unless ``forget_sentences`` or ``use_sentence_keys`` (it would map
+        every sentence to itself), ``sentence_indices`` with ``include_sentence_indices``; none in
+        the flat layout, which writes its own index (``sentences``) instead."""
+        if self.layout == FLAT:
+            return []
+        names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]
+        return names + ([SENTENCE_INDICES] if self.include_sentence_indices else [])
+
+    def batches(self, lines: Iterable[Line]) -> Iterator[List[Line]]:
+        """The batches in which this job embeds ``lines`` (`line_batches`)."""
+        return line_batches(lines, self.batch_size, self.sort_chunk_batches, self.stateful)
+
+    @property
+    def chunk_lines(self) -> int:
+        """The lines a stateless run sorts by length together (`line_batches`)."""
+        return self.batch_size * self.sort_chunk_batches
