@@ -296,7 +296,10 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
     train_bilm(uninterrupted, arguments, overrides)
 
     resumed = tmp_path / "resumed"
-    original_train_epoch = GradientDescentTrainer._train_epoch
+    # The trainer that the configs get: the plugin's "gradient_descent".
+    trainer_class = Trainer.resolve_class_name("gradient_descent")[0]
+    assert issubclass(trainer_class, GradientDescentTrainer)
+    original_train_epoch = trainer_class._train_epoch
 
     def interrupt_at_epoch_1(self, epoch):
         if epoch == 1:
@@ -304,7 +307,7 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
         return original_train_epoch(self, epoch)
 
     with monkeypatch.context() as patch:
-        patch.setattr(GradientDescentTrainer, "_train_epoch", interrupt_at_epoch_1)
+        patch.setattr(trainer_class, "_train_epoch", interrupt_at_epoch_1)
         with pytest.raises(KeyboardInterrupt):
             train_bilm(resumed, arguments, overrides)
     assert not (resumed / "metrics_epoch_1.json").exists()
