@@ -39,7 +39,9 @@ local boolean(name, value) =
     max_sentence_length=400,
     unroll_steps=20,
     checkpoint_seconds=null,
-    optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 },
+    // bilm-tf's Adagrad by default: dense_sparse_adagrad where the softmax's gradients are sparse.
+    optimizer=null,
+    sparse_softmax=false,
     learning_rate_scheduler=null,
     mixed_precision=false,
     cuda_device=-1,
@@ -59,6 +61,7 @@ local boolean(name, value) =
     assert integer_at_least("cuda_device", cuda_device, -1);
     assert boolean("mixed_precision", mixed_precision);
     assert boolean("tf32", tf32);
+    assert boolean("sparse_softmax", sparse_softmax);
     assert std.member([true, false, "auto", "default", "reduce-overhead", "max-autotune",
                        "max-autotune-no-cudagraphs"], compile)
            || error "compile must be true, false, \"auto\" or a torch.compile mode, got "
@@ -90,6 +93,10 @@ local boolean(name, value) =
         // measured faster, docs/gpu.md), and TF32 float32 products on a CUDA GPU.
         compile: compile,
         tf32: tf32,
+        // Sparse gradients of the softmax's rows that a step uses (its targets and negatives),
+        // for an optimizer that updates only those: at a large vocabulary the dense update of
+        // the whole softmax costs more than the rest of the step (docs/pretraining.md).
+        sparse_softmax_gradients: sparse_softmax,
       },
       data_loader: {
         num_workers: num_workers,
@@ -111,8 +118,13 @@ local boolean(name, value) =
         num_epochs: num_epochs,
         cuda_device: cuda_device,
         grad_norm: 10.0,
-        // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0.
-        optimizer: optimizer,
+        // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0; with sparse softmax
+        // gradients its row by row form, which updates exactly as Adagrad does.
+        optimizer: if optimizer != null then optimizer else {
+          type: if sparse_softmax then "dense_sparse_adagrad" else "adagrad",
+          lr: 0.2,
+          initial_accumulator_value: 1.0,
+        },
         validation_metric: "-ppl",
         // keep_freed_memory: glibc keeps freed activations for the next step instead of
         // faulting their pages in again (about 30% faster Original-size steps on CPU).

@@ -92,7 +92,8 @@ class ElmoLanguageModel(Model):
         for an optimizer that then updates only those rows: ``dense_sparse_adagrad`` gives
         exactly the dense Adagrad update (dense gradients stay the reference). At a vocabulary
         of hundreds of thousands of words the dense update of the softmax costs more than the
-        rest of a step. One process only: DDP's all-reduce takes dense gradients.
+        rest of a step. In distributed training (DDP, whose all-reduce takes dense gradients
+        only) the gradients stay dense, with one log line; ``dense_sparse_adagrad`` takes both.
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -167,6 +168,7 @@ class ElmoLanguageModel(Model):
         self._eos_index = token_to_index[EOS_TOKEN]
         self._projection_dim = self.bilm_options.projection_dim
         self._dropout = torch.nn.Dropout(self.bilm_options.dropout)
+        self._sparse_softmax_gradients = sparse_softmax_gradients
         self.softmax = SampledSoftmaxLoss(
             num_words, self._projection_dim, num_samples,
             sparse_gradients=sparse_softmax_gradients,
@@ -240,6 +242,8 @@ class ElmoLanguageModel(Model):
         continuous streams; the LSTM state carries over between batches, row by row).
         """
         sampled = self.softmax.sample(self._device()) if self.training else None
+        if self.training and self._sparse_softmax_gradients:
+            self._choose_softmax_gradients()
         if tokens is None and (forward_tokens is None or backward_tokens is None):
             raise ConfigurationError(
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
@@ -261,6 +265,16 @@ class ElmoLanguageModel(Model):
             return self._stream_forward(
                 forward_tokens, forward_targets, backward_tokens, backward_targets, sampled
             )
+
+    def _choose_softmax_gradients(self) -> None:
+        """Sparse softmax gradients, as asked, except under DDP (dense all-reduce only)."""
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.softmax.sparse_gradients and distributed:
+            logger.info(
+                "sparse_softmax_gradients: dense gradients in distributed training (DDP "
+                "all-reduces dense gradients only)"
+            )
+        self.softmax.sparse_gradients = not distributed
 
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device

@@ -110,10 +110,14 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
     # bilm-tf's recipe, except the CPU-sized configs, which use Adam (see bilm_small.jsonnet
     # and BENCHMARKS.md).
     small = config.stem.endswith("_small")
+    # The Adagrad configs choose sparse softmax gradients and Adagrad's row by row form
+    # (tests/training/test_optimizers.py: exactly the dense update); Adam's configs stay dense.
+    sparse = not small
+    assert config_dict["model"]["sparse_softmax_gradients"] is sparse
     expected_optimizer = (
         {"type": "adam", "lr": 0.002}
         if small
-        else {"type": "adagrad", "lr": 0.2, "initial_accumulator_value": 1.0}
+        else {"type": "dense_sparse_adagrad", "lr": 0.2, "initial_accumulator_value": 1.0}
     )
     assert trainer_dict["optimizer"] == expected_optimizer
     assert trainer_dict["grad_norm"] == 10.0 and trainer_dict["validation_metric"] == "-ppl"
@@ -162,7 +166,9 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
     loss = output["loss"]
     assert math.isfinite(float(loss.detach())) and float(loss.detach()) > 0
     loss.backward()
-    # The gradient reaches the character encoder, both directions' LSTMs and the softmax.
+    # The gradient reaches the character encoder, both directions' LSTMs and the softmax (sparse
+    # unless the 160-word vocabulary is smaller than the negatives: then the softmax is full).
+    sparse_softmax = sparse and config_dict["model"]["num_samples"] < 160
     for name in (
         "bilm.character_encoder.char_embedding.weight",
         "bilm.lstm.forward_layers.0.input_weight",
@@ -170,7 +176,9 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
         "softmax.softmax_weight",
     ):
         grad = dict(model.named_parameters())[name].grad
-        assert grad is not None and float(grad.abs().sum()) > 0, name
+        assert grad is not None and grad.is_sparse == (sparse_softmax and name.startswith("softmax"))
+        grad = grad.to_dense()
+        assert float(grad.abs().sum()) > 0, name
         assert torch.isfinite(grad).all(), name
     trainer.rescale_gradients()
     trainer.optimizer.step()
