@@ -484,7 +484,10 @@ class VocabularyOrderCheck:
         self._num_counted = int(counts.sum())  # the targets, without the padding
         tokens = self._vocab.get_index_to_token_vocabulary(self._namespace)
         # The special tokens' places are fixed (first, in any order), whatever their counts.
-        ids = [index for index in range(len(counts)) if tokens.get(index) not in SPECIAL_TOKENS]
+        token_to_index = self._vocab.get_token_to_index_vocabulary(self._namespace)
+        judged = np.ones(len(counts), dtype=bool)
+        judged[[token_to_index[token] for token in SPECIAL_TOKENS if token in token_to_index]] = False
+        ids = np.flatnonzero(judged)
         judgement = judge_frequency_order(counts[ids])
         if not judgement.out_of_order:
             logger.info(
@@ -500,7 +503,7 @@ class VocabularyOrderCheck:
         source = getattr(self._vocab, "bilm_tf_files", {}).get(self._namespace)
 
         def describe(position: int) -> str:
-            index = ids[position]
+            index = int(ids[position])
             # Id k is line k + 1 of a bilm-tf vocabulary file.
             where = f"{source}:{index + 1}" if source else f"entry {index}"
             return f"{where} {tokens[index]!r} (counted {int(counts[index])} times)"

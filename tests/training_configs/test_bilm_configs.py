@@ -84,7 +84,7 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
             "data_loader.batch_size": 2,
         }
         params = Params.from_file(str(called), params_overrides=json.dumps(overrides))
-        assert params["data_loader"]["shuffle"] is False
+        assert params["data_loader"]["type"] == "bilm_stream"  # the reader's order, as tensors
     config_dict = params.duplicate().as_dict(quiet=True)
 
     vocab = Vocabulary.from_params(params.pop("vocabulary"))
@@ -399,7 +399,7 @@ def test_stream_batching_trains_one_epoch(tmp_path):
     assert config["model"]["mixed_precision"] is True
     assert config["dataset_reader"]["mode"] == "stream"
     assert config["dataset_reader"]["batch_size"] == config["data_loader"]["batch_size"] == 4
-    assert config["data_loader"]["shuffle"] is False
+    assert config["data_loader"]["type"] == "bilm_stream"
     assert config["validation_dataset_reader"]["mode"] == "sentences"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epoch"] == 0

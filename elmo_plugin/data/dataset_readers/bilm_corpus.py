@@ -352,6 +352,28 @@ class BilmCorpusReader(ShardedDatasetReader):
         yield from self._read_corpus(file_path)
 
     def _read_corpus(self, file_path) -> Iterator[Instance]:
+        if self.mode == "sentences":
+            pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
+            for tokens in self._iter_sentences(
+                pattern, files, shard, num_shards, pass_number, "sentences", stats
+            ):
+                yield self._sentence_instance(tokens)
+            return
+        for forward_step, backward_step in self.stream_steps(file_path):
+            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
+                forward_step, backward_step
+            ):
+                yield Instance(
+                    {
+                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
+                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
+                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
+                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
+                    }
+                )
+
+    def _begin_pass(self, file_path):
+        """The glob's files, this process's shard and the pass number of a new pass."""
         pattern = (
             repr(os.fspath(file_path))
             if isinstance(file_path, (str, os.PathLike))
@@ -372,27 +394,19 @@ class BilmCorpusReader(ShardedDatasetReader):
         pass_number = self._next_pass(f"{pattern}|{shard}/{num_shards}")
         stats = PassStats()
         self.last_pass_stats = stats
-        if self.mode == "sentences":
-            for tokens in self._iter_sentences(
-                pattern, files, shard, num_shards, pass_number, "sentences", stats
-            ):
-                yield self._sentence_instance(tokens)
-        else:
-            yield from self._stream_instances(pattern, files, shard, num_shards, pass_number, stats)
+        return pattern, files, shard, num_shards, pass_number, stats
 
-    def _sentence_instance(self, tokens: List[str]) -> Instance:
-        return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
-
-    def _stream_instances(
-        self,
-        pattern: str,
-        files: List[str],
-        shard: int,
-        num_shards: int,
-        pass_number: int,
-        stats: PassStats,
-    ) -> Iterator[Instance]:
+    def stream_steps(self, file_path) -> Iterator[Tuple[List[Window], List[Window]]]:
+        """
+        Stream mode, one pass: for each window step, the ``batch_size`` windows of the forward
+        and of the backward streams (row i first), as `pack_windows` makes them; a direction
+        that has run dry gives empty windows. The instances of `read` are these, row by row;
+        the ``bilm_stream`` data loader makes its tensors from them directly.
+        """
+        if self.mode != "stream":
+            raise ConfigurationError("bilm_corpus: stream_steps needs mode 'stream'")
         assert self.batch_size is not None
+        pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
         forward = pack_windows(
             self._iter_sentences(pattern, files, shard, num_shards, pass_number, "forward", stats),
             self.batch_size,
@@ -406,20 +420,10 @@ class BilmCorpusReader(ShardedDatasetReader):
             reverse=True,
         )
         empty_step: List[Window] = [([], [])] * self.batch_size
-        for forward_step, backward_step in itertools.zip_longest(
-            forward, backward, fillvalue=empty_step
-        ):
-            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
-                forward_step, backward_step
-            ):
-                yield Instance(
-                    {
-                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
-                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
-                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
-                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
-                    }
-                )
+        yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
+
+    def _sentence_instance(self, tokens: List[str]) -> Instance:
+        return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
     def _iter_sentences(
         self,
