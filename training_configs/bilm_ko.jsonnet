@@ -57,4 +57,6 @@ function(
     mixed_precision=mixed_precision,
     cuda_device=cuda_device,
     sparse_softmax=sparse_softmax,
+    // The data path keeps up with a GPU step: the two stream directions in two processes.
+    parallel_directions=true,
   )

@@ -89,6 +89,8 @@ function(
     compile=compile,
     tf32=tf32,
     sparse_softmax=sparse_softmax,
+    // The data path keeps up with a GPU step: the two stream directions in two processes.
+    parallel_directions=true,
     batch_size=rows_per_update / num_gpus,
     num_epochs=10,
     num_samples=8192,

@@ -116,6 +116,44 @@ def _without_the_autocast_deprecation() -> Iterator[None]:
         yield
 
 
+def gradients_to_clip(parameters: List[torch.Tensor]) -> List[torch.Tensor]:
+    """
+    The gradients of ``parameters`` to measure and clip, one tensor each: a dense gradient as it
+    is; a sparse row gradient (the sampled softmax's ``sparse_gradients``) is first rewritten
+    with each id's rows summed at one position (`row_sums_of`), so that the squares of its values
+    are those of its dense form, and its values are given.
+    """
+    gradients = []
+    for parameter in parameters:
+        if parameter.grad is None:
+            continue
+        if parameter.grad.is_sparse:
+            parameter.grad = sparse_row_gradient(row_sums_of(parameter.grad), parameter.shape)
+            gradients.append(parameter.grad._values())
+        else:
+            gradients.append(parameter.grad)
+    return gradients
+
+
+def clip_grad_norm(parameters: List[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """
+    torch's ``clip_grad_norm_`` (exactly it where every gradient is dense), taking sparse row
+    gradients as their dense form: the same norm over the same numbers (summed in another order,
+    so it may differ in the last bit), the same factor applied element by element. Returns the
+    norm as a 0-dim tensor, without reading it.
+    """
+    parameters = [p for p in parameters if p.grad is not None]
+    if not any(p.grad.is_sparse for p in parameters):
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    gradients = gradients_to_clip(parameters)
+    total_norm = torch.nn.utils.get_total_norm(gradients)
+    # As torch.nn.utils.clip_grads_with_norm_ scales.
+    clip_coefficient = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+    for gradient in gradients:
+        gradient.mul_(clip_coefficient.to(gradient.device))
+    return total_norm
+
+
 class MetricsWhenRead(collections.UserDict):
     """
     The metrics of a batch as the trainer's callbacks get them: a mapping computed (from the
@@ -214,55 +252,30 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
 
     # -- gradients --------------------------------------------------------------------------------
 
-    def _gradients(self) -> List[torch.Tensor]:
-        """
-        The gradients to measure and clip, one tensor per parameter: a dense gradient as it is, a
-        sparse row gradient by its summed rows (it is first rewritten with each id's rows summed
-        at one position, `row_sums_of`, so that its values' squares are the dense gradient's).
-        """
-        gradients = []
-        for parameter in self.model.parameters():
-            if parameter.grad is None:
-                continue
-            if parameter.grad.is_sparse:
-                parameter.grad = sparse_row_gradient(row_sums_of(parameter.grad), parameter.shape)
-                gradients.append(parameter.grad._values())
-            else:
-                gradients.append(parameter.grad)
-        return gradients
-
     def rescale_gradients(self) -> Optional[torch.Tensor]:  # type: ignore[override]
         """
         AllenNLP's gradient norm and clipping to ``grad_norm``, computed the same way (torch's
         ``clip_grad_norm_`` for dense gradients), except that the norm is returned as a 0-dim
         tensor on the device (read it when logging: AllenNLP's ``.item()`` waited for the device
-        every batch), and that sparse row gradients count as their dense form.
+        every batch), and that sparse row gradients count as their dense form
+        (`clip_grad_norm`).
         """
         if self._grad_norm is False or self._grad_norm is None:
             return None
-        sparse = any(p.grad is not None and p.grad.is_sparse for p in self.model.parameters())
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
         if isinstance(self._grad_norm, bool):  # True: measure only
-            gradients = self._gradients()
+            gradients = gradients_to_clip(parameters)
             return torch.norm(torch.stack([torch.norm(g.detach()) for g in gradients]))
         if self._scaler is not None:
             self._scaler.unscale_(self.optimizer)
         if self._ddp_wrapped_model is not None:
-            if sparse:
+            if any(p.grad.is_sparse for p in parameters):
                 raise ConfigurationError(
-                    "sparse gradients (model.sparse_softmax_gradients) in distributed training: "
-                    "DDP's all-reduce takes dense gradients; train with dense gradients there"
+                    "sparse gradients in distributed training: DDP's all-reduce takes dense "
+                    "gradients; train with dense gradients there"
                 )
             return self._ddp_wrapped_model.clip_grad_norm_(self._grad_norm)
-        if not sparse:
-            parameters = [p for p in self.model.parameters() if p.grad is not None]
-            return torch.nn.utils.clip_grad_norm_(parameters, self._grad_norm)
-        gradients = self._gradients()
-        total_norm = torch.nn.utils.get_total_norm(gradients)
-        # As torch.nn.utils.clip_grads_with_norm_ scales: by the same factor, element by element.
-        clip_coefficient = torch.clamp(self._grad_norm / (total_norm + 1e-6), max=1.0)
-        for gradient in gradients:
-            gradient.mul_(clip_coefficient.to(gradient.device))
-        return total_norm
+        return clip_grad_norm(parameters, self._grad_norm)
 
     def clip_gradient(self) -> None:
         """AllenNLP's clipping of every gradient's elements to ``grad_clipping``, sparse ones too."""
@@ -273,7 +286,8 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             return
         if self._scaler is not None:
             super().clip_gradient()  # unscales first; it clips no sparse gradient: done below
-        for gradient in self._gradients():
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
+        for gradient in gradients_to_clip(parameters):
             gradient.clamp_(-self._grad_clipping, self._grad_clipping)
 
     # -- the training loop ------------------------------------------------------------------------

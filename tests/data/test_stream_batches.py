@@ -15,7 +15,6 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.data import DataLoader
 from allennlp.nn.util import move_to_device
 
-from elmo_plugin.data import stream_batches
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.data.stream_batches import BilmStreamDataLoader
 from elmo_plugin.data.vocabulary import BilmTfVocabulary
@@ -33,6 +32,8 @@ def _corpus(tmp_path: Path) -> Path:
         "",
         "x",
     ]
+    # More distinct tokens than the loader's tables start with (1024): they grow.
+    lines += [" ".join(f"w{line}x{k}" for k in range(30)) for line in range(40)]
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -52,8 +53,10 @@ def _flat(batch: Dict, prefix: str = "") -> Dict[str, torch.Tensor]:
     return flat
 
 
+@pytest.mark.parametrize("parallel_directions", [False, True], ids=["one_process", "parallel"])
 @pytest.mark.parametrize("batch_size, unroll_steps, max_characters", [(4, 7, 50), (3, 20, 30)])
-def test_the_same_batches_as_allennlp_s_loader(tmp_path, batch_size, unroll_steps, max_characters):
+def test_the_same_batches_as_allennlp_s_loader(tmp_path, batch_size, unroll_steps, max_characters,
+                                               parallel_directions):
     corpus = _corpus(tmp_path)
     vocab = BilmTfVocabulary.from_bilm_tf_file(str(SAMPLE / "vocabulary.txt"))
 
@@ -67,7 +70,8 @@ def test_the_same_batches_as_allennlp_s_loader(tmp_path, batch_size, unroll_step
         reader=reader(), data_path=str(corpus),
     )
     fast = DataLoader.from_params(
-        Params({"type": "bilm_stream", "batch_size": batch_size}),
+        Params({"type": "bilm_stream", "batch_size": batch_size,
+                "parallel_directions": parallel_directions}),
         reader=reader(), data_path=str(corpus),
     )
     assert isinstance(fast, BilmStreamDataLoader)
@@ -85,26 +89,10 @@ def test_the_same_batches_as_allennlp_s_loader(tmp_path, batch_size, unroll_step
         # The epoch's end: rows run dry, the last window of one direction is empty.
         last = _flat(got[-1])
         assert not last["forward_tokens.elmo_characters.elmo_tokens"].any(-1).all()
-
-
-def test_more_distinct_tokens_than_the_table_keeps(tmp_path, monkeypatch):
-    corpus = _corpus(tmp_path)
-    vocab = BilmTfVocabulary.from_bilm_tf_file(str(SAMPLE / "vocabulary.txt"))
-    loaders = []
-    for limit in (None, 5):
-        if limit is not None:
-            monkeypatch.setattr(stream_batches, "MAX_CACHED_TOKENS", limit)
-        loader = BilmStreamDataLoader(
-            BilmCorpusReader(mode="stream", batch_size=4, unroll_steps=6, seed=3), str(corpus), 4
-        )
-        loader.index_with(vocab)
-        loaders.append(loader)
-    unlimited, limited = (_batches(loader) for loader in loaders)
-    assert len(loaders[1]._tokens._numbers) == 5
-    for a, b in zip(unlimited, limited):
-        a, b = _flat(a), _flat(b)
-        for key in a:
-            assert torch.equal(a[key], b[key]), key
+    if not parallel_directions:
+        assert fast._tokens._size > 1024  # the tables grew
+    # The pass's counts, from the forward direction (made in another process, or here).
+    assert fast.reader.last_pass_stats.sentences == reference.reader.last_pass_stats.sentences > 60
 
 
 def test_it_counts_its_batches_without_using_a_pass(tmp_path):
@@ -145,3 +133,39 @@ def test_the_stream_configs_use_it(tmp_path):
     called = config_calling(tmp_path / "c.jsonnet", CONFIG_DIR / "bilm.jsonnet", batching="stream")
     params = json.loads(json.dumps(Params.from_file(str(called)).as_dict(quiet=True)))
     assert params["data_loader"] == {"type": "bilm_stream", "batch_size": 32}
+
+
+def test_batches_per_epoch_goes_on_where_the_last_epoch_stopped(tmp_path):
+    corpus = _corpus(tmp_path)
+    vocab = BilmTfVocabulary.from_bilm_tf_file(str(SAMPLE / "vocabulary.txt"))
+
+    def loader(batches_per_epoch):
+        made = BilmStreamDataLoader(
+            BilmCorpusReader(mode="stream", batch_size=4, unroll_steps=6, seed=3), str(corpus), 4,
+            batches_per_epoch=batches_per_epoch,
+        )
+        made.index_with(vocab)
+        return made
+
+    one_pass = _batches(loader(None))
+    limited = loader(3)
+    assert len(limited) == 3
+    epochs = [_batches(limited) for _ in range((len(one_pass) + 2) // 3 + 1)]
+    assert all(len(epoch) == 3 for epoch in epochs)
+    joined = [batch for epoch in epochs for batch in epoch]
+    for a, b in zip(one_pass, joined):
+        assert all(torch.equal(_flat(a)[key], _flat(b)[key]) for key in _flat(a))
+    # Past the end of the first pass, a second pass (another shuffle) goes on.
+    assert len(joined) > len(one_pass)
+
+
+def test_an_error_in_a_direction_s_process_reaches_the_training_process(tmp_path):
+    corpus = tmp_path / "blank.txt"
+    corpus.write_text("\n\n", encoding="utf-8")
+    loader = BilmStreamDataLoader(
+        BilmCorpusReader(mode="stream", batch_size=2, unroll_steps=4), str(corpus), 2,
+        parallel_directions=True,
+    )
+    loader.index_with(BilmTfVocabulary.from_bilm_tf_file(str(SAMPLE / "vocabulary.txt")))
+    with pytest.raises(ConfigurationError, match="contains no sentences: every line is blank"):
+        list(loader)
