@@ -9,11 +9,14 @@ included, beside the step alone that ``training_compiled.py`` times.
     PYTHONPATH=. python3 benchmarks/training_epoch.py [--config training_configs/bilm_original.jsonnet]
         [--size tiny|small|original] [--batch-size 384] [--unroll-steps 20] [--batches 50]
         [--num-samples 8192] [--corpus ../shared/data/en/lm/train] [--vocabulary FILE]
+        [--vocabulary-size 793471]
         [--cuda-device -1] [--precision float32|tf32|bfloat16] [--compile false|default|...]
         [--json FILE]
 
-The vocabulary is built from the corpus (``allennlp elmo-vocab``'s counting) unless given;
-validation, checkpoints and TensorBoard are off (they are not the step). ``--size`` replaces the
+The vocabulary is built from the corpus (``allennlp elmo-vocab``'s counting) unless given, and
+filled up with words that never occur to ``--vocabulary-size`` entries (the recipe's 793,471:
+the softmax and the sampler's range at their real size); validation, checkpoints and TensorBoard
+are off (they are not the step). ``--size`` replaces the
 config's architecture with one of ``bilm_sizes.SIZES`` (``tiny`` for a check on a CPU);
 without it the config's own is trained.
 """
@@ -90,6 +93,17 @@ def stream_config(args: argparse.Namespace, directory: Path, vocabulary: Path) -
     return Params.from_file(str(config), params_overrides=json.dumps(overrides))
 
 
+def fill_vocabulary(vocabulary: Path, size: int, directory: Path) -> Path:
+    """The vocabulary file, then words that never occur, up to ``size`` entries."""
+    words = vocabulary.read_text(encoding="utf-8").split("\n")
+    words = [word for word in words if word]
+    filled = directory / "filled_vocabulary.txt"
+    with open(filled, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(words) + "\n")
+        handle.writelines(f"filler{index:07d}\n" for index in range(max(0, size - len(words))))
+    return filled
+
+
 def run_epoch(args: argparse.Namespace) -> Dict[str, Any]:
     device = torch.device("cpu" if args.cuda_device < 0 else f"cuda:{args.cuda_device}")
     with tempfile.TemporaryDirectory() as temporary:
@@ -99,6 +113,8 @@ def run_epoch(args: argparse.Namespace) -> Dict[str, Any]:
             corpus = Path(args.corpus)
             build_lm_vocabulary(str(corpus / "*.txt") if corpus.is_dir() else str(corpus),
                                 vocabulary, progress=False)
+        if args.vocabulary_size:
+            vocabulary = fill_vocabulary(vocabulary, args.vocabulary_size, directory)
         params = stream_config(args, directory, vocabulary)
         train_loop = TrainModel.from_params(params=params, serialization_dir=str(directory / "run"),
                                             local_rank=0)
@@ -136,6 +152,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--num-samples", type=int, default=8192)
     parser.add_argument("--corpus", default=str(TRAINING_CORPUS))
     parser.add_argument("--vocabulary", default=None)
+    parser.add_argument("--vocabulary-size", type=int, default=None,
+                        help="fill the vocabulary up to this many words (never occurring)")
     parser.add_argument("--cuda-device", type=int, default=-1)
     parser.add_argument("--precision", choices=["float32", "tf32", "bfloat16"], default="float32")
     parser.add_argument("--compile", default=False,
