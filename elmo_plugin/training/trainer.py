@@ -158,7 +158,8 @@ class MetricsWhenRead(collections.UserDict):
     """
     The metrics of a batch as the trainer's callbacks get them: a mapping computed (from the
     model and the loss on the device) when first read, so that a batch whose metrics nobody
-    reads does not wait for the device.
+    reads does not wait for the device. Read it in ``on_batch``: kept and read later, it gives
+    the model's metrics of that later time.
     """
 
     def __init__(self, compute: Callable[[], Dict[str, float]]) -> None:

@@ -514,3 +514,41 @@ def test_bilm_ko_small_warm_restart_continues_from_a_finished_run(tmp_path):
     assert not torch.equal(trained.softmax.softmax_weight, stage1_weights["softmax.softmax_weight"])
     written = export_to_bilm_tf(stage2 / "model.tar.gz", str(tmp_path / "bilm"))
     assert Path(written["weights"]).is_file()
+
+
+# -- bilm_original.jsonnet: bilm-tf's published recipe ------------------------------------------
+
+
+@pytest.mark.parametrize("num_gpus, rows_per_gpu", [(1, 384), (2, 192), (3, 128), (8, 48)])
+def test_bilm_original_trains_384_rows_x_20_tokens_per_update(tmp_path, num_gpus, rows_per_gpu):
+    called = config_calling(tmp_path / "config.jsonnet", "bilm_original.jsonnet", num_gpus=num_gpus)
+    params = Params.from_file(str(called)).as_dict(quiet=True)
+    reader, loader, trainer = params["dataset_reader"], params["data_loader"], params["trainer"]
+    assert reader["mode"] == "stream" and reader["unroll_steps"] == 20
+    assert reader["batch_size"] == loader["batch_size"] == rows_per_gpu
+    assert rows_per_gpu * num_gpus == 384
+    assert loader == {"type": "bilm_stream", "batch_size": rows_per_gpu, "parallel_directions": True}
+    if num_gpus == 1:
+        assert "distributed" not in params
+    else:
+        assert params["distributed"] == {"cuda_devices": list(range(num_gpus))}
+    model = params["model"]
+    assert model["num_samples"] == 8192 and model["sparse_softmax_gradients"] is True
+    assert model["options"]["dropout"] == 0.1
+    assert trainer["optimizer"] == {"type": "dense_sparse_adagrad", "lr": 0.2,
+                                    "initial_accumulator_value": 1.0}
+    assert trainer["grad_norm"] == 10.0 and trainer["num_epochs"] == 10
+
+
+def test_bilm_original_refuses_a_number_of_gpus_that_does_not_divide_384(tmp_path):
+    called = config_calling(tmp_path / "config.jsonnet", "bilm_original.jsonnet", num_gpus=5)
+    with pytest.raises(RuntimeError, match="num_gpus must be 1, 2, 3, 4, 6 or 8"):
+        Params.from_file(str(called))
+
+
+def test_the_recipe_s_header_says_what_it_reproduces_and_that_its_time_is_projected():
+    header = (CONFIG_DIR / "bilm_original.jsonnet").read_text(encoding="utf-8").split("local ")[0]
+    for fact in ("10 passes over the", "1B Word Benchmark", "768,648,884", "793,471",
+                 "384", "8,192", "Adagrad 0.2", "39.7", "PROJECTED, NOT MEASURED",
+                 "session.sh day"):
+        assert fact in header, fact
