@@ -4,8 +4,8 @@ from the reader's windows.
 
 AllenNLP's loader builds an `Instance` of four `TextField`s per row, a `Token` object per token,
 indexes every token through its token indexers into Python lists, pads them, and only then makes
-tensors: about 5,000 tokens/s on one core, far below what a GPU step consumes (the recipe's step
-is to run at 150,000 tokens/s). Here the reader's windows (`BilmCorpusReader.stream_steps`: the
+tensors: far slower than a GPU step consumes tokens (benchmarks/data_path.py measures both
+loaders). Here the reader's windows (`BilmCorpusReader.stream_steps`: the
 same packing, shuffling and sharding) become the batch's tensors: each sentence is numbered as it
 is read, one dict lookup per token, and a window's character ids and vocabulary ids are rows of
 tables that grow by each new token once (`TokenTable`), gathered with numpy indexing. The tensors are those
