@@ -22,6 +22,8 @@ SIZES: Dict[str, dict] = {
     "original": dict(filters=FILTERS_2048, char_dim=16, n_highway=2, dim=4096, projection_dim=512),
 }
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "lm" / "heldout.txt"
+# The training corpus (5.0M tokens in 3 files): what the training benchmarks draw batches from.
+TRAINING_CORPUS = DATA.parent / "train"
 
 
 def options_for(size: str) -> dict:
@@ -45,22 +47,42 @@ def write_random_bilm(size: str, directory: str) -> Tuple[str, str]:
 
 def load_sentences(count: int, length: int, skip: int = 0, path: Path = DATA) -> List[List[str]]:
     """
-    ``count`` sentences of at least ``length`` tokens from the held-out file (or ``path``: one
-    tokenized sentence per line), cut to ``length``; with ``length`` 0, ``count`` consecutive
-    non-empty sentences at their own lengths (real padding).
+    ``count`` sentences of at least ``length`` tokens from the held-out file (or ``path``: a
+    file of one tokenized sentence per line, or a directory of such files, read in name order),
+    cut to ``length``; with ``length`` 0, ``count`` consecutive non-empty sentences at their own
+    lengths (real padding). A corpus that holds fewer is refused (`SystemExit` with the counts):
+    a short batch would be timed as if it were full.
     """
-    sentences = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            tokens = line.split()
-            if len(tokens) >= max(length, 1):
-                if skip > 0:
-                    skip -= 1
+    path = Path(path)
+    files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+    sentences: List[List[str]] = []
+    wanted = max(length, 1)
+    available = 0
+    for file in files:
+        with open(file, encoding="utf-8") as handle:
+            for line in handle:
+                tokens = line.split()
+                if len(tokens) < wanted:
+                    continue
+                available += 1
+                if available <= skip:
                     continue
                 sentences.append(tokens[:length] if length > 0 else tokens)
-            if len(sentences) == count:
-                break
-    return sentences
+                if len(sentences) == count:
+                    return sentences
+    needed = f"{skip + count:,} are needed" + (f" ({count:,} after skipping {skip:,})" if skip else "")
+    raise SystemExit(
+        f"{path} holds {available:,} sentence(s) of at least {wanted} token(s); {needed}: a short "
+        "batch would be timed as a full one. Ask for fewer steps or a smaller batch, or give a "
+        "larger corpus."
+    )
+
+
+def load_batches(num_batches: int, batch_size: int, length: int,
+                 path: Path = TRAINING_CORPUS) -> List[List[List[str]]]:
+    """``num_batches`` full batches of ``batch_size`` distinct sentences (`load_sentences`)."""
+    sentences = load_sentences(num_batches * batch_size, length, path=path)
+    return [sentences[k * batch_size : (k + 1) * batch_size] for k in range(num_batches)]
 
 
 def add_allocator_option(parser: argparse.ArgumentParser) -> None:

@@ -1,40 +1,48 @@
 """
-Training tokens/s of the biLM with its LSTM recurrence compiled (``torch.compile``)
-against the eager path and against AllenNLP core's biLM (``allennlp.modules.elmo._ElmoBiLm``),
-side by side in one process on the same weights and batches: a full training step each
-(forward, the sampled softmax loss of both directions, backward, gradient clipping, Adagrad),
-as ``training_throughput.py`` times it.
+Training tokens/s of the biLM's step by execution path: eager, with the LSTM recurrence compiled
+(``torch.compile``), and AllenNLP core's biLM (``allennlp.modules.elmo._ElmoBiLm``), side by side
+in one process on the same weights and batches: a full training step each (forward, the sampled
+softmax loss of both directions, backward, gradient norm clipping, Adagrad), as
+``training_throughput.py`` times it.
 
     .venv/bin/python benchmarks/training_compiled.py [--sizes small original] [--batch-size 64]
         [--tokens-per-sentence 20] [--steps 3] [--num-samples 8192]
         [--vocabulary-size 100000] [--device cpu|cuda] [--threads N] [--mode default]
-        [--precisions float32 tf32 bfloat16] [--no-allennlp]
+        [--precisions float32 tf32 bfloat16] [--sides eager compiled allennlp]
+        [--softmax sparse|dense] [--corpus DIR_OR_FILE] [--json FILE]
 
-Every batch is ``--batch-size`` real English sentences cut to ``--tokens-per-sentence`` tokens
-(``<S>`` and ``</S>`` added: every row the same length, as stream training's windows are), so the
-compiled path runs (it compiles batches without padding only). The first step of each side is a
-warm-up and, for the compiled side, the compile: its time is reported in its own column. The
-losses of the eager and compiled sides are compared at every step (they train the same weights
-from the same batches, so they stay within float32 rounding of each other as long as the two
-paths agree); the eager side's loss is compared with AllenNLP's at the first step.
+Every batch is ``--batch-size`` sentences of the training corpus (``../shared/data/en/lm/train``
+by default) cut to ``--tokens-per-sentence`` tokens (``<S>`` and ``</S>`` added: every row the
+same length, as stream training's windows are), so that the compiled path runs (it compiles
+batches without padding only); a corpus without enough such sentences for full batches is
+refused. The first step of each side is a warm-up and, for the compiled side, the compile: its
+time is reported in its own column. The losses of the eager and compiled sides are compared at
+every step (they train the same weights from the same batches, so they stay within float32
+rounding of each other as long as the two paths agree); the eager side's loss is compared with
+AllenNLP's at the first step.
 
 ``--precisions``: one row per size and precision, in one process (each compiled shape is
-compiled once per precision): ``float32``; ``tf32``, float32 products in TF32 on a GPU (all sides;
-the same as float32 on a CPU); ``bfloat16``, all sides in bfloat16 autocast (our side as
+compiled once per precision): ``float32``; ``tf32``, float32 products in TF32 on a GPU (all
+sides; the same as float32 on a CPU); ``bfloat16``, all sides in bfloat16 autocast (our side as
 ``"mixed_precision": true`` trains). ``--mode``: the torch.compile mode (``reduce-overhead`` adds
-CUDA graphs on a GPU).
+CUDA graphs on a GPU). ``--sides``: which paths (`SIDES`; the step captured whole as one CUDA
+graph joins them when it exists). ``--softmax``: the softmax's gradients, sparse rows as the
+configs train (``dense_sparse_adagrad``) or dense. ``--json``: the rows, for
+``benchmarks/gpu/day_report.py``.
 """
 import argparse
 import copy
+import json
 import logging
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
 from allennlp.modules.elmo import _ElmoBiLm
-from bilm_sizes import SIZES, load_sentences, write_random_bilm
+from bilm_sizes import SIZES, TRAINING_CORPUS, load_batches, write_random_bilm
 from training_throughput import lm_loss, synchronize
 
 from elmo_plugin.common.hardware import describe_run
@@ -48,14 +56,18 @@ from elmo_plugin.modules.execution.plan import (
     tf32_through_backward,
 )
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.training.optimizers import DenseSparseAdagrad
+from elmo_plugin.training.trainer import clip_grad_norm
 
 
 def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callable[[], None],
               plan: ExecutionPlan) -> Callable:
     parameters = list(bilm.parameters()) + list(softmax.parameters())
-    optimizer = torch.optim.Adagrad(parameters, lr=0.2, initial_accumulator_value=1.0)
+    # Adagrad as the configs train: row by row where the softmax's gradients are sparse.
+    optimizer = DenseSparseAdagrad([(str(k), p) for k, p in enumerate(parameters)], lr=0.2,
+                                   initial_accumulator_value=1.0)
 
-    def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> float:
+    def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> torch.Tensor:
         reset()
         optimizer.zero_grad(set_to_none=True)
         with running(plan):  # AllenNLP's biLM (no plan) and the softmax: under autocast
@@ -63,11 +75,21 @@ def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callabl
             loss = lm_loss(output["activations"], output["mask"], targets, softmax, sampled)
         tf32_through_backward(plan, loss, parameters)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, 10.0)
+        clip_grad_norm(parameters, 10.0)
         optimizer.step()
-        return float(loss.detach())
+        return loss.detach()
 
     return step
+
+
+# The execution paths a row can time: name -> (the biLM it trains, its compile setting). The
+# step captured whole (one CUDA graph: forward, loss, backward, optimizer) is added here when
+# the execution plan has it.
+SIDES: Dict[str, str] = {
+    "eager": "ours, eager",
+    "compiled": "ours, LSTM recurrence compiled",
+    "allennlp": "AllenNLP core's _ElmoBiLm, eager",
+}
 
 
 def main() -> None:
@@ -84,8 +106,18 @@ def main() -> None:
     parser.add_argument("--mode", default="default", choices=COMPILE_MODES)
     parser.add_argument("--precisions", nargs="+", default=["float32"],
                         choices=["float32", "tf32", "bfloat16"])
+    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=list(SIDES))
     parser.add_argument("--no-allennlp", action="store_true", help="leave AllenNLP core out")
+    parser.add_argument("--softmax", choices=["sparse", "dense"], default="sparse",
+                        help="the softmax's gradients (the configs: sparse)")
+    parser.add_argument("--corpus", type=Path, default=TRAINING_CORPUS,
+                        help="where the batches come from: a file or a directory of .txt files")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
+    if args.no_allennlp and "allennlp" in args.sides:
+        args.sides.remove("allennlp")
+    if "eager" not in args.sides:
+        parser.error("--sides needs eager: the other sides are compared with it")
     # The compiled path's one line per compiled shape (its compile time), on stderr.
     logging.basicConfig(level=logging.WARNING, format="# %(name)s: %(message)s")
     logging.getLogger(compiled_step.__name__).setLevel(logging.INFO)
@@ -97,53 +129,58 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"# {describe_run(device)}")
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; batch "
-          f"{args.batch_size} x {args.tokens_per_sentence} tokens, {args.num_samples} sampled "
-          f"negatives of {args.vocabulary_size:,} words, Adagrad; compile mode {args.mode}")
-    print("| size | precision | eager tokens/s | compiled tokens/s | compiled / eager | "
-          "compile s | AllenNLP tokens/s | eager / AllenNLP | compiled / AllenNLP | max loss "
-          "diff compiled-eager | loss diff eager-AllenNLP at step 1 |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    num_batches = args.steps + 1
-    batches = [
-        batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence,
-                                    skip=k * args.batch_size))
-        for k in range(num_batches)
-    ]
+          f"{args.batch_size} x {args.tokens_per_sentence} tokens of {args.corpus}, "
+          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words "
+          f"({args.softmax} softmax gradients), Adagrad; compile mode {args.mode}")
+    print("| size | precision | side | tokens/s | / eager | compile s | max loss diff to eager |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    batches = [batch_to_ids(sentences) for sentences in
+               load_batches(args.steps + 1, args.batch_size, args.tokens_per_sentence, args.corpus)]
+    rows = []
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
             initial = ElmoBiLm.from_files(options_file, weight_file, requires_grad=True)
-            core = None if args.no_allennlp else _ElmoBiLm(
+            core = None if "allennlp" not in args.sides else _ElmoBiLm(
                 options_file, weight_file, requires_grad=True)
         softmax = SampledSoftmaxLoss(args.vocabulary_size, SIZES[size]["projection_dim"],
-                                     args.num_samples).to(device)
+                                     args.num_samples,
+                                     sparse_gradients=args.softmax == "sparse").to(device)
         softmax.train()
         for precision in args.precisions:
-            row = time_sides(args, device, batches, initial, core, softmax, precision)
-            print(f"| {size} | {precision} | {row}", flush=True)
+            for row in time_sides(args, device, batches, initial, core, softmax, precision):
+                row.update(size=size, precision=precision, batch_size=args.batch_size,
+                           tokens_per_sentence=args.tokens_per_sentence, device=str(device),
+                           softmax=args.softmax, mode=args.mode)
+                rows.append(row)
+                print(f"| {size} | {precision} | {row['side']} | {row['tokens_per_second']:,.0f} "
+                      f"| {row['versus_eager']:.2f}x | {row['compile_seconds']:.1f} | "
+                      f"{row['loss_difference']:.1e} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
 def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial: ElmoBiLm,
-               core, softmax: SampledSoftmaxLoss, precision: str) -> str:
-    """One table row (after the size and precision): each side trained from the same weights."""
-    eager = copy.deepcopy(initial).to(device).train()
-    compiled = copy.deepcopy(initial).to(device).train()
+               core, softmax: SampledSoftmaxLoss, precision: str) -> List[Dict]:
+    """One row per side, each trained from the same weights on the same batches."""
 
     def plan(compile) -> ExecutionPlan:
         return ExecutionPlan.build(device, torch.bfloat16 if precision == "bfloat16" else None,
                                    compile, precision == "tf32")
 
-    sides: Dict[str, Callable] = {
-        "eager": make_step(eager, copy.deepcopy(softmax), lambda: None, plan(False)),
-        "compiled": make_step(compiled, copy.deepcopy(softmax), lambda: None, plan(args.mode)),
-    }
-    if core is not None:
-        theirs = copy.deepcopy(core).to(device).train()
-        sides["allennlp"] = make_step(theirs, copy.deepcopy(softmax),
-                                      theirs._elmo_lstm.reset_states, plan(False))
+    steps: Dict[str, Callable] = {}
+    for side in args.sides:
+        if side == "allennlp":
+            theirs = copy.deepcopy(core).to(device).train()
+            steps[side] = make_step(theirs, copy.deepcopy(softmax), theirs._elmo_lstm.reset_states,
+                                    plan(False))
+        else:
+            ours = copy.deepcopy(initial).to(device).train()
+            steps[side] = make_step(ours, copy.deepcopy(softmax), lambda: None,
+                                    plan(args.mode if side == "compiled" else False))
     generator = torch.Generator(device=device).manual_seed(1)
-    times: Dict[str, List[float]] = {name: [] for name in sides}
-    losses: Dict[str, List[float]] = {name: [] for name in sides}
+    times: Dict[str, List[float]] = {name: [] for name in steps}
+    losses: Dict[str, List[float]] = {name: [] for name in steps}
     first: Dict[str, float] = {}
     tokens = 0
     for k, ids in enumerate(batches):
@@ -151,12 +188,13 @@ def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial:
         targets = torch.randint(3, args.vocabulary_size, ids.shape[:2], device=device)
         targets = torch.nn.functional.pad(targets, (1, 1), value=1)
         sampled = softmax.sample(device, generator=generator)
-        for name, step in sides.items():
+        for name, step in steps.items():
             synchronize(device)
             start = time.perf_counter()
-            losses[name].append(step(ids, targets, sampled))
+            loss = step(ids, targets, sampled)
             synchronize(device)
             elapsed = time.perf_counter() - start
+            losses[name].append(float(loss))
             if k == 0:
                 first[name] = elapsed
             else:
@@ -164,18 +202,18 @@ def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial:
         if k > 0:
             tokens += int((ids > 0).any(-1).sum())
     rate = {name: tokens / sum(values) for name, values in times.items()}
-    # The compiled side's first step compiles; the eager side's first step is its warm-up.
-    compile_seconds = first["compiled"] - first["eager"]
-    loss_diff = max(abs(a - b) for a, b in zip(losses["compiled"], losses["eager"]))
-    if core is not None:
-        versus = (f"{rate['allennlp']:,.0f} | {rate['eager'] / rate['allennlp']:.2f}x | "
-                  f"{rate['compiled'] / rate['allennlp']:.2f}x")
-        core_diff = f"{abs(losses['eager'][0] - losses['allennlp'][0]):.1e}"
-    else:
-        versus, core_diff = "- | - | -", "-"
-    return (f"{rate['eager']:,.0f} | {rate['compiled']:,.0f} | "
-            f"{rate['compiled'] / rate['eager']:.2f}x | {compile_seconds:.1f} | {versus} | "
-            f"{loss_diff:.1e} | {core_diff} (loss {losses['eager'][0]:.4f}) |")
+    rows = []
+    for name in steps:
+        difference = max(abs(a - b) for a, b in zip(losses[name], losses["eager"]))
+        if name == "allennlp":  # compared at the first step only: another implementation
+            difference = abs(losses[name][0] - losses["eager"][0])
+        rows.append(dict(
+            side=name, tokens_per_second=rate[name], versus_eager=rate[name] / rate["eager"],
+            # The compiled side's first step compiles; the eager side's first step is a warm-up.
+            compile_seconds=first[name] - first["eager"] if name == "compiled" else 0.0,
+            loss_difference=difference, first_loss=losses[name][0],
+        ))
+    return rows
 
 
 if __name__ == "__main__":

@@ -7,13 +7,15 @@ both directions, backward, Adagrad update) on the same bilm-tf weights and the s
     .venv/bin/python benchmarks/training_throughput.py [--sizes tiny small original]
         [--batch-size 64] [--tokens-per-sentence 20] [--steps 3] [--num-samples 8192]
         [--vocabulary-size 100000] [--device cpu|cuda] [--amp] [--allocator default|keep]
+        [--corpus DIR_OR_FILE]
 
 Both sides use the same softmax module (this plugin's sampled softmax, the same negatives each
 step), so the ratio measures the biLM. The first step of each side is a warm-up; the same steps
-check that the two losses agree. Each step draws a new batch of real English sentences from
-``../shared/data/en/lm/heldout.txt`` (cut to ``--tokens-per-sentence``; 0: consecutive
-sentences at their own lengths, padding included); targets are random word ids (speed does not
-depend on them).
+check that the two losses agree. Each step takes a new batch of real English sentences from the
+training corpus ``../shared/data/en/lm/train`` (``--corpus``; cut to
+``--tokens-per-sentence``; 0: consecutive sentences at their own lengths, padding included); a
+corpus without enough sentences for full batches is refused. Targets are random word ids (speed
+does not depend on them).
 ``--amp`` also times both sides with their forward in bfloat16 autocast (CPU or CUDA; our side
 is what ``"mixed_precision": true`` trains), as three more columns.
 ``--allocator keep`` applies the malloc settings that the training configs' ``keep_freed_memory``
@@ -24,16 +26,26 @@ import copy
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
 from allennlp.modules.elmo import _ElmoBiLm
-from bilm_sizes import SIZES, add_allocator_option, apply_allocator_option, load_sentences, write_random_bilm
+from bilm_sizes import (
+    SIZES,
+    TRAINING_CORPUS,
+    add_allocator_option,
+    apply_allocator_option,
+    load_batches,
+    write_random_bilm,
+)
 
 from elmo_plugin.common.hardware import describe_run
 from elmo_plugin.data.character_ids import batch_to_ids
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.training.optimizers import DenseSparseAdagrad
+from elmo_plugin.training.trainer import clip_grad_norm
 
 
 def lm_loss(activations: List[torch.Tensor], mask: torch.Tensor, targets: torch.Tensor,
@@ -51,7 +63,9 @@ def lm_loss(activations: List[torch.Tensor], mask: torch.Tensor, targets: torch.
 def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callable[[], None],
               amp: bool = False) -> Callable:
     parameters = list(bilm.parameters()) + list(softmax.parameters())
-    optimizer = torch.optim.Adagrad(parameters, lr=0.2, initial_accumulator_value=1.0)
+    # Adagrad as the configs train: row by row where the softmax's gradients are sparse.
+    optimizer = DenseSparseAdagrad([(str(k), p) for k, p in enumerate(parameters)], lr=0.2,
+                                   initial_accumulator_value=1.0)
 
     def step(ids: torch.Tensor, targets: torch.Tensor, sampled) -> float:
         reset()
@@ -60,7 +74,7 @@ def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callabl
             output = bilm(ids)
             loss = lm_loss(output["activations"], output["mask"], targets, softmax, sampled)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, 10.0)
+        clip_grad_norm(parameters, 10.0)
         optimizer.step()
         return float(loss.detach())
 
@@ -82,6 +96,10 @@ def main() -> None:
     parser.add_argument("--vocabulary-size", type=int, default=100_000)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--amp", action="store_true", help="also time both sides in bf16 autocast")
+    parser.add_argument("--softmax", choices=["sparse", "dense"], default="sparse",
+                        help="the softmax's gradients (the configs: sparse)")
+    parser.add_argument("--corpus", type=Path, default=TRAINING_CORPUS,
+                        help="where the batches come from: a file or a directory of .txt files")
     add_allocator_option(parser)
     args = parser.parse_args()
     apply_allocator_option(args)
@@ -89,18 +107,16 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"# {describe_run(device)}")
     print(f"# batch {args.batch_size} x {args.tokens_per_sentence or 'natural'} tokens, "
-          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words, Adagrad, "
+          f"{args.num_samples} sampled negatives of {args.vocabulary_size:,} words "
+          f"({args.softmax} softmax gradients), Adagrad, "
           f"{args.allocator} allocator")
     header = "| size | ours tokens/s | AllenNLP tokens/s | ratio | loss diff at step 1 |"
     if args.amp:
         header += " ours bf16 tokens/s | AllenNLP bf16 tokens/s | bf16 ratio |"
     print(header)
     print("|---|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.amp else ""))
-    num_batches = args.steps + 1
-    batches = [
-        batch_to_ids(load_sentences(args.batch_size, args.tokens_per_sentence, skip=k * args.batch_size))
-        for k in range(num_batches)
-    ]
+    batches = [batch_to_ids(sentences) for sentences in
+               load_batches(args.steps + 1, args.batch_size, args.tokens_per_sentence, args.corpus)]
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as directory:
             options_file, weight_file = write_random_bilm(size, directory)
@@ -109,7 +125,8 @@ def main() -> None:
         ours.train()
         theirs.train()
         projection_dim = SIZES[size]["projection_dim"]
-        softmax = SampledSoftmaxLoss(args.vocabulary_size, projection_dim, args.num_samples).to(device)
+        softmax = SampledSoftmaxLoss(args.vocabulary_size, projection_dim, args.num_samples,
+                                     sparse_gradients=args.softmax == "sparse").to(device)
         softmax.train()
         sides: Dict[str, Callable] = {
             "ours": make_step(ours, copy.deepcopy(softmax), lambda: None),

@@ -7,6 +7,7 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
 
 - token indexers ``elmo_characters`` (replaces AllenNLP's; configurable characters per token) and
   ``elmoformanylangs_characters`` (an ELMoForManyLangs model's own character and word ids)
+- data loader ``bilm_stream`` (stream batching's tensors straight from the windows)
 - dataset readers ``bilm_corpus`` (pretraining), ``token_tag_conll``, ``conllu_tagging``,
   ``conllu_sentence_genre``, ``universal_propbank_srl``, ``sentiment_tsv``, ``klue_ner``
 - vocabulary ``from_bilm_tf_file``; Korean tokenizers ``korean`` / ``mecab_ko`` and ``kiwi``
@@ -16,9 +17,11 @@ or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and se
   ``single_layer``; ELMo at the input and output of a task encoder: text field embedder
   ``elmo_input_output`` with the seq2seq / seq2vec encoder wrapper ``elmo_at_output``
 - learning rate schedulers ``reduce_on_plateau`` (replaces AllenNLP's, broken on torch 2.x) and
-  ``linear_decay_over_corpus``; trainer callbacks ``keep_freed_memory``,
+  ``linear_decay_over_corpus``; the optimizer ``dense_sparse_adagrad`` (Adagrad row by row for
+  the softmax's sparse gradients); trainer callbacks ``keep_freed_memory``,
   ``check_training_settings``, ``count_batches_per_epoch``; the trainer ``gradient_descent``
-  (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x);
+  (replaces AllenNLP's default trainer by the same one with a GPU check that works on torch 2.x,
+  reading the loss and metrics from the device at an interval, not every batch);
   the checkpointer ``default`` (replaces AllenNLP's by the same one made right for several nodes);
   metric ``klue_ner_f1``
 - subcommands ``allennlp elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``, ``elmo-score``
@@ -46,6 +49,7 @@ from elmo_plugin.commands import (
 )
 from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids
 from elmo_plugin.data.dataset_readers import BilmCorpusReader
+from elmo_plugin.data.stream_batches import BilmStreamDataLoader
 from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.korean import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
@@ -99,6 +103,7 @@ __all__ = [
     "ElmoCharacterIds",
     "batch_to_ids",
     "BilmCorpusReader",
+    "BilmStreamDataLoader",
     "ConlluSentenceGenreReader",
     "ConlluTaggingReader",
     "SentimentTsvReader",

@@ -26,6 +26,9 @@ function(
   projection_dim=32,
   mixed_precision=false,
   cuda_device=-1,
+  // The softmax's used rows only, in its gradient and in Adagrad's update (exactly the dense
+  // update; false: dense gradients, the reference).
+  sparse_softmax=true,
   num_workers=0,
 )
   common.config(
@@ -58,5 +61,6 @@ function(
     unroll_steps=unroll_steps,
     mixed_precision=mixed_precision,
     cuda_device=cuda_device,
+    sparse_softmax=sparse_softmax,
     num_workers=num_workers,
   )

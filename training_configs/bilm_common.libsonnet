@@ -39,7 +39,11 @@ local boolean(name, value) =
     max_sentence_length=400,
     unroll_steps=20,
     checkpoint_seconds=null,
-    optimizer={ type: "adagrad", lr: 0.2, initial_accumulator_value: 1.0 },
+    // bilm-tf's Adagrad by default: dense_sparse_adagrad where the softmax's gradients are sparse.
+    optimizer=null,
+    sparse_softmax=false,
+    // Stream batching: the forward and backward streams made in two processes of their own.
+    parallel_directions=false,
     learning_rate_scheduler=null,
     mixed_precision=false,
     cuda_device=-1,
@@ -59,6 +63,8 @@ local boolean(name, value) =
     assert integer_at_least("cuda_device", cuda_device, -1);
     assert boolean("mixed_precision", mixed_precision);
     assert boolean("tf32", tf32);
+    assert boolean("sparse_softmax", sparse_softmax);
+    assert boolean("parallel_directions", parallel_directions);
     assert std.member([true, false, "auto", "default", "reduce-overhead", "max-autotune",
                        "max-autotune-no-cudagraphs"], compile)
            || error "compile must be true, false, \"auto\" or a torch.compile mode, got "
@@ -90,20 +96,25 @@ local boolean(name, value) =
         // measured faster, docs/gpu.md), and TF32 float32 products on a CUDA GPU.
         compile: compile,
         tf32: tf32,
+        // Sparse gradients of the softmax's rows that a step uses (its targets and negatives),
+        // for an optimizer that updates only those: at a large vocabulary the dense update of
+        // the whole softmax costs more than the rest of the step (docs/pretraining.md).
+        sparse_softmax_gradients: sparse_softmax,
       },
-      data_loader: {
-        num_workers: num_workers,
-        // Read lazily in chunks (a corpus larger than memory trains) and reshuffle each epoch;
-        // a multiple of batch_size so that stream rows stay aligned.
-        max_instances_in_memory: 100 * batch_size,
-      } + (
+      data_loader:
         if stream then
-          // Row i of a batch continues row i of the previous batch: keep the reader's order.
-          { batch_size: batch_size, shuffle: false }
-        else
+          // The stream windows' tensors made directly (elmo_plugin/data/stream_batches.py: the
+          // same tensors as AllenNLP's loader, ten times as fast and more), in the reader's order:
+          // row i of a batch continues row i of the previous batch.
+          { type: "bilm_stream", batch_size: batch_size }
+          + (if parallel_directions then { parallel_directions: true } else {})
+        else {
+          num_workers: num_workers,
+          // Read lazily in chunks (a corpus larger than memory trains) and reshuffle each epoch.
+          max_instances_in_memory: 100 * batch_size,
           // Sentences of similar length together: little padding, so little wasted compute.
-          { batch_sampler: { type: "bucket", batch_size: batch_size, sorting_keys: ["tokens"] } }
-      ),
+          batch_sampler: { type: "bucket", batch_size: batch_size, sorting_keys: ["tokens"] },
+        },
       // A plain loader: the bucket sampler draws from Python's random generator even when not
       // shuffling, which would make a resumed run (`allennlp train -r`) diverge.
       validation_data_loader: { batch_size: 64, shuffle: false },
@@ -111,8 +122,13 @@ local boolean(name, value) =
         num_epochs: num_epochs,
         cuda_device: cuda_device,
         grad_norm: 10.0,
-        // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0.
-        optimizer: optimizer,
+        // bilm-tf's recipe by default: Adagrad 0.2, initial accumulator 1.0; with sparse softmax
+        // gradients its row by row form, which updates exactly as Adagrad does.
+        optimizer: if optimizer != null then optimizer else {
+          type: if sparse_softmax then "dense_sparse_adagrad" else "adagrad",
+          lr: 0.2,
+          initial_accumulator_value: 1.0,
+        },
         validation_metric: "-ppl",
         // keep_freed_memory: glibc keeps freed activations for the next step instead of
         // faulting their pages in again (about 30% faster Original-size steps on CPU).

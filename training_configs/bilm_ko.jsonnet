@@ -15,6 +15,9 @@ function(
   vocabulary_file=paths.in_repository("build/ko/vocabulary.txt"),
   mixed_precision=false,
   cuda_device=-1,
+  // The softmax's used rows only, in its gradient and in Adagrad's update (exactly the dense
+  // update; false: dense gradients, the reference).
+  sparse_softmax=true,
 )
   common.config(
     options={
@@ -53,4 +56,7 @@ function(
     checkpoint_seconds=1800,
     mixed_precision=mixed_precision,
     cuda_device=cuda_device,
+    sparse_softmax=sparse_softmax,
+    // The data path keeps up with a GPU step: the two stream directions in two processes.
+    parallel_directions=true,
   )

@@ -1,24 +1,41 @@
 // The published "Original" ELMo (2x4096_512_2048cnn_2xhighway, 93.6M parameters without the
-// softmax) and bilm-tf's recipe: Adagrad 0.2 with initial accumulator 1.0,
-// global gradient norm 10, batches of 128 rows cut into windows of 20 tokens with the LSTM state
-// carried between windows (stream batching), 8192 sampled negatives, dropout 0.1, 10 epochs.
-// On the 1B Word Benchmark (vocabulary of 793,471 tokens) this is two weeks of 3 GTX 1080s in
-// bilm-tf. Needs a GPU, and your corpus and vocabulary (it has no default data):
+// softmax) trained with bilm-tf's recipe, as Peters et al. (2018) trained it: 10 passes over the
+// 1B Word Benchmark (768,648,884 training tokens a pass, a vocabulary of 793,471 words), 384
+// rows x 20 tokens per update (bilm-tf: 128 rows on each of 3 GPUs), the LSTM state carried from
+// window to window (stream batching), 8,192 sampled negatives per batch, Adagrad 0.2 with
+// initial accumulator 1.0, global gradient norm 10, dropout 0.1. bilm-tf took about two weeks
+// on 3 GTX 1080s and reached held-out perplexity 39.7 (forward and backward averaged).
+//
+// How long it takes here: PROJECTED, NOT MEASURED. The compiled TF32 step ran at 59,125
+// tokens/s at 128 rows on one H100 (BENCHMARKS.md, "On a GPU"): 10 passes at that rate are 36
+// hours; a day needs 89,000 tokens/s sustained. `bash benchmarks/gpu/session.sh day` measures
+// the step at this batch and `allennlp train` over a stream epoch, and projects the hours on 1
+// and 8 H100s (benchmarks/gpu/README.md); replace this paragraph with its numbers.
+//
+// Needs a GPU, your corpus and the vocabulary built from it (it has no default data):
+//   allennlp elmo-vocab "1b/training-monolingual.tokenized.shuffled/*" vocab.txt
 //   allennlp train training_configs/bilm_original.jsonnet --include-package elmo_plugin -s OUT \
 //     -o '{"train_data_path": "1b/training-monolingual.tokenized.shuffled/*",
 //          "validation_data_path": "1b/heldout.txt", "vocabulary.vocabulary_file": "vocab.txt",
-//          "trainer.cuda_device": 0, "model.mixed_precision": true}'
-// "model.mixed_precision": true trains in bfloat16 autocast where the device has bfloat16
-// arithmetic (2.3x faster steps on a CPU with AVX512-BF16; not yet measured on a GPU).
+//          "trainer.cuda_device": 0}'
 //
-// On one GPU (issue 36): the LSTM recurrence of the fixed-shape windows can run compiled
-// (compile: true, or "reduce-overhead" for CUDA graphs; "auto" compiles only where measured
-// faster, which no GPU has been yet), and float32 products in TF32 (tf32, off until measured; a
-// CUDA setting, nothing on a CPU). TO BE MEASURED on an H100 (`bash benchmarks/gpu/session.sh
-// compiled`): which batch size (128 or 256 rows) and which of compile / tf32 /
-// mixed_precision is fastest at the same perplexity; the values below are bilm-tf's recipe and
-// the defaults until then.
+// 384 rows per update on several GPUs of one machine: num_gpus=2, 3, 4, 6 or 8 (a config of your
+// own calling this function, docs/pretraining.md) gives each GPU 384 / num_gpus rows (192, 128,
+// 96, 64, 48) under AllenNLP's distributed training; the softmax's gradients are then dense (DDP
+// all-reduces dense tensors only). Where 384 rows do not fit one GPU's memory, gradient
+// accumulation keeps 384 x 20 tokens per update instead, e.g. 3 batches of 128 rows:
+//   -o '{"dataset_reader.batch_size": 128, "data_loader.batch_size": 128,
+//        "trainer.num_gradient_accumulation_steps": 3}'
+// (the three batches are then consecutive windows of the same 128 streams, not 384 streams).
+//
+// The softmax of 793,471 words holds 406M weights: its gradient and Adagrad's update touch only
+// the rows a step uses (sparse_softmax, exactly the dense update: dense_sparse_adagrad).
+// "model.mixed_precision": true trains in bfloat16 autocast; compile and tf32 are the execution
+// settings of docs/gpu.md, off until a GPU shows they learn what eager float32 learns.
 local common = import "bilm_common.libsonnet";
+
+// bilm-tf's tokens per update: 128 rows on each of 3 GPUs, windows of 20.
+local rows_per_update = 384;
 
 local options = {
   bidirectional: true,
@@ -53,24 +70,34 @@ function(
   vocabulary_file=null,
   mixed_precision=false,
   cuda_device=-1,
-  // TO BE MEASURED on an H100 (see above): the fastest exact setting, and batch 128 or 256.
+  // GPUs of this machine sharing the 384 rows of an update (AllenNLP's distributed training).
+  num_gpus=1,
   compile="auto",
   tf32=false,
-  batch_size=128,
+  sparse_softmax=true,
 )
-common.config(
-  options=options,
-  train_data_path=train_data_path,
-  validation_data_path=validation_data_path,
-  vocabulary_file=vocabulary_file,
-  mixed_precision=mixed_precision,
-  cuda_device=cuda_device,
-  compile=compile,
-  tf32=tf32,
-  batch_size=batch_size,
-  num_epochs=10,
-  num_samples=8192,
-  unroll_steps=20,
-  batching="stream",
-  checkpoint_seconds=1800,
-)
+  assert std.member([1, 2, 3, 4, 6, 8], num_gpus)
+         || error "num_gpus must be 1, 2, 3, 4, 6 or 8 (a divisor of 384 rows), got "
+                  + std.manifestJson(num_gpus);
+  common.config(
+    options=options,
+    train_data_path=train_data_path,
+    validation_data_path=validation_data_path,
+    vocabulary_file=vocabulary_file,
+    mixed_precision=mixed_precision,
+    cuda_device=cuda_device,
+    compile=compile,
+    tf32=tf32,
+    sparse_softmax=sparse_softmax,
+    // The data path keeps up with a GPU step: the two stream directions in two processes.
+    parallel_directions=true,
+    batch_size=rows_per_update / num_gpus,
+    num_epochs=10,
+    num_samples=8192,
+    unroll_steps=20,
+    batching="stream",
+    checkpoint_seconds=1800,
+  ) + (
+    if num_gpus == 1 then {}
+    else { distributed: { cuda_devices: std.range(0, num_gpus - 1) } }
+  )

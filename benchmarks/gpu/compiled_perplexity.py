@@ -1,5 +1,5 @@
 """
-Does the compiled training path learn what the eager one learns? (issue 36) Two copies of the
+Does the compiled training path learn what the eager one learns? Two copies of the
 ``elmo_bilm`` training model, from the same random weights, train the same number of steps on the
 same stream batches with the same sampled negatives, one with ``compile`` off and one with it on
 (and, with ``--tf32``, both with TF32 products); then both are evaluated (full softmax, true

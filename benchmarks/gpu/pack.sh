@@ -2,7 +2,8 @@
 # Packs what a GPU machine of this project lacks (../shared/gpu/README.md) into .gpu/ (git ignores
 # it; a device run carries it): Python 3.12 builds of requirements/constraints.txt's packages
 # except those the machine's image has (torch, torchvision, numpy, scipy, h5py and the common
-# utilities below), and the shared data the GPU runs read (the English held-out text, EWT POS).
+# utilities below), and the shared data the GPU runs read (the English training corpus, 26 MB
+# that xz packs to a few, and held-out text; EWT POS).
 #
 #   bash benchmarks/gpu/pack.sh        # here, on the development machine; about 5 minutes
 #
@@ -38,5 +39,5 @@ find "$WORK/site" -name '*.so' -exec strip --strip-debug {} +
 find "$WORK/site" -name __pycache__ -prune -exec rm -rf {} +
 rm -rf "$WORK/site/spacy/tests" "$WORK/site/thinc/tests"
 tar -C "$WORK/site" -cf - . | xz -T0 -6 > .gpu/site312.tar.xz
-tar -C "$SHARED" -cf - data/en/lm/heldout.txt data/en/pos | xz -T0 -6 > .gpu/data.tar.xz
+tar -C "$SHARED" -cf - data/en/lm/heldout.txt data/en/lm/train data/en/pos | xz -T0 -6 > .gpu/data.tar.xz
 ls -la .gpu

@@ -445,17 +445,34 @@ class VocabularyOrderCheck:
         self.done = not enabled
 
     def observe(self, target_ids: torch.Tensor) -> None:
-        """Counts a tensor of target ids (padding removed), on their device (no copy)."""
-        if self.done:
+        """Counts a tensor of target ids (padding removed), and judges once enough are counted."""
+        self.count(target_ids)
+        if self.due:
+            self.finish()
+
+    def count(self, target_ids: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
+        """
+        Counts the target ids where ``mask`` (of their shape) is true, on their device, with
+        shapes that do not depend on the ids and no host read: a training step need not wait
+        for it. Counting stops once ``check_after_tokens`` positions (padding included) have
+        been seen; then `due` is true, and `finish` judges.
+        """
+        if self.done or self.due:
             return
         ids = target_ids.reshape(-1)
         if self._counts is None:
             size = self._vocab.get_vocab_size(self._namespace)
             self._counts = torch.zeros(size, dtype=torch.long, device=ids.device)
-        self._counts += torch.bincount(ids, minlength=len(self._counts))[: len(self._counts)]
+        weights = (
+            torch.ones_like(ids) if mask is None else mask.reshape(-1).to(self._counts.dtype)
+        )
+        self._counts.index_add_(0, ids, weights)
         self._num_counted += ids.numel()
-        if self._num_counted >= self._check_after_tokens:
-            self.finish()
+
+    @property
+    def due(self) -> bool:
+        """Whether ``check_after_tokens`` positions are counted and the order not judged yet."""
+        return not self.done and self._num_counted >= self._check_after_tokens
 
     def finish(self) -> None:
         """Judges the counts so far (once); raises `ConfigurationError` when clearly out of order."""
@@ -464,9 +481,13 @@ class VocabularyOrderCheck:
         self.done = True
         counts = self._counts.cpu().numpy()
         self._counts = None  # the memory of one vector of the vocabulary's size
+        self._num_counted = int(counts.sum())  # the targets, without the padding
         tokens = self._vocab.get_index_to_token_vocabulary(self._namespace)
         # The special tokens' places are fixed (first, in any order), whatever their counts.
-        ids = [index for index in range(len(counts)) if tokens.get(index) not in SPECIAL_TOKENS]
+        token_to_index = self._vocab.get_token_to_index_vocabulary(self._namespace)
+        judged = np.ones(len(counts), dtype=bool)
+        judged[[token_to_index[token] for token in SPECIAL_TOKENS if token in token_to_index]] = False
+        ids = np.flatnonzero(judged)
         judgement = judge_frequency_order(counts[ids])
         if not judgement.out_of_order:
             logger.info(
@@ -482,7 +503,7 @@ class VocabularyOrderCheck:
         source = getattr(self._vocab, "bilm_tf_files", {}).get(self._namespace)
 
         def describe(position: int) -> str:
-            index = ids[position]
+            index = int(ids[position])
             # Id k is line k + 1 of a bilm-tf vocabulary file.
             where = f"{source}:{index + 1}" if source else f"entry {index}"
             return f"{where} {tokens[index]!r} (counted {int(counts[index])} times)"

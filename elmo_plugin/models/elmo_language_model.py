@@ -80,6 +80,14 @@ class ElmoLanguageModel(Model):
         On a CUDA GPU, float32 matrix products in TF32 (Ampere and newer) in the forward passes
         and training's backward passes, with one log line. Off by default until GPU runs show
         that it leaves the perplexity curve unchanged; no effect on a CPU.
+    sparse_softmax_gradients : `bool`, optional (default = `False`)
+        Give the softmax's weight and bias sparse gradients that hold only the rows a training
+        step uses (its targets and its negatives; `SampledSoftmaxLoss`'s ``sparse_gradients``),
+        for an optimizer that then updates only those rows: ``dense_sparse_adagrad`` gives
+        exactly the dense Adagrad update (dense gradients stay the reference). At a vocabulary
+        of hundreds of thousands of words the dense update of the softmax costs more than the
+        rest of a step. In distributed training (DDP, whose all-reduce takes dense gradients
+        only) the gradients stay dense, with one log line; ``dense_sparse_adagrad`` takes both.
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -107,6 +115,7 @@ class ElmoLanguageModel(Model):
         initializer: Optional[InitializerApplicator] = None,
         compile: Union[bool, str] = "auto",
         tf32: bool = False,
+        sparse_softmax_gradients: bool = False,
     ) -> None:
         super().__init__(vocab)
         self._mixed_precision = mixed_precision
@@ -153,10 +162,15 @@ class ElmoLanguageModel(Model):
         self._eos_index = token_to_index[EOS_TOKEN]
         self._projection_dim = self.bilm_options.projection_dim
         self._dropout = torch.nn.Dropout(self.bilm_options.dropout)
-        self.softmax = SampledSoftmaxLoss(num_words, self._projection_dim, num_samples)
-        # Per-direction sums of token losses and token counts since the last metrics reset.
-        self._loss_sums = [0.0, 0.0]
-        self._token_counts = [0, 0]
+        self._sparse_softmax_gradients = sparse_softmax_gradients
+        self.softmax = SampledSoftmaxLoss(
+            num_words, self._projection_dim, num_samples,
+            sparse_gradients=sparse_softmax_gradients,
+        )
+        # Per-direction sums of token losses and token counts since the last metrics reset, kept
+        # on the model's device (made at the first batch) and read only by `get_metrics`.
+        self._loss_sums: Optional[torch.Tensor] = None
+        self._token_counts: Optional[torch.Tensor] = None
         if initializer is not None:
             initializer(self)
 
@@ -168,18 +182,39 @@ class ElmoLanguageModel(Model):
         mask: torch.Tensor,
         sampled,
     ) -> torch.Tensor:
-        """Mean token loss of one direction; also accumulates the perplexity metric."""
-        selected = self._dropout(outputs[mask])
-        selected_targets = targets[mask]
-        if direction == 0 and self.training:
-            # One direction: in sentences mode both predict the same tokens.
-            self._vocabulary_order.observe(selected_targets)
-        losses = self.softmax(selected, selected_targets, sampled=sampled)
+        """
+        Mean token loss of one direction; also accumulates the perplexity metric, on the device.
+
+        In training every position goes through the sampled softmax and padding is masked out
+        of the sum: shapes fixed by the batch's, no host reads, so the step never waits on the
+        device (padding in stream batching is only at the end of an epoch). Evaluation selects
+        the real positions first: the full softmax costs a vocabulary of logits per position.
+        """
+        if self.training:
+            flat_mask = mask.reshape(-1)
+            flat_targets = targets.reshape(-1)
+            if direction == 0:
+                # One direction: in sentences mode both predict the same tokens.
+                self._vocabulary_order.count(flat_targets, flat_mask)
+            embeddings = self._dropout(outputs.reshape(-1, outputs.size(-1)))
+            losses = self.softmax(embeddings, flat_targets, sampled=sampled)
+            losses = torch.where(flat_mask, losses, losses.new_zeros(()))
+        else:
+            losses = self.softmax(self._dropout(outputs[mask]), targets[mask], sampled=sampled)
         total = losses.sum()
-        count = int(mask.sum())
-        self._loss_sums[direction] += float(total.detach())
+        count = mask.sum()
+        self._accumulate_metrics(direction, total.detach(), count)
+        return total / count.clamp(min=1)
+
+    def _accumulate_metrics(self, direction: int, total: torch.Tensor, count: torch.Tensor) -> None:
+        if self._loss_sums is None or self._loss_sums.device != total.device:
+            # float64 sums as Python's floats were (MPS has no float64).
+            dtype = torch.float32 if total.device.type == "mps" else torch.float64
+            self._loss_sums = torch.zeros(2, dtype=dtype, device=total.device)
+            self._token_counts = torch.zeros(2, dtype=torch.long, device=total.device)
+        assert self._token_counts is not None
+        self._loss_sums[direction] += total.to(self._loss_sums.dtype)
         self._token_counts[direction] += count
-        return total / max(count, 1)
 
     def _with_boundary_targets(self, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Target ids ``(batch, time + 2)`` for ``<S> tokens </S>``, matching the biLM's layout."""
@@ -201,6 +236,8 @@ class ElmoLanguageModel(Model):
         continuous streams; the LSTM state carries over between batches, row by row).
         """
         sampled = self.softmax.sample(self._device()) if self.training else None
+        if self.training and self._sparse_softmax_gradients:
+            self._choose_softmax_gradients()
         if tokens is None and (forward_tokens is None or backward_tokens is None):
             raise ConfigurationError(
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
@@ -218,6 +255,16 @@ class ElmoLanguageModel(Model):
                 )
         tf32_through_backward(plan, output["loss"], self.parameters())
         return output
+
+    def _choose_softmax_gradients(self) -> None:
+        """Sparse softmax gradients, as asked, except under DDP (dense all-reduce only)."""
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.softmax.sparse_gradients and distributed:
+            logger.info(
+                "sparse_softmax_gradients: dense gradients in distributed training (DDP "
+                "all-reduces dense gradients only)"
+            )
+        self.softmax.sparse_gradients = not distributed
 
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device
@@ -293,23 +340,27 @@ class ElmoLanguageModel(Model):
         """
         ``forward_ppl``, ``backward_ppl`` and ``ppl`` (their average, as bilm-tf reports it).
         In training these come from the sampled softmax (an estimate); in validation and
-        ``allennlp evaluate`` from the full softmax (true perplexity).
+        ``allennlp evaluate`` from the full softmax (true perplexity). The sums live on the
+        model's device: this is where they are read (the plugin's trainer asks at its logging
+        interval, not every batch). The vocabulary's order is judged here too, once enough
+        targets are counted, so that no training step waits for it.
         """
         metrics: Dict[str, float] = {}
         perplexities = []
-        for direction, name in enumerate(("forward_ppl", "backward_ppl")):
-            count = self._token_counts[direction]
-            if count:
-                mean_loss = self._loss_sums[direction] / count
-                metrics[name] = math.exp(min(mean_loss, 50.0))
-                perplexities.append(metrics[name])
+        if self._loss_sums is not None and self._token_counts is not None:
+            loss_sums, token_counts = self._loss_sums.tolist(), self._token_counts.tolist()
+            for direction, name in enumerate(("forward_ppl", "backward_ppl")):
+                if token_counts[direction]:
+                    mean_loss = loss_sums[direction] / token_counts[direction]
+                    metrics[name] = math.exp(min(mean_loss, 50.0))
+                    perplexities.append(metrics[name])
         if perplexities:
             metrics["ppl"] = sum(perplexities) / len(perplexities)
-        if reset and self.training:
-            # The end of a training epoch: a corpus smaller than the check's sample is judged
-            # on what the epoch counted.
+        if self._vocabulary_order.due or (reset and self.training):
+            # At the end of a training epoch a corpus smaller than the check's sample is
+            # judged on what the epoch counted.
             self._vocabulary_order.finish()
         if reset:
-            self._loss_sums = [0.0, 0.0]
-            self._token_counts = [0, 0]
+            self._loss_sums = None
+            self._token_counts = None
         return metrics

@@ -11,7 +11,14 @@ is the row's own target). Evaluation uses the full softmax, which gives the true
 
 AllenNLP's ``allennlp.modules.sampled_softmax_loss.SampledSoftmaxLoss`` does the same with a
 numpy sampler, a Python loop and a host-to-device copy on every batch; here the draws, the
-uniqueness bookkeeping and the expected counts are torch operations on the model's device.
+uniqueness bookkeeping and the expected counts are torch operations on the model's device, of
+shapes fixed by the sizes alone, so that a training step never waits for the device to tell the
+host how many ids it drew.
+
+With ``sparse_gradients``, the softmax's weight and bias get sparse gradients holding only the
+rows a step used (its targets and its negatives), as AllenNLP's ``SampledSoftmaxLoss(sparse=True)``
+gives with sparse embeddings; an optimizer that updates only those rows (``dense_sparse_adagrad``,
+`elmo_plugin.training.optimizers`) then skips the rest of a vocabulary of a million words.
 """
 import math
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
@@ -23,6 +30,10 @@ from torch import nn
 # 2**24 draws is about 256 MB), so that a request for nearly the whole vocabulary, which can take
 # hundreds of millions of draws, runs in bounded memory.
 _MAX_CHUNK = 2 ** 24
+
+# The chance, bounded from above, that one chunk of `LogUniformSampler.one_chunk_size` draws holds
+# fewer distinct ids than asked for: at a million training steps, one run in a billion meets it.
+_SHORT_CHUNK_PROBABILITY = 1e-15
 
 
 class LogUniformSampler:
@@ -55,6 +66,8 @@ class LogUniformSampler:
         # num_samples -> expected number of draws needed for that many distinct ids; see
         # `expected_num_tries`. Cached because it costs a few passes over the vocabulary.
         self._expected_tries: Dict[int, float] = {}
+        # num_samples -> `one_chunk_size`, cached for the same reason.
+        self._one_chunk_sizes: Dict[int, Optional[int]] = {}
 
     # ----------------------------------------------------------------------------------------
     # The distribution
@@ -235,7 +248,93 @@ class LogUniformSampler:
         num_tries = int(torch.cat(found_positions)[num_samples - 1]) + 1
         return ids, float(num_tries)
 
-    def log_expected_count(self, ids: torch.Tensor, num_tries: float) -> torch.Tensor:
+    # ----------------------------------------------------------------------------------------
+    # Unique sampling in one chunk of fixed size: no host reads
+    # ----------------------------------------------------------------------------------------
+    def one_chunk_size(self, num_samples: int) -> Optional[int]:
+        """
+        The number of draws ``C`` after which fewer than ``num_samples`` distinct ids are seen
+        with probability at most 1e-15, or ``None`` if that takes more than ``2**24`` draws
+        (nearly the whole of a large vocabulary). Computed once per ``num_samples`` on the CPU
+        (bisection on ``C``) from two upper bounds of that probability, the smaller one taken:
+
+        - Chernoff's lower tail for the number ``X`` of distinct ids, a sum of negatively
+          associated indicators (Dubhashi and Ranjan, 1998) with mean
+          ``mu = sum_k 1 - (1 - P(k))^C``: ``P(X <= S) <= exp(-(mu - S) + S log(mu / S))``;
+        - Markov's inequality for the number of ids never drawn, ``V - X``:
+          ``P(V - X >= V - S + 1) <= (V - mu) / (V - S + 1)``, the tighter one when ``S`` is
+          close to ``V``.
+
+        For 8192 of 793,471 words that is 17,852 draws, 10 % above the expected 16,208.
+        """
+        if num_samples in self._one_chunk_sizes:
+            return self._one_chunk_sizes[num_samples]
+        if num_samples >= self.num_words or num_samples <= 0:
+            raise ValueError("one_chunk_size needs 0 < num_samples < num_words")
+        log1m_p = torch.log1p(-self.probabilities("cpu"))
+
+        def short_chunk_bound(draws: int) -> float:
+            never_drawn = float(torch.exp(draws * log1m_p).sum())
+            mean_distinct = self.num_words - never_drawn
+            markov = never_drawn / (self.num_words - num_samples + 1)
+            if mean_distinct <= num_samples:
+                return min(1.0, markov)
+            log_chernoff = (num_samples - mean_distinct
+                            + num_samples * math.log(mean_distinct / num_samples))
+            return min(math.exp(log_chernoff), markov)
+
+        low, high = num_samples, num_samples
+        size: Optional[int] = None
+        while high <= _MAX_CHUNK:
+            if short_chunk_bound(high) <= _SHORT_CHUNK_PROBABILITY:
+                # The bound falls with the number of draws: bisect to within 0.1 %.
+                while high - low > max(1, low // 1000):
+                    middle = (low + high) // 2
+                    if short_chunk_bound(middle) <= _SHORT_CHUNK_PROBABILITY:
+                        high = middle
+                    else:
+                        low = middle
+                size = high
+                break
+            low, high = high, 2 * high
+        self._one_chunk_sizes[num_samples] = size
+        return size
+
+    def sample_in_one_chunk(
+        self,
+        num_samples: int,
+        device: Union[str, torch.device, None] = None,
+        generator: Optional[torch.Generator] = None,
+    ) -> Tuple[torch.LongTensor, torch.Tensor]:
+        """
+        What `sample` returns, from one chunk of `one_chunk_size` draws, with tensors of fixed
+        shapes and no host reads: ``num_tries`` is a 0-dim tensor on ``device`` (float64; float32
+        on MPS). The ids and ``num_tries`` are those of TensorFlow's draw-by-draw loop over the
+        chunk's draws (`first_distinct`). Should the chunk hold fewer than ``num_samples``
+        distinct ids (a chance below 1e-15 per call, see `one_chunk_size`), the sample repeats
+        some ids.
+
+        # Parameters
+
+        num_samples : `int`
+            ``S``, with ``0 < S < num_words`` and `one_chunk_size` not ``None``.
+        device : `torch.device`, optional
+        generator : `torch.Generator`, optional
+            A generator on ``device``.
+        """
+        size = self.one_chunk_size(num_samples)
+        if size is None:
+            raise ValueError(
+                f"{num_samples} distinct ids of {self.num_words} need more than {_MAX_CHUNK} draws "
+                "for one chunk; use sample()"
+            )
+        draws = self.draw(size, device=device, generator=generator)
+        ids, num_tries = first_distinct(draws, num_samples)
+        return ids, num_tries.to(self._float_dtype(draws.device))
+
+    def log_expected_count(
+        self, ids: torch.Tensor, num_tries: Union[float, torch.Tensor]
+    ) -> torch.Tensor:
         """
         log Q(id): the log of the probability that ``id`` is among ``num_tries`` draws with
         replacement, ``log(1 - (1 - P(id))^num_tries)``, which is the expected count TensorFlow
@@ -250,8 +349,9 @@ class LogUniformSampler:
 
         ids : `torch.LongTensor`
             Any shape.
-        num_tries : `float`
-            As returned by `sample`.
+        num_tries : `float` or 0-dim `torch.Tensor`
+            As returned by `sample` (a float) or `sample_in_one_chunk` (a tensor on the ids'
+            device).
 
         # Returns
 
@@ -262,6 +362,111 @@ class LogUniformSampler:
         return torch.log(-torch.expm1(num_tries * log1m_p))
 
 
+def first_distinct(draws: torch.Tensor, num_samples: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """
+    The first ``num_samples`` distinct values of ``draws`` in order of first appearance, and one
+    plus the position of the last of them (TensorFlow's ``num_tries``), as the draw-by-draw loop
+    finds them, with fixed shapes: a stable sort puts each value's first occurrence first among
+    its equals, a second stable sort puts the first occurrences first in the order of their
+    positions. Both results stay on the draws' device.
+
+    # Parameters
+
+    draws : `torch.LongTensor`
+        Shape ``(C,)``, ``C >= num_samples``.
+    num_samples : `int`
+
+    # Returns
+
+    ids : `torch.LongTensor`
+        Shape ``(num_samples,)``.
+    num_tries : `torch.LongTensor`
+        0-dim.
+    """
+    sorted_draws, order = torch.sort(draws, stable=True)
+    starts = torch.ones_like(sorted_draws, dtype=torch.bool)
+    starts[1:] = sorted_draws[1:] != sorted_draws[:-1]
+    is_first = torch.empty_like(starts).scatter_(0, order, starts)
+    # False sorts before True: the first occurrences, by position.
+    positions = torch.sort(~is_first, stable=True).indices[:num_samples]
+    return draws[positions], positions[-1] + 1
+
+
+class RowSums(NamedTuple):
+    """
+    A gradient given as rows of a matrix (or entries of a vector) with repeated ids, summed
+    without data-dependent shapes: every position keeps its place, the first position of each id
+    holds the sum of that id's rows, in position order (as ``index_add_`` of the dense gradient
+    sums them), and its later positions hold zeros. The dense gradient is therefore
+    ``zeros.index_add_(0, ids, sums)`` exactly, and the rows' squares sum to its squares.
+
+    ids : `torch.LongTensor`, shape ``(M,)``
+    sums : `torch.Tensor`, shape ``(M, ...)``
+    first : `torch.LongTensor`, shape ``(M,)``: the first position of the id at each position,
+        so that ``sums[first]`` is the whole gradient of the row at every position.
+    """
+
+    ids: torch.Tensor
+    sums: torch.Tensor
+    first: torch.Tensor
+
+
+def sum_rows(ids: torch.Tensor, rows: torch.Tensor) -> RowSums:
+    """
+    `RowSums` of rows ``rows[i]`` that belong to row ``ids[i]`` of a parameter. Fixed shapes,
+    no host reads: one stable sort of the ids.
+    """
+    sorted_ids, order = torch.sort(ids, stable=True)
+    starts = torch.ones_like(sorted_ids, dtype=torch.bool)
+    starts[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    sorted_positions = torch.arange(ids.numel(), device=ids.device)
+    # For each sorted position, the sorted position where its id starts: the last start so far.
+    start_of_run = torch.cummax(torch.where(starts, sorted_positions, 0), 0).values
+    first_sorted = order[start_of_run]  # the original position of its id's first occurrence
+    sums = torch.zeros_like(rows).index_add_(0, first_sorted, rows.index_select(0, order))
+    first = torch.empty_like(first_sorted).scatter_(0, order, first_sorted)
+    return RowSums(ids, sums, first)
+
+
+def row_sums_of(gradient: torch.Tensor) -> RowSums:
+    """`sum_rows` of a sparse COO gradient with one sparse dimension, coalesced or not."""
+    return sum_rows(gradient._indices()[0], gradient._values())
+
+
+def sparse_row_gradient(row_sums: RowSums, shape: torch.Size) -> torch.Tensor:
+    """The sparse COO tensor of ``shape`` whose dense form is the gradient ``row_sums`` holds."""
+    return torch.sparse_coo_tensor(
+        row_sums.ids.unsqueeze(0), row_sums.sums, shape, is_coalesced=False,
+        check_invariants=False,
+    )
+
+
+class _GatherRows(torch.autograd.Function):
+    """
+    ``weight.index_select(0, ids)`` whose gradient for ``weight`` is sparse: the gathered rows'
+    gradients summed per id (`sum_rows`), as a sparse COO tensor. Its dense form is exactly the
+    dense gradient of ``index_select``.
+    """
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore
+        ctx.save_for_backward(ids)
+        ctx.weight_shape = weight.shape
+        return weight.index_select(0, ids)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore
+        (ids,) = ctx.saved_tensors
+        return sparse_row_gradient(sum_rows(ids, grad.contiguous()), ctx.weight_shape), None
+
+
+def gather_rows(weight: torch.Tensor, ids: torch.Tensor, sparse_gradient: bool) -> torch.Tensor:
+    """``weight.index_select(0, ids)``, with a sparse gradient for ``weight`` if asked."""
+    if sparse_gradient and torch.is_grad_enabled() and weight.requires_grad:
+        return _GatherRows.apply(weight, ids)
+    return weight.index_select(0, ids)
+
+
 class SampledCandidates(NamedTuple):
     """
     One draw of negatives, shareable between several calls of `SampledSoftmaxLoss` (bilm-tf's
@@ -269,12 +474,12 @@ class SampledCandidates(NamedTuple):
 
     ids : `torch.LongTensor`, shape ``(S,)``
     log_expected_count : `torch.Tensor`, shape ``(S,)``, log Q of each id
-    num_tries : `float`, needed for log Q of the targets
+    num_tries : `float` or 0-dim `torch.Tensor`, needed for log Q of the targets
     """
 
     ids: torch.Tensor
     log_expected_count: torch.Tensor
-    num_tries: float
+    num_tries: Union[float, torch.Tensor]
 
 
 class SampledSoftmaxLoss(nn.Module):
@@ -312,6 +517,12 @@ class SampledSoftmaxLoss(nn.Module):
         Negatives per call in training (bilm-tf's ``n_negative_samples_batch``).
     max_eval_logits : `int`, optional (default = `2**26`)
         Most logits materialised at once by the full softmax (64M floats = 256 MB in float32).
+    sparse_gradients : `bool`, optional (default = `False`)
+        In training, give ``softmax_weight`` and ``softmax_bias`` sparse COO gradients that hold
+        only the rows of the targets and the samples, each id's rows summed (`sum_rows`): their
+        dense form is exactly the dense gradient, which stays the reference. Train them with an
+        optimizer that takes sparse gradients (``dense_sparse_adagrad``, or torch's Adagrad),
+        in one process (DDP's NCCL all-reduce takes dense gradients only).
     """
 
     def __init__(
@@ -320,12 +531,14 @@ class SampledSoftmaxLoss(nn.Module):
         embedding_dim: int,
         num_samples: int = 8192,
         max_eval_logits: int = 2 ** 26,
+        sparse_gradients: bool = False,
     ) -> None:
         super().__init__()
         self.num_words = num_words
         self.embedding_dim = embedding_dim
         self.num_samples = num_samples
         self.max_eval_logits = max_eval_logits
+        self.sparse_gradients = sparse_gradients
         self.sampler = LogUniformSampler(num_words)
         # bilm-tf: tf.random_normal_initializer(0.0, 1.0 / sqrt(projection_dim)), zero bias.
         self.softmax_weight = nn.Parameter(torch.empty(num_words, embedding_dim))
@@ -340,6 +553,7 @@ class SampledSoftmaxLoss(nn.Module):
         return (
             f"num_words={self.num_words}, embedding_dim={self.embedding_dim}, "
             f"num_samples={self.num_samples}"
+            + (", sparse_gradients=True" if self.sparse_gradients else "")
         )
 
     def sample(
@@ -349,7 +563,10 @@ class SampledSoftmaxLoss(nn.Module):
     ) -> SampledCandidates:
         """
         Draws one set of ``num_samples`` negatives, to pass as ``sampled`` to several calls of
-        `forward` (e.g. both directions of the biLM, as bilm-tf does).
+        `forward` (e.g. both directions of the biLM, as bilm-tf does). Drawn in one chunk of
+        fixed size without host reads (`LogUniformSampler.sample_in_one_chunk`) where
+        `LogUniformSampler.one_chunk_size` has one, else chunk by chunk
+        (`LogUniformSampler.sample`, which reads the number of distinct ids of each chunk).
 
         # Parameters
 
@@ -359,7 +576,12 @@ class SampledSoftmaxLoss(nn.Module):
         """
         if device is None:
             device = self.softmax_weight.device
-        ids, num_tries = self.sampler.sample(self.num_samples, device=device, generator=generator)
+        one_chunk = (
+            0 < self.num_samples < self.num_words
+            and self.sampler.one_chunk_size(self.num_samples) is not None
+        )
+        sample = self.sampler.sample_in_one_chunk if one_chunk else self.sampler.sample
+        ids, num_tries = sample(self.num_samples, device=device, generator=generator)
         return SampledCandidates(ids, self.sampler.log_expected_count(ids, num_tries), num_tries)
 
     def forward(
@@ -397,8 +619,8 @@ class SampledSoftmaxLoss(nn.Module):
         sampled_ids = sampled.ids
         # One gather for targets and samples (the gradient is zero on every other row).
         all_ids = torch.cat([targets, sampled_ids])
-        all_w = self.softmax_weight.index_select(0, all_ids)
-        all_b = self.softmax_bias.index_select(0, all_ids)
+        all_w = gather_rows(self.softmax_weight, all_ids, self.sparse_gradients)
+        all_b = gather_rows(self.softmax_bias, all_ids, self.sparse_gradients)
         num_rows = targets.size(0)
         true_w, sampled_w = all_w[:num_rows], all_w[num_rows:]
         true_b, sampled_b = all_b[:num_rows], all_b[num_rows:]

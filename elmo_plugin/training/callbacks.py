@@ -4,10 +4,13 @@ Trainer callbacks of the plugin.
 import logging
 from typing import Any
 
+import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.training.callbacks.callback import TrainerCallback
+from allennlp.training.optimizers import DenseSparseAdam
 
 from elmo_plugin.common.memory import keep_freed_memory_for_reuse
+from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +36,9 @@ class CheckTrainingSettingsCallback(TrainerCallback):
     Checks the trainer's settings when training starts, before the first batch: the configs
     check their arguments themselves (bilm_common.libsonnet), but AllenNLP's ``-o`` overrides
     are applied after that, so ``-o '{"trainer.num_epochs": 0}'`` would otherwise train nothing
-    and end in AllenNLP's "best.th does not exist". Raises `ConfigurationError` naming the
-    setting.
+    and end in AllenNLP's "best.th does not exist"; and sparse softmax gradients with an optimizer
+    that cannot take them would fail only at the first update. Raises `ConfigurationError` naming
+    the setting.
     """
 
     def on_start(
@@ -48,3 +52,21 @@ class CheckTrainingSettingsCallback(TrainerCallback):
                 f"trainer.num_epochs must be an integer >= 1, got {num_epochs!r}: with no "
                 "epoch nothing is trained and no model is saved"
             )
+        model = getattr(trainer, "model", None)
+        optimizer = getattr(trainer, "optimizer", None)
+        sparse = model is not None and any(
+            isinstance(module, SampledSoftmaxLoss) and module.sparse_gradients
+            for module in model.modules()
+        )
+        if sparse and not isinstance(optimizer, _TAKE_SPARSE_GRADIENTS):
+            raise ConfigurationError(
+                f"model.sparse_softmax_gradients is true, but trainer.optimizer "
+                f"({type(optimizer).__name__}) cannot take sparse gradients: use "
+                "\"dense_sparse_adagrad\" (bilm-tf's Adagrad, row by row), or set "
+                "model.sparse_softmax_gradients to false"
+            )
+
+
+# Optimizers that update from sparse gradients: torch's Adagrad (and dense_sparse_adagrad, a
+# subclass), SGD and SparseAdam, and AllenNLP's dense_sparse_adam.
+_TAKE_SPARSE_GRADIENTS = (torch.optim.Adagrad, torch.optim.SGD, torch.optim.SparseAdam, DenseSparseAdam)

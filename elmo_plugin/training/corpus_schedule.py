@@ -99,7 +99,8 @@ class LinearDecayOverCorpus(PolynomialDecay):
 def count_batches_per_epoch(data_loader: Any) -> int:
     """
     The number of batches ``data_loader`` yields in one epoch. A loader that knows it (``len``)
-    says so; a lazy `MultiProcessDataLoader` reads its corpus once through its dataset reader
+    says so; ``bilm_stream`` counts its reader's windows; a lazy `MultiProcessDataLoader` reads
+    its corpus once through its dataset reader
     (in this process, without indexing) and batches it as it would: in chunks of
     ``max_instances_in_memory`` instances, each cut by its batch sampler or into ``batch_size``
     rows. With ``num_workers`` > 0 each worker chunks its own share, so the count can be off by
@@ -110,6 +111,8 @@ def count_batches_per_epoch(data_loader: Any) -> int:
         return len(data_loader)
     except TypeError:
         pass
+    if hasattr(data_loader, "count_batches"):  # e.g. bilm_stream: counts from its reader
+        return data_loader.count_batches()
     if not isinstance(data_loader, MultiProcessDataLoader):
         raise ConfigurationError(
             f"cannot count the batches of a {type(data_loader).__name__}: give the learning rate "

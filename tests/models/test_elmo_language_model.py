@@ -280,10 +280,19 @@ def test_training_uses_one_sampled_softmax_draw_for_both_directions(vocab, monke
     assert recorder.calls[0]["sampled"] is draws[0] and recorder.calls[1]["sampled"] is draws[0]
     sample = draws[0]
     assert sample.ids.numel() == 4 and len(set(sample.ids.tolist())) == 4
+    # Training passes every position (padding too, masked out of the sum afterwards: shapes that
+    # do not depend on the data); evaluation passes the real ones. Sentence of n tokens: n + 1
+    # (position, next token) pairs per direction.
+    lengths = (tensors["tokens"]["elmo_characters"]["elmo_tokens"] > 0).any(-1).sum(1)
+    pairs = torch.arange(int(lengths.max()) + 1).unsqueeze(0) < (lengths + 1).unsqueeze(1)
+    real = pairs.reshape(-1)
+    assert int(real.sum()) == sum(len(sentence) + 1 for sentence in SENTENCES) < real.numel()
     expected = []
     for call, eval_call in zip(recorder.calls, eval_calls):
-        assert torch.allclose(call["embeddings"], eval_call["embeddings"], atol=1e-6)
-        nll = reference_sampled_nll(model, eval_call["embeddings"], call["targets"], sample)
+        assert call["embeddings"].shape[0] == real.numel()
+        assert torch.allclose(call["embeddings"][real], eval_call["embeddings"], atol=1e-6)
+        assert torch.equal(call["targets"][real], eval_call["targets"])
+        nll = reference_sampled_nll(model, eval_call["embeddings"], eval_call["targets"], sample)
         expected.append(float(nll.mean()))
     print(f"sampled-softmax losses {output['forward_loss']:.6f}/{output['backward_loss']:.6f} "
           f"vs reference {expected[0]:.6f}/{expected[1]:.6f}")
@@ -311,15 +320,17 @@ def test_a_few_optimizer_steps_lower_the_evaluation_loss(vocab):
     torch.manual_seed(1)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.2, initial_accumulator_value=1.0)
     model.train()
-    for _ in range(15):
+    # 30 steps: after 15, how far a 12-word model has got depends much on its 15 draws of 4
+    # negatives (held-out loss from 2.6 to 3.9 across seeds); after 30 it is 2.3 to 2.9.
+    for _ in range(30):
         optimizer.zero_grad()
         loss = model(**tensors)["loss"]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
         optimizer.step()
     after = eval_loss()
-    print(f"eval loss before {before:.4f}, after 15 steps {after:.4f}")
-    assert after < 0.8 * before
+    print(f"eval loss before {before:.4f}, after 30 steps {after:.4f}")
+    assert after < 0.7 * before
 
 
 # -- mixed precision, by hardware -----------------------------------------------------------------

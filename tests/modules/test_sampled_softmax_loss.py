@@ -407,3 +407,97 @@ def test_sampled_loss_approaches_the_full_softmax_with_most_of_the_vocabulary():
     assert np.mean(sampled) == pytest.approx(full, rel=0.03)
     # (With few samples the estimate is much further off: the check above can tell.)
     assert abs(np.mean(few) - full) > 3 * abs(np.mean(sampled) - full)
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling in one fixed-size chunk, and sparse row gradients
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("num_words,num_samples", [(12, 4), (160, 64), (300, 60), (1000, 999),
+                                                   (800000, 8192)])
+def test_one_chunk_sampling_is_the_sequential_loop_over_its_draws(monkeypatch, num_words, num_samples):
+    sampler = LogUniformSampler(num_words)
+    size = sampler.one_chunk_size(num_samples)
+    assert size is not None and size >= sampler.expected_num_tries(num_samples)
+    recorded: List[torch.Tensor] = []
+    original_draw = sampler.draw
+
+    def recording_draw(*args, **kwargs):
+        recorded.append(original_draw(*args, **kwargs))
+        return recorded[-1]
+
+    monkeypatch.setattr(sampler, "draw", recording_draw)
+    generator = torch.Generator().manual_seed(num_samples)
+    for _ in range(3):
+        recorded.clear()
+        ids, num_tries = sampler.sample_in_one_chunk(num_samples, generator=generator)
+        assert len(recorded) == 1 and recorded[0].numel() == size
+        expected_ids, expected_tries = sequential_unique_sampling(recorded[0].tolist(), num_samples)
+        assert ids.tolist() == expected_ids
+        assert isinstance(num_tries, torch.Tensor) and num_tries.dtype == torch.float64
+        assert float(num_tries) == expected_tries
+
+
+def test_the_one_chunk_size_bounds_a_short_chunk_by_chernoff_and_markov():
+    # 8192 of the 1B Word Benchmark's 793,471 words: about 10% above the expected draws.
+    sampler = LogUniformSampler(793_471)
+    expected = sampler.expected_num_tries(8192)
+    assert expected < sampler.one_chunk_size(8192) < 1.15 * expected
+    # Near the whole vocabulary the Markov bound on the words never drawn decides: a short
+    # chunk in 2,000 draws of 12 words must stay (far) below 1e-15; a Monte-Carlo check at a
+    # size where it is not negligible shows that the bound is an upper one.
+    small = LogUniformSampler(12)
+    assert small.one_chunk_size(11) is not None
+    draws = small.draw(200 * 40, generator=torch.Generator().manual_seed(0)).view(200, 40)
+    short = sum(len(set(row.tolist())) < 11 for row in draws)
+    log1m_p = torch.log1p(-small.probabilities())
+    never_drawn = float(torch.exp(40 * log1m_p).sum())
+    assert short / 200 <= never_drawn / (12 - 11 + 1) + 0.05
+    # Nearly all of a large vocabulary needs more draws than one chunk holds: chunk by chunk.
+    assert LogUniformSampler(800_000).one_chunk_size(799_000) is None
+
+
+def test_sampling_and_the_sampled_loss_do_not_read_the_device():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Reads(TorchDispatchMode):
+        found: List[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten._unique2.default,
+                        torch.ops.aten.nonzero.default):
+                self.found.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    loss = SampledSoftmaxLoss(50_000, 8, num_samples=512, sparse_gradients=True)
+    loss.sample()  # the chunk's size is computed once, on the host, from the sizes alone
+    embeddings = torch.randn(30, 8, requires_grad=True)
+    with Reads() as reads:
+        sampled = loss.sample()
+        loss(embeddings, torch.randint(0, 50_000, (30,)), sampled).sum().backward()
+    assert reads.found == []
+    # The chunk-by-chunk sampler reads the number of distinct ids of its chunk.
+    with Reads() as reads:
+        loss.sampler.sample(512)
+    assert reads.found
+
+
+def test_sparse_row_gradients_are_the_dense_gradients():
+    torch.manual_seed(0)
+    dense = SampledSoftmaxLoss(200, 6, num_samples=40)
+    sparse = SampledSoftmaxLoss(200, 6, num_samples=40, sparse_gradients=True)
+    sparse.load_state_dict(dense.state_dict())
+    embeddings = torch.randn(50, 6)
+    targets = torch.randint(0, 20, (50,))  # repeated ids, some also among the negatives
+    sampled = dense.sample(generator=torch.Generator().manual_seed(1))
+    for module in (dense, sparse):
+        module(embeddings, targets, sampled).sum().backward()
+    for name in ("softmax_weight", "softmax_bias"):
+        gradient = getattr(sparse, name).grad
+        assert gradient.is_sparse
+        assert gradient._nnz() == 50 + 40  # one position per gathered row: no data-dependent size
+        assert torch.equal(gradient.to_dense(), getattr(dense, name).grad), name
+    # Evaluation and the full softmax stay dense.
+    sparse.zero_grad()
+    sparse.eval()
+    sparse(embeddings, targets).sum().backward()
+    assert not sparse.softmax_weight.grad.is_sparse

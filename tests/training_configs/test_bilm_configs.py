@@ -84,7 +84,7 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
             "data_loader.batch_size": 2,
         }
         params = Params.from_file(str(called), params_overrides=json.dumps(overrides))
-        assert params["data_loader"]["shuffle"] is False
+        assert params["data_loader"]["type"] == "bilm_stream"  # the reader's order, as tensors
     config_dict = params.duplicate().as_dict(quiet=True)
 
     vocab = Vocabulary.from_params(params.pop("vocabulary"))
@@ -110,10 +110,14 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
     # bilm-tf's recipe, except the CPU-sized configs, which use Adam (see bilm_small.jsonnet
     # and BENCHMARKS.md).
     small = config.stem.endswith("_small")
+    # The Adagrad configs choose sparse softmax gradients and Adagrad's row by row form
+    # (tests/training/test_optimizers.py: exactly the dense update); Adam's configs stay dense.
+    sparse = not small
+    assert config_dict["model"]["sparse_softmax_gradients"] is sparse
     expected_optimizer = (
         {"type": "adam", "lr": 0.002}
         if small
-        else {"type": "adagrad", "lr": 0.2, "initial_accumulator_value": 1.0}
+        else {"type": "dense_sparse_adagrad", "lr": 0.2, "initial_accumulator_value": 1.0}
     )
     assert trainer_dict["optimizer"] == expected_optimizer
     assert trainer_dict["grad_norm"] == 10.0 and trainer_dict["validation_metric"] == "-ppl"
@@ -162,7 +166,9 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
     loss = output["loss"]
     assert math.isfinite(float(loss.detach())) and float(loss.detach()) > 0
     loss.backward()
-    # The gradient reaches the character encoder, both directions' LSTMs and the softmax.
+    # The gradient reaches the character encoder, both directions' LSTMs and the softmax (sparse
+    # unless the 160-word vocabulary is smaller than the negatives: then the softmax is full).
+    sparse_softmax = sparse and config_dict["model"]["num_samples"] < 160
     for name in (
         "bilm.character_encoder.char_embedding.weight",
         "bilm.lstm.forward_layers.0.input_weight",
@@ -170,7 +176,9 @@ def test_config_builds_and_takes_one_training_step(config, tmp_path):
         "softmax.softmax_weight",
     ):
         grad = dict(model.named_parameters())[name].grad
-        assert grad is not None and float(grad.abs().sum()) > 0, name
+        assert grad is not None and grad.is_sparse == (sparse_softmax and name.startswith("softmax"))
+        grad = grad.to_dense()
+        assert float(grad.abs().sum()) > 0, name
         assert torch.isfinite(grad).all(), name
     trainer.rescale_gradients()
     trainer.optimizer.step()
@@ -296,7 +304,10 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
     train_bilm(uninterrupted, arguments, overrides)
 
     resumed = tmp_path / "resumed"
-    original_train_epoch = GradientDescentTrainer._train_epoch
+    # The trainer that the configs get: the plugin's "gradient_descent".
+    trainer_class = Trainer.resolve_class_name("gradient_descent")[0]
+    assert issubclass(trainer_class, GradientDescentTrainer)
+    original_train_epoch = trainer_class._train_epoch
 
     def interrupt_at_epoch_1(self, epoch):
         if epoch == 1:
@@ -304,7 +315,7 @@ def test_resume_after_an_interrupted_epoch(randomness, tmp_path, monkeypatch):
         return original_train_epoch(self, epoch)
 
     with monkeypatch.context() as patch:
-        patch.setattr(GradientDescentTrainer, "_train_epoch", interrupt_at_epoch_1)
+        patch.setattr(trainer_class, "_train_epoch", interrupt_at_epoch_1)
         with pytest.raises(KeyboardInterrupt):
             train_bilm(resumed, arguments, overrides)
     assert not (resumed / "metrics_epoch_1.json").exists()
@@ -388,7 +399,7 @@ def test_stream_batching_trains_one_epoch(tmp_path):
     assert config["model"]["mixed_precision"] is True
     assert config["dataset_reader"]["mode"] == "stream"
     assert config["dataset_reader"]["batch_size"] == config["data_loader"]["batch_size"] == 4
-    assert config["data_loader"]["shuffle"] is False
+    assert config["data_loader"]["type"] == "bilm_stream"
     assert config["validation_dataset_reader"]["mode"] == "sentences"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epoch"] == 0
@@ -503,3 +514,41 @@ def test_bilm_ko_small_warm_restart_continues_from_a_finished_run(tmp_path):
     assert not torch.equal(trained.softmax.softmax_weight, stage1_weights["softmax.softmax_weight"])
     written = export_to_bilm_tf(stage2 / "model.tar.gz", str(tmp_path / "bilm"))
     assert Path(written["weights"]).is_file()
+
+
+# -- bilm_original.jsonnet: bilm-tf's published recipe ------------------------------------------
+
+
+@pytest.mark.parametrize("num_gpus, rows_per_gpu", [(1, 384), (2, 192), (3, 128), (8, 48)])
+def test_bilm_original_trains_384_rows_x_20_tokens_per_update(tmp_path, num_gpus, rows_per_gpu):
+    called = config_calling(tmp_path / "config.jsonnet", "bilm_original.jsonnet", num_gpus=num_gpus)
+    params = Params.from_file(str(called)).as_dict(quiet=True)
+    reader, loader, trainer = params["dataset_reader"], params["data_loader"], params["trainer"]
+    assert reader["mode"] == "stream" and reader["unroll_steps"] == 20
+    assert reader["batch_size"] == loader["batch_size"] == rows_per_gpu
+    assert rows_per_gpu * num_gpus == 384
+    assert loader == {"type": "bilm_stream", "batch_size": rows_per_gpu, "parallel_directions": True}
+    if num_gpus == 1:
+        assert "distributed" not in params
+    else:
+        assert params["distributed"] == {"cuda_devices": list(range(num_gpus))}
+    model = params["model"]
+    assert model["num_samples"] == 8192 and model["sparse_softmax_gradients"] is True
+    assert model["options"]["dropout"] == 0.1
+    assert trainer["optimizer"] == {"type": "dense_sparse_adagrad", "lr": 0.2,
+                                    "initial_accumulator_value": 1.0}
+    assert trainer["grad_norm"] == 10.0 and trainer["num_epochs"] == 10
+
+
+def test_bilm_original_refuses_a_number_of_gpus_that_does_not_divide_384(tmp_path):
+    called = config_calling(tmp_path / "config.jsonnet", "bilm_original.jsonnet", num_gpus=5)
+    with pytest.raises(RuntimeError, match="num_gpus must be 1, 2, 3, 4, 6 or 8"):
+        Params.from_file(str(called))
+
+
+def test_the_recipe_s_header_says_what_it_reproduces_and_that_its_time_is_projected():
+    header = (CONFIG_DIR / "bilm_original.jsonnet").read_text(encoding="utf-8").split("local ")[0]
+    for fact in ("10 passes over the", "1B Word Benchmark", "768,648,884", "793,471",
+                 "384", "8,192", "Adagrad 0.2", "39.7", "PROJECTED, NOT MEASURED",
+                 "session.sh day"):
+        assert fact in header, fact

@@ -80,7 +80,7 @@ import os
 import random
 import zlib
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -111,7 +111,7 @@ DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 _PASS_COUNTER_SLOTS = 1024
 
 # A window of one row: (input tokens, target tokens), equally long, at most unroll_steps.
-Window = Tuple[List[str], List[str]]
+Window = Tuple[List[Any], List[Any]]
 
 
 @dataclass
@@ -140,7 +140,12 @@ def buffered_shuffle(items: Iterable, buffer_size: int, rng: random.Random) -> I
 
 
 def pack_windows(
-    sentences: Iterable[List[str]], batch_size: int, unroll_steps: int, reverse: bool = False
+    sentences: Iterable[List[Any]],
+    batch_size: int,
+    unroll_steps: int,
+    reverse: bool = False,
+    bos: Any = BOS_TOKEN,
+    eos: Any = EOS_TOKEN,
 ) -> Iterator[List[Window]]:
     """
     bilm-tf's packing of one direction. Yields, for each window step, ``batch_size``
@@ -149,7 +154,8 @@ def pack_windows(
     tokens takes the next sentence of ``sentences``. Inputs are the stream's tokens except each
     sentence's last, targets the token after each input. Once ``sentences`` is exhausted rows
     run dry and get short, then empty, windows; the generator stops after the last step in
-    which any row had data.
+    which any row had data. The tokens may be anything (numbers for one), ``bos`` and ``eos``
+    then what stands for ``<S>`` and ``</S>``.
     """
     pending: List[Optional[List[str]]] = [None] * batch_size  # the rest of each row's sentence
     exhausted = False
@@ -172,7 +178,7 @@ def pack_windows(
                         exhausted = True
                         pending[row] = None
                         break
-                    current = [BOS_TOKEN, *sentence, EOS_TOKEN]
+                    current = [bos, *sentence, eos]
                     if reverse:
                         current.reverse()
                 how_many = min(len(current) - 1, unroll_steps - len(inputs))
@@ -352,6 +358,28 @@ class BilmCorpusReader(ShardedDatasetReader):
         yield from self._read_corpus(file_path)
 
     def _read_corpus(self, file_path) -> Iterator[Instance]:
+        if self.mode == "sentences":
+            pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
+            for tokens in self._iter_sentences(
+                pattern, files, shard, num_shards, pass_number, "sentences", stats
+            ):
+                yield self._sentence_instance(tokens)
+            return
+        for forward_step, backward_step in self.stream_steps(file_path):
+            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
+                forward_step, backward_step
+            ):
+                yield Instance(
+                    {
+                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
+                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
+                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
+                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
+                    }
+                )
+
+    def _begin_pass(self, file_path):
+        """The glob's files, this process's shard and the pass number of a new pass."""
         pattern = (
             repr(os.fspath(file_path))
             if isinstance(file_path, (str, os.PathLike))
@@ -372,54 +400,56 @@ class BilmCorpusReader(ShardedDatasetReader):
         pass_number = self._next_pass(f"{pattern}|{shard}/{num_shards}")
         stats = PassStats()
         self.last_pass_stats = stats
-        if self.mode == "sentences":
-            for tokens in self._iter_sentences(
-                pattern, files, shard, num_shards, pass_number, "sentences", stats
-            ):
-                yield self._sentence_instance(tokens)
-        else:
-            yield from self._stream_instances(pattern, files, shard, num_shards, pass_number, stats)
+        return pattern, files, shard, num_shards, pass_number, stats
+
+    def stream_steps(
+        self, file_path, encode: Optional[Callable[[List[str]], List[Any]]] = None
+    ) -> Iterator[Tuple[List[Window], List[Window]]]:
+        """
+        Stream mode, one pass: for each window step, the ``batch_size`` windows of the forward
+        and of the backward streams (row i first), as `pack_windows` makes them; a direction
+        that has run dry gives empty windows. The instances of `read` are these, row by row;
+        the ``bilm_stream`` data loader makes its tensors from them directly, its sentences
+        first ``encode``-d (tokens to numbers: ``<S>`` and ``</S>`` too).
+        """
+        stream_pass = self.begin_stream_pass(file_path)
+        forward = self.direction_windows(stream_pass, "forward", encode)
+        backward = self.direction_windows(stream_pass, "backward", encode)
+        empty_step: List[Window] = [([], [])] * self.batch_size  # type: ignore[operator]
+        yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
+
+    def begin_stream_pass(self, file_path) -> Tuple[Any, ...]:
+        """
+        Starts a pass of stream mode (the glob's files, this process's shard, the pass number),
+        for `direction_windows`: its two directions can then be packed apart, in two processes.
+        """
+        if self.mode != "stream":
+            raise ConfigurationError("bilm_corpus: stream batching needs mode 'stream'")
+        assert self.batch_size is not None
+        return self._begin_pass(file_path)
+
+    def direction_windows(
+        self,
+        stream_pass: Tuple[Any, ...],
+        direction: str,
+        encode: Optional[Callable[[List[str]], List[Any]]] = None,
+    ) -> Iterator[List[Window]]:
+        """The window steps of one direction (``"forward"`` or ``"backward"``) of a pass."""
+        pattern, files, shard, num_shards, pass_number, stats = stream_pass
+        sentences: Iterable[List[Any]] = self._iter_sentences(
+            pattern, files, shard, num_shards, pass_number, direction,
+            stats if direction == "forward" else None,
+        )
+        bos, eos = BOS_TOKEN, EOS_TOKEN
+        if encode is not None:
+            sentences = map(encode, sentences)
+            bos, eos = encode([BOS_TOKEN, EOS_TOKEN])
+        assert self.batch_size is not None
+        return pack_windows(sentences, self.batch_size, self.unroll_steps,
+                            reverse=direction == "backward", bos=bos, eos=eos)
 
     def _sentence_instance(self, tokens: List[str]) -> Instance:
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
-
-    def _stream_instances(
-        self,
-        pattern: str,
-        files: List[str],
-        shard: int,
-        num_shards: int,
-        pass_number: int,
-        stats: PassStats,
-    ) -> Iterator[Instance]:
-        assert self.batch_size is not None
-        forward = pack_windows(
-            self._iter_sentences(pattern, files, shard, num_shards, pass_number, "forward", stats),
-            self.batch_size,
-            self.unroll_steps,
-            reverse=False,
-        )
-        backward = pack_windows(
-            self._iter_sentences(pattern, files, shard, num_shards, pass_number, "backward", None),
-            self.batch_size,
-            self.unroll_steps,
-            reverse=True,
-        )
-        empty_step: List[Window] = [([], [])] * self.batch_size
-        for forward_step, backward_step in itertools.zip_longest(
-            forward, backward, fillvalue=empty_step
-        ):
-            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
-                forward_step, backward_step
-            ):
-                yield Instance(
-                    {
-                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
-                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
-                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
-                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
-                    }
-                )
 
     def _iter_sentences(
         self,
