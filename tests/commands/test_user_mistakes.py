@@ -52,7 +52,7 @@ def run_allennlp(arguments: List[str], capsys, monkeypatch) -> Tuple[int, str, s
 @pytest.mark.parametrize(
     "command, arguments, typo, meant",
     [
-        ("elmo", ["in.txt", "out.hdf5", "--all"], ["--modle", "demo_output/bilm"], "--model"),
+        ("elmo", ["in.txt", "out.hdf5", "--all"], ["--modle", "demo_output/run/bilm"], "--model"),
         ("elmo", ["in.txt", "out.hdf5", "--all"], ["--batch-szie", "8"], "--batch-size"),
         ("elmo-vocab", ["c.txt", "v.txt"], ["--min-conut", "2"], "--min-count"),
         ("elmo-export", ["run", "out"], ["--include-softmx"], "--include-softmax"),
