@@ -1,14 +1,20 @@
 """
 The package's metadata is in pyproject.toml. This file adds one thing setuptools cannot be told
-there: the ``.pth`` file that makes ``import allennlp.commands.elmo`` (AllenNLP 0.9's module) work
-while the plugin is installed (`elmo_plugin.legacy` says how and why), placed at the top of the
-wheel, that is of site-packages, and listed in the wheel's RECORD so that ``pip uninstall``
-removes it:
+there: two ``.pth`` files, placed at the top of the wheel, that is of site-packages, and listed in
+the wheel's RECORD so that ``pip uninstall`` removes them:
 
-- a wheel (``pip wheel .``, ``pip install .``): ``build_py`` copies it into the build tree;
+- ``elmo_plugin_startup_hook.pth``: the plugin's ``allennlp`` commands in any folder, and no
+  file of the current folder imported in place of a package's modules
+  (`elmo_plugin.common.startup_hook` says how and why);
+- ``elmo_plugin_allennlp_commands_elmo.pth``: ``import allennlp.commands.elmo`` (AllenNLP 0.9's
+  module) works while the plugin is installed (`elmo_plugin.legacy`).
+
+How they get there:
+
+- a wheel (``pip wheel .``, ``pip install .``): ``build_py`` copies them into the build tree;
 - an editable install (``pip install -e .``, what ``make venv`` runs): setuptools builds the
-  editable wheel from its own finder files only, so ``editable_wheel`` adds the ``.pth`` (with its
-  RECORD line) to the wheel it built.
+  editable wheel from its own finder files only, so ``editable_wheel`` adds the ``.pth`` files
+  (with their RECORD lines) to the wheel it built.
 """
 import base64
 import hashlib
@@ -20,15 +26,19 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
-PTH_SOURCE = Path(__file__).parent / "elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth"
+PTH_SOURCES = [
+    Path(__file__).parent / "elmo_plugin/common/elmo_plugin_startup_hook.pth",
+    Path(__file__).parent / "elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth",
+]
 
 
 class BuildPyWithPth(build_py):
     def run(self) -> None:
         super().run()
         if not getattr(self, "editable_mode", False):
-            target = os.path.join(self.build_lib, PTH_SOURCE.name)
-            self.copy_file(str(PTH_SOURCE), target, preserve_mode=False)
+            for source in PTH_SOURCES:
+                target = os.path.join(self.build_lib, source.name)
+                self.copy_file(str(source), target, preserve_mode=False)
 
 
 class EditableWheelWithPth(editable_wheel):
@@ -36,7 +46,8 @@ class EditableWheelWithPth(editable_wheel):
         before = set(Path(self.dist_dir).glob("*.whl"))
         super().run()
         for wheel in set(Path(self.dist_dir).glob("*.whl")) - before:
-            add_to_wheel(wheel, PTH_SOURCE.name, PTH_SOURCE.read_bytes())
+            for source in PTH_SOURCES:
+                add_to_wheel(wheel, source.name, source.read_bytes())
 
 
 def add_to_wheel(wheel: Path, name: str, data: bytes) -> None:

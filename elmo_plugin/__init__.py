@@ -1,8 +1,9 @@
 """
 elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
 
-Importing the package registers its components with AllenNLP (``--include-package elmo_plugin``
-or the ``.allennlp_plugins`` file does this for the ``allennlp`` command) and sets up how
+Importing the package registers its components with AllenNLP (the ``allennlp`` command of an
+environment the plugin is installed in does this by itself, `elmo_plugin.common.startup_hook`;
+``--include-package elmo_plugin`` and the ``.allennlp_plugins`` file do it too) and sets up how
 ``allennlp train`` reads configs and reports (the last item), and does nothing else:
 
 - token indexers ``elmo_characters`` (replaces AllenNLP's; configurable characters per token) and

@@ -7,16 +7,21 @@ Serving ELMo with ONNX Runtime: the layers of tokenized sentences from a model t
     python examples/serve_onnx.py elmo-small-onnx sentences.txt out.npz [--batch-size 32]
         [--max-positions 1024]
 
-``sentences.txt`` holds one whitespace-tokenized sentence per line; ``out.npz`` gets one array per
-line (``sentence_0``, ...), as the export's output gives it: ``(num_layers, tokens, dim)`` for an
-export with ``--all``, ``(tokens, dim)`` for ``--top``, ``--average`` or ``--scalar-mix``.
+``sentences.txt`` holds one whitespace-tokenized sentence per line, UTF-8, no blank line (as
+``allennlp elmo`` takes it); ``out.npz`` gets one array per line, named by the line's number
+(``line_1``, ``line_2``, ..., counted from 1 as an editor counts), as the export's output gives it:
+``(num_layers, tokens, dim)`` for an export with ``--all``, ``(tokens, dim)`` for ``--top``,
+``--average`` or ``--scalar-mix`` (docs/serving.md). A mistake (a directory that holds no
+exported graph, a missing input, bytes that are not UTF-8, blank lines) is one line
+``serve_onnx.py: error: ...`` and status 1; ``out.npz`` is written under a temporary name and
+renamed when complete.
 
 How it works, in three pieces that a service copies:
 
 - `CharacterIds` turns tokens into the rows of ids the graph takes, from the
   ``character_ids.json`` written beside the graph: bilm-tf's UTF-8 byte ids, or an
   ELMoForManyLangs model's own character (and word) dictionaries. It gives the ids that the
-  plugin's ``batch_to_ids`` gives (tests/examples/test_serve_onnx.py checks it).
+  plugin's ``batch_to_ids`` gives (tests/models/test_onnx_export.py checks it).
 - `ElmoOnnx` runs the graph on a batch: any number of sentences of any length; the graph adds
   the sentence boundaries and starts every call from a zero state, so a sentence gets the same
   vectors whatever shares its batch.
@@ -199,25 +204,102 @@ def embed_sorted(
     return results  # type: ignore[return-value]
 
 
+class ServeError(Exception):
+    """A mistake in the arguments or the input, said in one line."""
+
+
+def array_name(line_number: int) -> str:
+    """The name of a sentence's array in the output: its line's number, from 1."""
+    return f"line_{line_number}"
+
+
+def check_model_directory(directory: str) -> None:
+    """Raises `ServeError` unless ``directory`` holds what ``elmo-export --format onnx`` writes."""
+    if not os.path.isdir(directory):
+        raise ServeError(f"{directory}: no such directory (what allennlp elmo-export ... --format onnx wrote)")
+    missing = [name for name in (MODEL_NAME, CHARACTER_IDS_NAME)
+               if not os.path.isfile(os.path.join(directory, name))]
+    if not missing:
+        return
+    if any(name.endswith(".hdf5") for name in os.listdir(directory)):
+        raise ServeError(
+            f"{directory} is a bilm-tf model (options.json and HDF5 weights), not an ONNX export: "
+            f"export it first with allennlp elmo-export {directory} OUT --format onnx, then give OUT"
+        )
+    raise ServeError(f"{directory} holds no {' and no '.join(missing)}: give the directory that "
+                     "allennlp elmo-export ... --format onnx wrote")
+
+
+def read_sentences(path: str) -> List[List[str]]:
+    """The tokens of every line of a UTF-8 file; `ServeError` for a missing file, bytes that are
+    not UTF-8 (naming the line) and blank lines (naming them), as ``allennlp elmo`` says them."""
+    if not os.path.isfile(path):
+        raise ServeError(f"input file not found: {path}")
+    sentences, blank = [], []
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ServeError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte "
+                                 f"{error.start} of the line); the text must be UTF-8") from None
+            if number == 1:
+                text = text.lstrip("\ufeff")
+            tokens = text.split()
+            if not tokens:
+                blank.append(number)
+            sentences.append(tokens)
+    if blank:
+        shown = ", ".join(str(number) for number in blank[:20])
+        if len(blank) > 20:
+            shown += f", ... ({len(blank)} in all)"
+        raise ServeError(f"{path}: {len(blank)} blank or whitespace-only line(s), at line(s) {shown} "
+                         "(1-based). Every line must hold one tokenized sentence; please remove them.")
+    if not sentences:
+        raise ServeError(f"{path}: the file is empty; there are no sentences to read")
+    return sentences
+
+
+def write_arrays(path: str, arrays: Sequence[np.ndarray]) -> None:
+    """The arrays into ``path`` (`array_name` of each line), under a temporary name first."""
+    partial = path + ".partial"
+    try:
+        with open(partial, "wb") as handle:
+            np.savez(handle, **{array_name(index + 1): array for index, array in enumerate(arrays)})
+        os.replace(partial, path)
+    except OSError as error:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise ServeError(f"cannot write {path}: {error.strerror or error}") from None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_directory", help="what allennlp elmo-export --format onnx wrote")
     parser.add_argument("input_file", help="one whitespace-tokenized sentence per line")
-    parser.add_argument("output_file", help="an .npz with one array per line")
+    parser.add_argument("output_file", help="an .npz with one array per line (line_1, line_2, ...)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-positions", type=int, default=DEFAULT_MAX_POSITIONS,
                         help="at most this many rows x positions in a batch (0: no limit)")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
-    with open(args.input_file, encoding="utf-8") as handle:
-        sentences = [line.split() for line in handle]
-    model = ElmoOnnx(args.model_directory, args.threads)
-    max_positions = args.max_positions or None
-    arrays = embed_sorted(model, sentences, args.batch_size, max_positions)
+    try:
+        check_model_directory(args.model_directory)
+        sentences = read_sentences(args.input_file)
+        try:
+            model = ElmoOnnx(args.model_directory, args.threads)
+        except Exception as error:  # ONNX Runtime's own errors, a broken character_ids.json
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ServeError(f"{args.model_directory}: cannot load the exported graph: "
+                             f"{first_line}") from None
+        max_positions = args.max_positions or None
+        arrays = embed_sorted(model, sentences, args.batch_size, max_positions)
+        write_arrays(args.output_file, arrays)
+    except ServeError as error:
+        sys.exit(f"serve_onnx.py: error: {error}")
     lengths = [len(sentence) for sentence in sentences]
     in_order = [list(range(s, min(s + args.batch_size, len(lengths))))
                 for s in range(0, len(lengths), args.batch_size)]
-    np.savez(args.output_file, **{f"sentence_{i}": array for i, array in enumerate(arrays)})
     print(
         f"{len(sentences)} sentences -> {args.output_file}; padding computed: "
         f"{padding_share(lengths, length_sorted_batches(lengths, args.batch_size, max_positions)):.1%} sorted "

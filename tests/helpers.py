@@ -3,6 +3,10 @@ Shared test helpers: fixture paths, random biLMs written in the bilm-tf layout, 
 """
 import json
 import math
+import os
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
@@ -312,3 +316,74 @@ def train_elmo_tagger(
     }
     train_model(Params(config), str(directory / "run"))
     return directory / "run" / "model.tar.gz"
+
+
+# The .pth files that the plugin's wheel and editable install put at the top of site-packages
+# (setup.py).
+PLUGIN_PTH_FILES = [
+    REPO_ROOT / "elmo_plugin" / "common" / "elmo_plugin_startup_hook.pth",
+    REPO_ROOT / "elmo_plugin" / "legacy" / "elmo_plugin_allennlp_commands_elmo.pth",
+]
+
+
+def installed_allennlp(directory: Path) -> List[str]:
+    """
+    The ``allennlp`` command of an environment where this checkout is installed (``make``,
+    ``pip install``), as an argument list to which the command's arguments are added: a site
+    directory in ``directory`` with the plugin's ``.pth`` files (as pip puts them into
+    site-packages, whatever the test environment's own are), and AllenNLP's entry point run the
+    way its console script runs it (the script's folder, not the current one, first on the
+    import path). Run it with ``PYTHONPATH`` at this checkout (`installed_environment`).
+    """
+    site = Path(directory) / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    for pth in PLUGIN_PTH_FILES:
+        (site / pth.name).write_bytes(pth.read_bytes())
+    launcher = Path(directory) / "allennlp"
+    launcher.write_text(
+        "import site, sys\n"
+        f"site.addsitedir({str(site)!r})\n"
+        "from allennlp.__main__ import run\n"
+        "if __name__ == '__main__':  # not in the processes that multiprocessing spawns\n"
+        "    sys.exit(run())\n",
+        encoding="utf-8",
+    )
+    return [sys.executable, str(launcher)]
+
+
+def installed_environment(home: Path, **variables: str) -> Dict[str, str]:
+    """The environment for `installed_allennlp`: this checkout as the plugin, a HOME of its own
+    (no ``~/.allennlp/plugins``), and ``variables``."""
+    Path(home).mkdir(parents=True, exist_ok=True)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ELMO_")}
+    environment.update(PYTHONPATH=str(REPO_ROOT), HOME=str(home), **variables)
+    return environment
+
+
+def installed_python(directory: Path) -> Path:
+    """
+    The Python of an environment where this checkout is installed, for what starts Python
+    processes of its own (``make demo``'s steps run ``python -m allennlp``): a virtual environment
+    in ``directory`` that reads the test environment's packages (a path line), with that
+    environment's quiet start-up files and nltk data (scripts/quiet_environment.py) and this
+    checkout's ``.pth`` files (as pip installs them). Run it with ``PYTHONPATH`` at this
+    checkout (`installed_environment`).
+    """
+    python = Path(directory) / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(directory)],
+                       check=True)
+    tested = Path(sysconfig.get_paths()["purelib"])
+    site = Path(directory) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (site / "tested_set.pth").write_text(f"{tested}\n", encoding="utf-8")
+    ours = {pth.name for pth in PLUGIN_PTH_FILES}
+    for pth in tested.glob("elmo_plugin_*.pth"):  # scripts/quiet_environment.py's
+        if pth.name not in ours:
+            (site / pth.name).write_bytes(pth.read_bytes())
+    for pth in PLUGIN_PTH_FILES:
+        (site / pth.name).write_bytes(pth.read_bytes())
+    # nltk's placeholder data (scripts/quiet_environment.py), which nltk looks for in sys.prefix.
+    nltk_data = Path(sys.prefix) / "nltk_data"
+    if nltk_data.is_dir() and not (Path(directory) / "nltk_data").exists():
+        (Path(directory) / "nltk_data").symlink_to(nltk_data)
+    return python

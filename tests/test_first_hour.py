@@ -8,10 +8,12 @@ A new user's first hour (issue 27), as typed:
   deprecated``, the plugin's "already registered ... overwriting" notices);
 - the "own environment" block (``<!-- own-environment -->``, docs/getting_started.md) installs
   the plugin's wheel into a fresh Python 3.11 virtual environment, and ``allennlp elmo`` runs
-  from another directory through a plugins file, with the vectors of this checkout (slow: CI
-  runs it, ``make test-all``); ``from allennlp.commands.elmo import ElmoEmbedder`` works there
+  from another directory without any plugins file (the wheel's start-up hook), with files named
+  like AllenNLP's subpackages there changing nothing, with the vectors of this checkout (slow:
+  CI runs it, ``make test-all``); ``from allennlp.commands.elmo import ElmoEmbedder`` works there
   through the wheel's ``.pth`` file (issue 38), and after ``pip uninstall elmo_plugin`` fails as
-  it did before the plugin.
+  it did before the plugin, both ``.pth`` files gone;
+- what the docs' examples write at the top of a checkout stays out of ``git status``.
 
 The blocks are read from README.md and docs/, so an edit that breaks them fails here.
 """
@@ -148,9 +150,13 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:]
     env_bin = tmp_path / "home" / "elmo-env" / "bin"
 
-    # From another directory, through the plugins file the block wrote (~/.allennlp/plugins).
+    # From another directory, without a plugins file (~/.allennlp holds none), beside files named
+    # like AllenNLP's and the plugin's subpackages.
+    assert not (tmp_path / "home" / ".allennlp" / "plugins").exists()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    for name in ("data", "models", "training", "legacy", "modules", "commands"):
+        (elsewhere / f"{name}.py").write_text(f"raise SystemExit('{name}.py was imported')\n")
     (elsewhere / "sentences.txt").write_text(
         "The cat sat on the mat .\nI went to the bank to deposit money .\n", encoding="utf-8"
     )
@@ -184,7 +190,8 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
     # new environment: through the wheel's .pth file, which imports nothing at start-up.
     site_packages = Path(where.stdout.strip()).parents[1]
     pth = site_packages / "elmo_plugin_allennlp_commands_elmo.pth"
-    assert pth.is_file()
+    startup_pth = site_packages / "elmo_plugin_startup_hook.pth"
+    assert pth.is_file() and startup_pth.is_file()
     legacy_script = (
         "import sys\n"
         "heavy = {m.split('.')[0] for m in sys.modules} & {'torch', 'allennlp', 'elmo_plugin'}\n"
@@ -209,7 +216,8 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
         cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
     )
     assert uninstall.returncode == 0, uninstall.stderr[-3000:]
-    assert not pth.exists() and not (site_packages / "elmo_plugin").exists()
+    assert not pth.exists() and not startup_pth.exists()
+    assert not (site_packages / "elmo_plugin").exists()
     gone = subprocess.run(
         [str(env_bin / "python"), "-c", "import allennlp.commands.elmo"],
         cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
@@ -223,3 +231,21 @@ def test_the_own_environment_block_installs_the_wheel_into_a_fresh_environment(t
         cwd=elsewhere, env=environment, capture_output=True, text=True, timeout=300,
     )
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+def test_what_the_docs_examples_write_stays_out_of_git_status(tmp_path):
+    # The folders and files the pages' commands write at the top of a checkout.
+    written = ["runs/small/model.tar.gz", "corpus/train/part-000.txt", "onnx_out/elmo.onnx",
+               "vocab.txt", "demo_output/run/bilm/weights.hdf5", "build/quickstart/embeddings.hdf5"]
+    work = tmp_path / "checkout"
+    work.mkdir()
+    shutil.copy(REPO_ROOT / ".gitignore", work / ".gitignore")
+    subprocess.run(["git", "init", "--quiet"], cwd=work, check=True)
+    for name in written:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("", encoding="utf-8")
+    assert git_status(work) == "?? .gitignore\n"
+    # Only at the top: the package's own files of those names are not ignored.
+    (work / "elmo_plugin").mkdir()
+    (work / "elmo_plugin" / "vocab.txt").write_text("", encoding="utf-8")
+    assert "?? elmo_plugin/vocab.txt\n" in git_status(work)

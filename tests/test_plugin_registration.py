@@ -9,9 +9,9 @@ an in-process check would pass on whatever an earlier test imported):
 - importing the package changes nothing else in the process: no environment variables, no
   warning filters.
 
-Subcommands are found only through a plugins file: AllenNLP builds its subcommand parser before
-it reads ``--include-package`` (allennlp/commands/__init__.py), so ``allennlp elmo`` from a
-directory without ``.allennlp_plugins`` needs ``~/.allennlp/plugins`` (docs/getting_started.md).
+AllenNLP builds its subcommand parser before it reads ``--include-package``
+(allennlp/commands/__init__.py): ``allennlp elmo`` from a directory without a plugins file works
+through the start-up hook that installing the plugin adds (tests/common/test_startup_hook.py).
 """
 import json
 import os

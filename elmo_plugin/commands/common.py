@@ -5,7 +5,7 @@ problem: one line ``allennlp NAME: error: ...`` on stderr and an exit status, ne
 import argparse
 import difflib
 import sys
-from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import SigTermReceived
@@ -99,7 +99,7 @@ def exit_with_error(command: str, message: str, status: int = EXIT_ERROR, usage:
 def run_reporting_errors(
     command: str,
     work: Callable[[], T],
-    interrupted: str,
+    interrupted: Union[str, Callable[[], str]],
     errors: Tuple[Type[BaseException], ...] = (ConfigurationError,),
     usage_errors: Tuple[Type[BaseException], ...] = (),
     usage: str = "",
@@ -109,8 +109,10 @@ def run_reporting_errors(
     and status 1; ``usage_errors`` (arguments that do not go together, found only by the work)
     with the ``usage`` line, that line and status 2, as argparse's own; Ctrl-C and SIGTERM (which
     the ``allennlp`` command turns into
-    `SigTermReceived`) with the line ``interrupted`` and status 130 or 143. The work is expected
-    to leave no partial output behind in these cases (the plugin writes every output atomically).
+    `SigTermReceived`) with the line ``interrupted`` (or what the function ``interrupted``
+    returns then, for a message that depends on what the work left) and status 130 or 143. The
+    work is expected to leave no partial output behind in these cases (the plugin writes every
+    output atomically).
     """
     try:
         with watch_sigterm():
@@ -120,6 +122,10 @@ def run_reporting_errors(
     except errors as error:
         exit_with_error(command, str(error))
     except KeyboardInterrupt:
-        exit_with_error(command, interrupted, EXIT_INTERRUPTED)
+        exit_with_error(command, _message(interrupted), EXIT_INTERRUPTED)
     except SigTermReceived:
-        exit_with_error(command, interrupted, EXIT_TERMINATED)
+        exit_with_error(command, _message(interrupted), EXIT_TERMINATED)
+
+
+def _message(message: Union[str, Callable[[], str]]) -> str:
+    return message if isinstance(message, str) else message()

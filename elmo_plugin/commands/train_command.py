@@ -1,36 +1,49 @@
 """
 ``allennlp train`` with the plugin imported: mistakes in the input are one line, found before
-anything is created on disk, and the run ends with a report.
+anything is created on disk, an interruption is one line too, and the run ends with a report.
 
-AllenNLP parses ``allennlp train``'s arguments before it imports plugins, then calls
-``train_model_from_args``, which calls ``allennlp.commands.train.train_model_from_file`` (looked
-up when it is called). `install` puts `train_model_from_file` there, with the same parameters
-and result, which
+AllenNLP's ``train`` command calls ``allennlp.commands.train.train_model_from_args(args)``,
+which calls ``train_model_from_file``. `install` (run when the plugin is imported) puts the
+plugin's two in their place:
 
-1. reads the config, turning a jsonnet error (an ``assert`` of the configs, an ELMo width that
-   disagrees with the model, a syntax error) into a `ConfigurationError` naming the config;
-2. checks what the plugin's configs name before AllenNLP creates the serialization directory
-   (`check_before_training`): the data files of the plugin's readers, a ``from_bilm_tf_file``
-   vocabulary, the ELMo biLMs (with the ``make`` target for the repository's own), the GPU;
-3. trains with AllenNLP's ``train_model``; when a `ConfigurationError` (a mistake in the input
-   found only as training starts: an empty corpus, ...) ends a run that saved no checkpoint, it
-   removes the serialization directory that the run created (never with ``--recover``), so that
-   the next try needs no ``-f``;
-4. reports the end of the run on the console (`elmo_plugin.training.console`): what was
-   trained, the held-out metrics, the wall time, where the model is.
+- `train_model_from_file`, the Python function (same parameters and result):
 
-Called by ``allennlp train`` (found by the caller's code object), a `ConfigurationError` is then
-``allennlp train: error: MESSAGE`` on stderr and exit status 1, without a traceback; called from
-Python it is raised as before. Errors that are not `ConfigurationError` (bugs) keep AllenNLP's
-traceback.
+  1. reads the config, turning a jsonnet error (an ``assert`` of the configs, an ELMo width that
+     disagrees with the model, a syntax error) into a `ConfigurationError` naming the config;
+  2. checks what the plugin's configs name before AllenNLP creates the serialization directory
+     (`check_before_training`): the data files of the plugin's readers, a ``from_bilm_tf_file``
+     vocabulary, the ELMo biLMs (with the ``make`` target for the repository's own), the GPU;
+     and, with ``--recover`` too, a ``distributed`` block on which the nodes would wait for each
+     other forever (`elmo_plugin.commands.train_distributed`);
+  3. trains with AllenNLP's ``train_model``; when a `ConfigurationError` (a mistake in the
+     input found only as training starts: an empty corpus, ...) or an interruption ends a run
+     that saved no checkpoint, it removes the serialization directory that the run created
+     (never with ``--recover``), so that the same command then runs again;
+  4. reports the end of the run on the console (`elmo_plugin.training.console`): what was
+     trained, the held-out metrics, the wall time, where the model is.
+
+  Errors are raised, as AllenNLP's function raises them.
+
+- `train_model_from_args`, the command: the same on the parsed arguments, on the cores that
+  other work leaves idle, with a `ConfigurationError` as ``allennlp train: error: MESSAGE`` on
+  stderr and exit status 1, without a traceback, and Ctrl-C or SIGTERM as one line and status
+  130 or 143: what the run left, and the command with ``--recover`` that goes on from its last
+  checkpoint. Errors that are not `ConfigurationError` (bugs) keep their traceback.
+
+AllenNLP builds the command's parser, with the function it will call, before it imports
+plugins; the plugin's start-up hook (`elmo_plugin.common.startup_hook`, installed with the
+plugin) makes that function looked up when the command runs, so that the plugin's is the one.
+Where the plugin was not installed (a checkout on ``PYTHONPATH``), AllenNLP's own command runs
+the plugin's `train_model_from_file`, whose errors then end in AllenNLP's traceback.
 """
+import argparse
 import copy
-import functools
 import glob
 import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -38,7 +51,12 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import SigTermReceived
+from torch.multiprocessing import ProcessExitedException
 
+from elmo_plugin.commands.common import run_reporting_errors
+from elmo_plugin.commands.train_distributed import bound_the_rendezvous, check_distributed
+from elmo_plugin.common.threads import use_idle_cores
 from elmo_plugin.training.console import (
     REPORT_LOGGER,
     metrics_line,
@@ -254,81 +272,134 @@ def _log_to_files(message: str) -> None:
             handler.handle(record)
 
 
-def _from_command(frame: Any) -> bool:
+def train_model_from_file(
+    parameter_filename: Any,
+    serialization_dir: Any,
+    overrides: Any = "",
+    recover: bool = False,
+    force: bool = False,
+    node_rank: int = 0,
+    include_package: Optional[List[str]] = None,
+    dry_run: bool = False,
+    file_friendly_logging: bool = False,
+    return_model: Optional[bool] = None,
+) -> Any:
+    """
+    AllenNLP's ``train_model_from_file`` (same parameters and result) with the plugin's checks
+    before the run directory is made and its report at the end (module documentation). A
+    mistake in the input raises a `ConfigurationError`; an interruption (Ctrl-C, SIGTERM under
+    the ``allennlp`` command) is raised as it came. Either way a run directory that this call
+    made and that holds no checkpoint is removed (never with ``recover``).
+    """
     from allennlp.commands import train
 
-    return frame is not None and frame.f_code is train.train_model_from_args.__code__
+    started = time.monotonic()
+    serialization_dir = os.fspath(serialization_dir)
+    params = read_config(parameter_filename, overrides)
+    # A copy: training pops the values out of the params.
+    params_dict = copy.deepcopy(params.as_dict(quiet=True))
+    check_distributed(params_dict)
+    if not recover:
+        check_before_training(params)
+    existed = os.path.exists(serialization_dir)
+    try:
+        result = train.train_model(
+            params=params,
+            serialization_dir=serialization_dir,
+            recover=recover,
+            force=force,
+            node_rank=node_rank,
+            include_package=include_package,
+            dry_run=dry_run,
+            file_friendly_logging=file_friendly_logging,
+            return_model=return_model,
+        )
+    except (ConfigurationError, KeyboardInterrupt, SigTermReceived):
+        if (
+            not recover
+            and (force or not existed)
+            and os.path.isdir(serialization_dir)
+            and _nothing_trained(serialization_dir)
+        ):
+            _remove_run_directory(serialization_dir)
+        raise
+    if not dry_run:
+        report_end(params_dict, os.fspath(parameter_filename), serialization_dir,
+                   time.monotonic() - started)
+    return result
 
 
-def _wrap(original: Any) -> Any:
-    @functools.wraps(original)
-    def train_model_from_file(
-        parameter_filename: Any,
-        serialization_dir: Any,
-        overrides: Any = "",
-        recover: bool = False,
-        force: bool = False,
-        node_rank: int = 0,
-        include_package: Optional[List[str]] = None,
-        dry_run: bool = False,
-        file_friendly_logging: bool = False,
-        return_model: Optional[bool] = None,
-    ) -> Any:
-        from allennlp.commands import train
+def resume_command(args: argparse.Namespace) -> str:
+    """The ``allennlp train`` command line of ``args`` with ``--recover`` (and without ``-f``)."""
+    parts = ["allennlp", "train", os.fspath(args.param_path), "-s", os.fspath(args.serialization_dir)]
+    if args.overrides:
+        parts += ["-o", args.overrides]
+    if args.node_rank:
+        parts += ["--node-rank", str(args.node_rank)]
+    for package in getattr(args, "include_package", None) or []:
+        parts += ["--include-package", package]
+    if args.file_friendly_logging:
+        parts.append("--file-friendly-logging")
+    return shlex.join(parts + ["--recover"])
 
-        from_command = _from_command(sys._getframe(1))
-        if from_command:
-            quiet_console_handlers()  # the command's handler, until training sets up its own
-        started = time.monotonic()
-        serialization_dir = os.fspath(serialization_dir)
+
+def interrupted_message(args: argparse.Namespace) -> str:
+    """What an interrupted run left: nothing (its directory removed) or checkpoints to resume."""
+    directory = os.fspath(args.serialization_dir)
+    if not os.path.isdir(directory):
+        return f"interrupted before the first checkpoint; {directory} was removed"
+    if _nothing_trained(directory):
+        return f"interrupted before the first checkpoint; {directory} holds no checkpoint"
+    return f"interrupted; to go on from the last checkpoint in {directory}: {resume_command(args)}"
+
+
+def train_model_from_args(args: argparse.Namespace) -> None:
+    """
+    The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, on the
+    cores that other work leaves idle (`elmo_plugin.common.threads`), with its errors as one
+    line ``allennlp train: error: ...`` and status 1, and an interruption as one line (what the
+    run left, and the command that resumes it) and status 130 (Ctrl-C) or 143 (SIGTERM).
+    """
+    quiet_console_handlers()  # the command's handler, until training sets up its own
+    use_idle_cores()
+
+    def train() -> None:
         try:
-            params = read_config(parameter_filename, overrides)
-            # A copy: training pops the values out of the params.
-            params_dict = copy.deepcopy(params.as_dict(quiet=True))
-            if not recover:
-                check_before_training(params)
-            existed = os.path.exists(serialization_dir)
-            try:
-                result = train.train_model(
-                    params=params,
-                    serialization_dir=serialization_dir,
-                    recover=recover,
-                    force=force,
-                    node_rank=node_rank,
-                    include_package=include_package,
-                    dry_run=dry_run,
-                    file_friendly_logging=file_friendly_logging,
-                    return_model=return_model,
-                )
-            except ConfigurationError:
-                if (
-                    not recover
-                    and (force or not existed)
-                    and os.path.isdir(serialization_dir)
-                    and _nothing_trained(serialization_dir)
-                ):
-                    _remove_run_directory(serialization_dir)
-                raise
+            train_model_from_file(
+                parameter_filename=args.param_path,
+                serialization_dir=args.serialization_dir,
+                overrides=args.overrides,
+                recover=args.recover,
+                force=args.force,
+                node_rank=args.node_rank,
+                include_package=args.include_package,
+                dry_run=args.dry_run,
+                file_friendly_logging=args.file_friendly_logging,
+            )
         except ConfigurationError as error:
-            if not from_command:
-                raise
             _log_to_files(f"allennlp train: error: {error}")
-            sys.stderr.flush()
-            sys.stdout.flush()
-            sys.stderr.write(f"allennlp train: error: {error}\n")
-            sys.exit(EXIT_ERROR)
-        if not dry_run:
-            report_end(params_dict, os.fspath(parameter_filename), serialization_dir,
-                       time.monotonic() - started)
-        return result
+            raise
+        except ProcessExitedException as error:
+            # A training process of this node ended (the rendezvous given up, killed...); what
+            # it said is above.
+            raise ConfigurationError(
+                f"training process {error.error_index} of this node exited with status "
+                f"{error.exit_code}"
+            ) from None
+        sys.stderr.flush()
+        sys.stdout.flush()
 
-    train_model_from_file._elmo_plugin = True  # type: ignore[attr-defined]
-    return train_model_from_file
+    run_reporting_errors("train", train, interrupted=lambda: interrupted_message(args))
 
 
 def install() -> None:
-    """Puts `train_model_from_file` in ``allennlp.commands.train`` (once)."""
+    """
+    Puts `train_model_from_file` and the command `train_model_from_args` in
+    ``allennlp.commands.train`` (once), and bounds its distributed processes' wait for each
+    other (`elmo_plugin.commands.train_distributed`).
+    """
     from allennlp.commands import train
 
-    if not getattr(train.train_model_from_file, "_elmo_plugin", False):
-        train.train_model_from_file = _wrap(train.train_model_from_file)
+    train.train_model_from_file = train_model_from_file
+    train.train_model_from_args = train_model_from_args
+    bound_the_rendezvous()

@@ -27,6 +27,9 @@ from elmo_plugin.common.text_files import (
     format_line_numbers,
 )
 
+# The first bytes of every HDF5 file (what ``allennlp elmo`` writes).
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
 
 def sentence_text(tokens: List[str]) -> str:
     """
@@ -58,7 +61,8 @@ def check_sentence_file(
     # Raises
 
     `ConfigurationError`
-        If the file does not exist, is not UTF-8 (naming the first bad line and its byte offset),
+        If the file does not exist, is an HDF5 file (the output given as the input), is not
+        UTF-8 (naming the first bad line and its byte offset),
         has blank or whitespace-only lines (naming all of them, 1-based), has no lines at all, or,
         with ``use_sentence_keys``, repeats a sentence (naming the lines of the repeats and of
         their first occurrence) or has a sentence that cannot be an HDF5 name.
@@ -70,6 +74,12 @@ def check_sentence_file(
     """
     path = os.fspath(path)
     check_is_file(path)
+    with open(path, "rb") as handle:
+        if handle.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+            raise ConfigurationError(
+                f"{path} is an HDF5 file, not a text file of sentences: did you swap the input "
+                "and the output? (the sentences come first, the HDF5 file to write second)"
+            )
     num_sentences = 0
     blank_lines: List[int] = []
     first_line_of: Dict[str, int] = {}

@@ -145,12 +145,21 @@ def install() -> None:
 
 
 def jsonnet_error_line(error: BaseException) -> str:
-    """The first line of a jsonnet error, without its ``RUNTIME ERROR:`` prefix."""
-    line = str(error).strip().split("\n", 1)[0]
+    """
+    A jsonnet error as one line: its whole message (a message of several lines, such as an
+    ``error`` that shows an object, joined with single spaces), without the ``RUNTIME ERROR:`` /
+    ``STATIC ERROR:`` prefix and without the stack trace (the lines that start with a tab).
+    """
+    lines = []
+    for line in str(error).split("\n"):
+        if line.startswith("\t"):
+            break
+        lines.append(line.strip())
+    message = " ".join(line for line in lines if line)
     for prefix in ("RUNTIME ERROR: ", "STATIC ERROR: "):
-        if line.startswith(prefix):
-            return line[len(prefix):]
-    return line
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
 
 
 __all__ = ["elmo_output_dim", "install", "jsonnet_error_line", "native_callbacks"]

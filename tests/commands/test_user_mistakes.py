@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
+import h5py
+import numpy as np
 import pytest
 from allennlp.commands import main as allennlp_main
 from allennlp.commands.train import train_model_from_file
@@ -50,7 +52,7 @@ def run_allennlp(arguments: List[str], capsys, monkeypatch) -> Tuple[int, str, s
 @pytest.mark.parametrize(
     "command, arguments, typo, meant",
     [
-        ("elmo", ["in.txt", "out.hdf5", "--all"], ["--modle", "demo_output/bilm"], "--model"),
+        ("elmo", ["in.txt", "out.hdf5", "--all"], ["--modle", "demo_output/run/bilm"], "--model"),
         ("elmo", ["in.txt", "out.hdf5", "--all"], ["--batch-szie", "8"], "--batch-size"),
         ("elmo-vocab", ["c.txt", "v.txt"], ["--min-conut", "2"], "--min-count"),
         ("elmo-export", ["run", "out"], ["--include-softmx"], "--include-softmax"),
@@ -108,6 +110,26 @@ def test_swapped_options_and_weight_files_are_named(tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
+def test_an_hdf5_file_given_as_the_input_asks_whether_they_were_swapped(tmp_path, capsys, monkeypatch):
+    # allennlp elmo out.hdf5 in.txt: the sentences would be overwritten.
+    sentences = write_lines(tmp_path / "in.txt", ["a b c"])
+    embeddings = tmp_path / "out.hdf5"
+    with h5py.File(embeddings, "w") as written:
+        written["0"] = np.zeros((3, 3, 32), dtype=np.float32)
+    status, _, err = run_allennlp(
+        ["elmo", embeddings, sentences, "--all",
+         "--options-file", FIXTURE_OPTIONS, "--weight-file", FIXTURE_WEIGHTS],
+        capsys, monkeypatch,
+    )
+    assert status == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"allennlp elmo: error: {embeddings} is an HDF5 file, not a text file of sentences: did "
+        "you swap the input and the output? (the sentences come first, the HDF5 file to write "
+        "second)"
+    )
+    assert sentences.read_text(encoding="utf-8") == "a b c\n"
+
+
 def test_swapped_files_from_python_name_pythons_arguments():
     from elmo_plugin.elmo_embedder import ElmoEmbedder
 
@@ -155,16 +177,58 @@ def test_an_elmo_config_without_its_bilm(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
+def wikiann_data(root: Path) -> Path:
+    """The task data ner_wikiann.libsonnet names, under ``root`` (one sentence each), so that the
+    checks after the data's reach the mistake under test without ../shared."""
+    (root / "en" / "ner" / "wikiann").mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        write_lines(root / "en" / "ner" / "wikiann" / f"{split}.txt", ["Paris B-LOC", ""])
+    return root
+
+
 def test_a_missing_elmo_weight_file_with_an_explicit_width(tmp_path, capsys, monkeypatch):
     config = tmp_path / "config.jsonnet"
     config.write_text(
-        f'(import "{TASKS}/ner_wikiann.libsonnet")(use_elmo=true, elmo={{'
+        f'(import "{TASKS}/ner_wikiann.libsonnet")(use_elmo=true, '
+        f'data_root="{wikiann_data(tmp_path / "data")}", elmo={{'
         f'options_file: "{FIXTURE_OPTIONS}", weight_file: "{tmp_path}/nope.hdf5"}})\n',
         encoding="utf-8",
     )
     status, _, err = run_allennlp(["train", config, "-s", tmp_path / "run"], capsys, monkeypatch)
     assert_one_line(status, err, f"ELMo weight_file {tmp_path}/nope.hdf5 does not exist")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_typo_in_the_elmo_object_names_the_key_and_the_keys_it_takes(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "config.jsonnet"
+    config.write_text(
+        f'(import "{TASKS}/ner_wikiann.libsonnet")(use_elmo=true, '
+        f'data_root="{wikiann_data(tmp_path / "data")}", elmo={{ modle: "small" }})\n',
+        encoding="utf-8",
+    )
+    status, _, err = run_allennlp(["train", config, "-s", tmp_path / "run"], capsys, monkeypatch)
+    assert_one_line(
+        status, err,
+        f"{config}: elmo has the unknown key(s) `modle`; it takes `model`, `options_file`, "
+        "`weight_file`, `output_dim`, `max_characters_per_token`, `do_layer_norm`",
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_jsonnet_error_of_several_lines_is_kept_whole(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "config.jsonnet"
+    config.write_text(
+        'local elmo = { model: "a", extra: [1, 2] };\n'
+        '{ model: error "elmo is wrong: got " + std.manifestJson(elmo) + "\\nsee docs/tasks.md" }\n',
+        encoding="utf-8",
+    )
+    status, _, err = run_allennlp(["train", config, "-s", tmp_path / "run"], capsys, monkeypatch)
+    # The message of three lines (the object shown over several), joined; the stack trace left out.
+    assert_one_line(
+        status, err,
+        f'{config}: elmo is wrong: got {{ "extra": [ 1, 2 ], "model": "a" }} see docs/tasks.md',
+    )
+    assert err.strip().endswith("see docs/tasks.md")
 
 
 def test_missing_task_data(tmp_path, capsys, monkeypatch):

@@ -160,7 +160,7 @@ class Sandboxes:
     def extras(self) -> Dict[str, tuple]:
         """path -> (fragments of a block that uses it, fragments of one that makes it, maker)."""
         return {
-            "demo_output/bilm": (["demo_output/bilm"], ["make demo"], self._demo_bilm),
+            "demo_output/run/bilm": (["demo_output/run/bilm"], ["make demo"], self._demo_bilm),
             "build/ko/bilm": (["klue_ner_elmo", "nsmc_sentiment_elmo"], ["make pretrain-ko"], korean_bilm),
             "tagger/model.tar.gz": (["tagger/model.tar.gz"], [], self._copy_tagger),
         }

@@ -3,7 +3,7 @@ Every fenced code block of README.md and of the documentation pages, run or chec
 code as it is, so that the documentation cannot drift from it:
 
 - ``python`` blocks run, in page order, in a sandbox folder that holds what the pages assume:
-  the demo's biLM (``demo_output/bilm``, here the golden fixture's tiny model), a training run's
+  the demo's biLM (``demo_output/run/bilm``, here the golden fixture's tiny model), a training run's
   archive (``runs/en/bilm/model.tar.gz``, the 0.1 fixture's), ``sentences.txt``
   and ``embeddings.hdf5``, an ELMoForManyLangs model (``ko.model``), the repository's ``tests``
   and ``training_configs``, and the published models served by a local HTTP server (the
@@ -94,7 +94,7 @@ def sandbox(tmp_path_factory):
     root = tmp_path_factory.mktemp("documentation")
     for name in ("tests", "training_configs"):
         (root / name).symlink_to(REPO_ROOT / name)
-    bilm = root / "demo_output" / "bilm"
+    bilm = root / "demo_output" / "run" / "bilm"
     bilm.mkdir(parents=True)
     shutil.copy(FIXTURES / "options.json", bilm / "options.json")
     shutil.copy(FIXTURES / "lm_weights.hdf5", bilm / "weights.hdf5")

@@ -19,7 +19,9 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
+from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.data.sentence_file import check_sentence_file
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.export import onnx_export
 from elmo_plugin.export.onnx_export import (
@@ -336,27 +338,67 @@ def test_a_position_budget_gives_long_sentences_smaller_batches():
         lengths, serve.length_sorted_batches(lengths, 4))
 
 
+def run_example(*arguments) -> subprocess.CompletedProcess:
+    """examples/serve_onnx.py with torch and the plugin made unimportable: it needs neither."""
+    code = ("import sys, runpy; sys.modules['torch'] = None; sys.modules['elmo_plugin'] = None; "
+            f"sys.argv = ['serve_onnx.py'] + {[str(a) for a in arguments]!r}; "
+            f"runpy.run_path({str(SERVE)!r}, run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
 def test_the_example_runs_without_pytorch(golden_export, tmp_path):
     sentences = tmp_path / "sentences.txt"
-    sentences.write_text("the dog runs .\n\nmany tired birds never visit the teachers .\n",
+    sentences.write_text("the dog runs .\nbirds\nmany tired birds never visit the teachers .\n",
                          encoding="utf-8")
     output = tmp_path / "out.npz"
-    # torch and the plugin made unimportable: the example needs neither.
-    code = ("import sys, runpy; sys.modules['torch'] = None; sys.modules['elmo_plugin'] = None; "
-            f"sys.argv = ['serve_onnx.py', {str(golden_export)!r}, {str(sentences)!r}, "
-            f"{str(output)!r}, '--threads', '1']; "
-            f"runpy.run_path({str(SERVE)!r}, run_name='__main__')")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_example(golden_export, sentences, output, "--threads", "1")
     assert result.returncode == 0, result.stderr
     assert "3 sentences" in result.stderr and "padding computed" in result.stderr
     with np.load(output) as arrays:
-        ours = [arrays[f"sentence_{i}"] for i in range(3)]
+        # One array a line, named by the line's number (docs/serving.md).
+        assert sorted(arrays.files) == ["line_1", "line_2", "line_3"]
+        ours = [arrays[f"line_{number}"] for number in (1, 2, 3)]
     expected = ElmoEmbedder(model=str(FIXTURES)).embed_batch(
-        [["the", "dog", "runs", "."], [], "many tired birds never visit the teachers .".split()])
+        [["the", "dog", "runs", "."], ["birds"], "many tired birds never visit the teachers .".split()])
     for a, b in zip(ours, expected):
         assert a.shape == b.shape
-        if a.size:
-            assert float(np.abs(a - b).max()) < ATOL
+        assert float(np.abs(a - b).max()) < ATOL
+    assert sorted(os.listdir(tmp_path)) == ["out.npz", "sentences.txt"]
+
+
+def test_the_examples_mistakes_are_one_line_each(golden_export, tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_text("a b\n", encoding="utf-8")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("a b\n\n   \nc\n", encoding="utf-8")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("ok\ncaf\u00e9 .\n".encode("latin-1"))
+    output = tmp_path / "out.npz"
+    cases = [
+        # The bilm-tf folder instead of the export.
+        ((FIXTURES, good, output),
+         f"{FIXTURES} is a bilm-tf model (options.json and HDF5 weights), not an ONNX export: "
+         f"export it first with allennlp elmo-export {FIXTURES} OUT --format onnx, then give OUT"),
+        ((tmp_path / "nowhere", good, output),
+         f"{tmp_path / 'nowhere'}: no such directory (what allennlp elmo-export ... --format onnx wrote)"),
+        ((golden_export, tmp_path / "missing.txt", output), f"input file not found: {tmp_path / 'missing.txt'}"),
+        ((golden_export, latin1, output),
+         f"{latin1}:2: not valid UTF-8 (invalid continuation byte at byte 3 of the line); the text must be UTF-8"),
+        # As allennlp elmo refuses them (elmo_plugin.data.sentence_file).
+        ((golden_export, blank, output),
+         f"{blank}: 2 blank or whitespace-only line(s), at line(s) 2, 3 (1-based). Every line must "
+         "hold one tokenized sentence; please remove them."),
+    ]
+    for arguments, message in cases:
+        result = run_example(*arguments)
+        assert (result.returncode, result.stdout) == (1, ""), result.stderr
+        assert result.stderr == f"serve_onnx.py: error: {message}\n"
+        assert not output.exists()
+
+    # The plugin's own check says the same of the blank lines.
+    with pytest.raises(ConfigurationError) as raised:
+        check_sentence_file(blank)
+    assert str(raised.value) == cases[-1][1]
 
 
 @pytest.mark.slow  # trains a tagger for an epoch, then exports

@@ -72,20 +72,31 @@ local paths = import "../paths.libsonnet";
     },
 
   // How ELMo is loaded and mixed, for `elmo_token_embedder` and `elmo_input_output` alike.
-  // The biLM's fields that have defaults (the published English models' values).
-  max_characters_per_token(elmo):: std.get(elmo, "max_characters_per_token", 50),
+  // The keys an `elmo` object takes; any other (a typo: `modle`) is refused, naming both.
+  elmo_keys:: ["model", "options_file", "weight_file", "output_dim", "max_characters_per_token",
+               "do_layer_norm"],
+  checked_elmo(elmo)::
+    local unknown = [key for key in std.objectFields(elmo) if std.length(std.find(key, $.elmo_keys)) == 0];
+    local quoted(keys) = std.join(", ", ["`" + key + "`" for key in keys]);
+    if unknown == [] then elmo
+    else error "elmo has the unknown key(s) " + quoted(unknown) + "; it takes " + quoted($.elmo_keys),
 
-  elmo_parameters(elmo):: {
-    do_layer_norm: std.get(elmo, "do_layer_norm", false),
-    dropout: 0.5,
-  } + (
-    if std.objectHas(elmo, "model") then { model: elmo.model }
-    else if std.objectHas(elmo, "options_file") && std.objectHas(elmo, "weight_file") then
-      { options_file: elmo.options_file, weight_file: elmo.weight_file }
-    else error "elmo needs `model` (a directory with options.json and weights.hdf5, a training "
-               + "run, or a published model's name) or `options_file` and `weight_file`; got "
-               + std.manifestJson(elmo)
-  ),
+  // The biLM's fields that have defaults (the published English models' values).
+  max_characters_per_token(elmo):: std.get($.checked_elmo(elmo), "max_characters_per_token", 50),
+
+  elmo_parameters(given_elmo)::
+    local elmo = $.checked_elmo(given_elmo);
+    {
+      do_layer_norm: std.get(elmo, "do_layer_norm", false),
+      dropout: 0.5,
+    } + (
+      if std.objectHas(elmo, "model") then { model: elmo.model }
+      else if std.objectHas(elmo, "options_file") && std.objectHas(elmo, "weight_file") then
+        { options_file: elmo.options_file, weight_file: elmo.weight_file }
+      else error "elmo needs `model` (a directory with options.json and weights.hdf5, a training "
+                 + "run, or a published model's name) or `options_file` and `weight_file`; got "
+                 + std.manifestJson(elmo)
+    ),
 
   // ELMo at the input and the output of the task's encoder (the paper's section 3.3;
   // docs/tasks.md, "ELMo at the encoder's output"): the baseline's embeddings plus two mixes of one biLM run,
@@ -106,7 +117,8 @@ local paths = import "../paths.libsonnet";
   // The biLM's output width, read from the model by the plugin (elmo_plugin/training/
   // config_functions.py) when the config is read; a given `output_dim` must agree with it.
   // Without the plugin (std.native gives null) only a given `output_dim` works.
-  output_dim(elmo)::
+  output_dim(given_elmo)::
+    local elmo = $.checked_elmo(given_elmo);
     local read_width = std.native("elmo_output_dim");
     if read_width != null then
       read_width(std.manifestJsonEx({
