@@ -40,6 +40,23 @@ def sentence_text(tokens: List[str]) -> str:
     return " ".join(tokens)
 
 
+def check_is_text_input(path: PathLike) -> None:
+    """
+    The cheap half of `check_sentence_file`, which reads only the first bytes: ``path`` exists
+    and is not an HDF5 file, the output given as the input. A command runs it before anything
+    that would blame the other file (such as refusing an existing output), so that swapped
+    arguments are named as such.
+    """
+    path = os.fspath(path)
+    check_is_file(path)
+    with open(path, "rb") as handle:
+        if handle.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+            raise ConfigurationError(
+                f"{path} is an HDF5 file, not a text file of sentences: did you swap the input "
+                "and the output? (the sentences come first, the HDF5 file to write second)"
+            )
+
+
 def check_sentence_file(
     path: PathLike, use_sentence_keys: bool = False, max_listed: int = DEFAULT_MAX_LISTED
 ) -> int:
@@ -73,13 +90,7 @@ def check_sentence_file(
     instead of failing or silently nesting in the middle of a run.
     """
     path = os.fspath(path)
-    check_is_file(path)
-    with open(path, "rb") as handle:
-        if handle.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-            raise ConfigurationError(
-                f"{path} is an HDF5 file, not a text file of sentences: did you swap the input "
-                "and the output? (the sentences come first, the HDF5 file to write second)"
-            )
+    check_is_text_input(path)
     num_sentences = 0
     blank_lines: List[int] = []
     first_line_of: Dict[str, int] = {}

@@ -14,7 +14,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.atomic_output import input_at
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.data.sentence_file import check_sentence_file
+from elmo_plugin.data.sentence_file import check_is_text_input, check_sentence_file
 from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES, Line, line_batches
 from elmo_plugin.embedding_output.layout import (
     FLAT,
@@ -185,6 +185,7 @@ class EmbeddingJob:
             raise ConfigurationError(
                 f"the output file would replace the input file: {self.output_path}"
             )
+        check_is_text_input(self.input_path)
         if not self.overwrite and os.path.lexists(self.output_path):
             raise ExistingOutputError(
                 f"{self.output_path} exists; --overwrite replaces it (once the new file is "
