@@ -24,13 +24,7 @@ classes (`KlueNerReader`, ...) are imported from `elmo_plugin.tasks` on first us
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
 import elmo_plugin.patches.quiet_import  # noqa: F401, I001
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.commands import (
-    ElmoCommand,
-    ElmoExportCommand,
-    ElmoScoreCommand,
-    ElmoTokenizeCommand,
-    ElmoVocabCommand,
-)
+from elmo_plugin.commands import ElmoCommand, ElmoExportCommand, ElmoScoreCommand, ElmoTokenizeCommand, ElmoVocabCommand
 from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids
 from elmo_plugin.data.dataset_readers import BilmCorpusReader
 from elmo_plugin.data.stream_batches import BilmStreamDataLoader
@@ -66,14 +60,8 @@ patches.install()
 
 # The task classes, from `elmo_plugin.tasks` on first use (it needs allennlp-models).
 TASK_NAMES = (
-    "CharacterSpanCrfTagger",
-    "ConlluSentenceGenreReader",
-    "ConlluTaggingReader",
-    "KlueNerF1",
-    "KlueNerReader",
-    "SentimentTsvReader",
-    "TokenTagConllReader",
-    "UniversalPropBankSrlReader",
+    "CharacterSpanCrfTagger", "ConlluSentenceGenreReader", "ConlluTaggingReader", "KlueNerF1", "KlueNerReader",
+    "SentimentTsvReader", "TokenTagConllReader", "UniversalPropBankSrlReader",
 )
 
 
@@ -86,35 +74,10 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BilmOptions",
-    "ElmoCommand",
-    "ElmoExportCommand",
-    "ElmoScoreCommand",
-    "ElmoTokenizeCommand",
-    "ElmoVocabCommand",
-    "ElmoCharacterIds",
-    "batch_to_ids",
-    "BilmCorpusReader",
-    "BilmStreamDataLoader",
-    "ElmoCharactersIndexer",
-    "KiwiTokenizer",
-    "MecabKoTokenizer",
-    "BilmTfVocabulary",
-    "build_lm_vocabulary",
-    "ElmoEmbedder",
-    "EmbeddingsFile",
-    "MissingShardError",
-    "read_embeddings",
-    "ElmoLanguageModel",
-    "LanguageModelScorer",
-    "ElmoBiLm",
-    "ElmoAtOutputSeq2Seq",
-    "ElmoAtOutputSeq2Vec",
-    "ElmoInputOutputEmbedder",
-    "Elmo",
-    "ScalarMix",
-    "SingleLayerMix",
-    "ElmoTokenEmbedder",
-    "KeepFreedMemoryCallback",
-    "ReduceOnPlateauLearningRateScheduler",
+    "BilmOptions", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTokenizeCommand", "ElmoVocabCommand",
+    "ElmoCharacterIds", "batch_to_ids", "BilmCorpusReader", "BilmStreamDataLoader", "ElmoCharactersIndexer",
+    "KiwiTokenizer", "MecabKoTokenizer", "BilmTfVocabulary", "build_lm_vocabulary", "ElmoEmbedder", "EmbeddingsFile",
+    "MissingShardError", "read_embeddings", "ElmoLanguageModel", "LanguageModelScorer", "ElmoBiLm",
+    "ElmoAtOutputSeq2Seq", "ElmoAtOutputSeq2Vec", "ElmoInputOutputEmbedder", "Elmo", "ScalarMix", "SingleLayerMix",
+    "ElmoTokenEmbedder", "KeepFreedMemoryCallback", "ReduceOnPlateauLearningRateScheduler",
 ] + (list(TASK_NAMES) if TASKS_REGISTERED else [])

@@ -138,26 +138,18 @@ def _check_elmo(elmo: Dict[str, Any]) -> None:
     from elmo_plugin.model_files.download import is_remote
     from elmo_plugin.training.config_functions import elmo_output_dim
 
-    model, options_file, weight_file = (
-        elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file")
-    )
+    model, options_file, weight_file = elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file")
     if not all(v is None or isinstance(v, str) for v in (model, options_file, weight_file)):
         return
     elmo_output_dim(model, options_file, weight_file, None)
     if options_file is not None and weight_file is not None and not is_remote(weight_file):
         if not os.path.exists(os.path.expanduser(weight_file)):
-            raise with_build_hint(
-                ConfigurationError(f"ELMo weight_file {weight_file} does not exist"),
-                weight_file,
-            )
+            raise with_build_hint(ConfigurationError(f"ELMo weight_file {weight_file} does not exist"), weight_file)
 
 
 def check_before_training(params: Params) -> None:
-    """
-    Raises a `ConfigurationError` for what the config names and cannot work (see the module
-    documentation). Only what the plugin knows is checked: the data of its own readers, its
-    vocabulary, its ELMo, the GPU.
-    """
+    """Raises a `ConfigurationError` for what the config names and cannot work, of what the plugin
+    knows only: the data of its own readers, its vocabulary, its ELMo, the GPU."""
     from elmo_plugin.training.trainer import check_training_device
 
     config = params.as_dict(quiet=True)
@@ -255,23 +247,19 @@ def _log_to_files(message: str) -> None:
 
 
 def train_model_from_file(
-    parameter_filename: Any,
-    serialization_dir: Any,
-    overrides: Any = "",
-    recover: bool = False,
-    force: bool = False,
-    node_rank: int = 0,
-    include_package: Optional[List[str]] = None,
-    dry_run: bool = False,
-    file_friendly_logging: bool = False,
-    return_model: Optional[bool] = None,
+    parameter_filename: Any, serialization_dir: Any, overrides: Any = "", recover: bool = False, force: bool = False,
+    node_rank: int = 0, include_package: Optional[List[str]] = None, dry_run: bool = False,
+    file_friendly_logging: bool = False, return_model: Optional[bool] = None,
 ) -> Any:
     """
     AllenNLP's ``train_model_from_file`` (same parameters and result) with the plugin's checks
-    before the run directory is made and its report at the end (module documentation). A
-    mistake in the input raises a `ConfigurationError`; an interruption (Ctrl-C, SIGTERM under
-    the ``allennlp`` command) is raised as it came. Either way a run directory that this call
-    made and that holds no checkpoint is removed (never with ``recover``).
+    before the run directory is made and its report at the end (module documentation).
+
+    # Raises
+
+    `ConfigurationError` for a mistake in the input; an interruption (Ctrl-C, SIGTERM under the
+    ``allennlp`` command) as it came. Either way a run directory that this call made and that
+    holds no checkpoint is removed (never with ``recover``).
     """
     from allennlp.commands import train
 
@@ -286,14 +274,8 @@ def train_model_from_file(
     existed = os.path.exists(serialization_dir)
     try:
         result = train.train_model(
-            params=params,
-            serialization_dir=serialization_dir,
-            recover=recover,
-            force=force,
-            node_rank=node_rank,
-            include_package=include_package,
-            dry_run=dry_run,
-            file_friendly_logging=file_friendly_logging,
+            params=params, serialization_dir=serialization_dir, recover=recover, force=force, node_rank=node_rank,
+            include_package=include_package, dry_run=dry_run, file_friendly_logging=file_friendly_logging,
             return_model=return_model,
         )
     except (ConfigurationError, KeyboardInterrupt, SigTermReceived):
@@ -336,26 +318,17 @@ def interrupted_message(args: argparse.Namespace) -> str:
 
 
 def train_model_from_args(args: argparse.Namespace) -> None:
-    """
-    The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, on the
-    cores that other work leaves idle (`elmo_plugin.common.threads`), with its errors as one
-    line ``allennlp train: error: ...`` and status 1, and an interruption as one line (what the
-    run left, and the command that resumes it) and status 130 (Ctrl-C) or 143 (SIGTERM).
-    """
+    """The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, as the module
+    documentation says (idle cores, one-line errors and interruptions, their exit statuses)."""
     quiet_console_handlers()  # the command's handler, until training sets up its own
     use_idle_cores()
 
     def train() -> None:
         try:
             train_model_from_file(
-                parameter_filename=args.param_path,
-                serialization_dir=args.serialization_dir,
-                overrides=args.overrides,
-                recover=args.recover,
-                force=args.force,
-                node_rank=args.node_rank,
-                include_package=args.include_package,
-                dry_run=args.dry_run,
+                parameter_filename=args.param_path, serialization_dir=args.serialization_dir, overrides=args.overrides,
+                recover=args.recover, force=args.force, node_rank=args.node_rank,
+                include_package=args.include_package, dry_run=args.dry_run,
                 file_friendly_logging=args.file_friendly_logging,
             )
         except ConfigurationError as error:

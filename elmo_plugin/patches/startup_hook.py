@@ -74,17 +74,12 @@ def _is_marked(function: Any) -> bool:
 
 def submodule_importer(util: Any) -> Callable[..., None]:
     """
-    AllenNLP 2.10.1's ``import_module_and_submodules``, with ``pkgutil.iter_modules`` in place of
-    ``pkgutil.walk_packages``: the same modules imported, by their full names, and no module of
-    the current folder imported under a subpackage's bare name (see the module documentation).
-    ``util`` is ``allennlp.common.util``, whose ``push_python_path`` it uses.
+    AllenNLP 2.10.1's ``import_module_and_submodules`` (of ``util``, ``allennlp.common.util``) with
+    ``pkgutil.iter_modules`` in place of ``pkgutil.walk_packages`` (see the module documentation).
     """
 
     def import_module_and_submodules(package_name: str, exclude: Optional[Set[str]] = None) -> None:
-        """
-        Import all public submodules under the given package (AllenNLP's function, with its
-        submodules listed from the package's folder only: elmo_plugin's start-up hook).
-        """
+        """AllenNLP's function, submodules listed from the package's folder only (elmo_plugin)."""
         exclude = exclude if exclude else set()
         try:
             import checklist  # noqa: F401
@@ -98,9 +93,7 @@ def submodule_importer(util: Any) -> Callable[..., None]:
             path = getattr(module, "__path__", [])
             path_string = "" if not path else path[0]
             for module_finder, name, _ in pkgutil.iter_modules(path):
-                if path_string and module_finder.path != path_string:
-                    continue
-                if name.startswith("_") or name.startswith("test"):
+                if (path_string and module_finder.path != path_string) or name.startswith(("_", "test")):
                     continue
                 util.import_module_and_submodules(f"{package_name}.{name}", exclude=exclude)
 
@@ -144,11 +137,8 @@ def _can_find(module: str) -> bool:
 
 
 def what_to_install(missing_module: str) -> str:
-    """
-    What to install for a module the plugin needs: the pinned requirement of the installed
-    plugin's metadata whose name is the module's (``pip install --no-deps h5py==3.16.0``), else
-    the tested set of the repository.
-    """
+    """The installed plugin's pinned requirement for the module (``pip install --no-deps
+    h5py==3.16.0``), else the repository's tested set."""
     top = missing_module.split(".")[0]
     try:
         requirements = metadata.requires(PLUGIN) or []
@@ -164,11 +154,8 @@ def what_to_install(missing_module: str) -> str:
 
 
 def with_what_to_install(record: logging.LogRecord) -> bool:
-    """
-    A logging filter for AllenNLP's ``allennlp.common.plugins`` logger: its record "Plugin
-    elmo_plugin could not be loaded: No module named 'X'" also says what to add to this
-    environment. Every record passes.
-    """
+    """A filter for ``allennlp.common.plugins``: "Plugin elmo_plugin could not be loaded: No module
+    named 'X'" also says what to install. Every record passes."""
     match = _PLUGIN_ERROR.match(str(record.msg))
     if match and record.args in ((), None) and "; add it to this environment" not in record.msg:
         record.msg = (
@@ -195,10 +182,9 @@ def repair_plugin_discovery(plugins: Any) -> None:
 
 def late_bound(module: Any, name: str) -> Callable[..., Any]:
     """
-    A function that calls ``module.name`` as it is when called: what AllenNLP's parser keeps as
-    the command's function, so that a plugin that replaces ``module.name`` after the parser was
-    built (plugins are imported after it) is what runs. While the name still holds this
-    function, AllenNLP's own runs.
+    A function that calls ``module.name`` as it is when called (AllenNLP's own while the name
+    still holds this function): what AllenNLP's parser keeps, so that a plugin that replaces
+    ``module.name`` after the parser was built is what runs.
     """
     original = getattr(module, name)
 
@@ -228,9 +214,7 @@ HOOKED_MODULES = tuple(REPAIRS)
 def _others_spec(name: str, path: Any, target: Any) -> Any:
     """The module's spec from the finders after the hook's own (AllenNLP's files)."""
     for finder in sys.meta_path:
-        if getattr(finder, "__name__", "") == FINDER_NAME or getattr(
-            type(finder), "__name__", ""
-        ) == FINDER_NAME:
+        if FINDER_NAME in (getattr(finder, "__name__", ""), getattr(type(finder), "__name__", "")):
             continue
         find = getattr(finder, "find_spec", None)
         if find is None:
@@ -242,11 +226,8 @@ def _others_spec(name: str, path: Any, target: Any) -> Any:
 
 
 def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
-    """
-    For one of `HOOKED_MODULES`, AllenNLP's own spec whose loader applies the module's repair
-    after executing it; None for any other name, and where anything goes wrong (AllenNLP's
-    import then goes on as without the hook).
-    """
+    """For one of `HOOKED_MODULES`, AllenNLP's own spec whose loader then repairs the module; None
+    for any other name and where anything goes wrong (the import goes on as without the hook)."""
     repair = REPAIRS.get(name)
     if repair is None:
         return None

@@ -12,12 +12,6 @@ from elmo_plugin.tasks.tagging import TokenTagConllReader
 from elmo_plugin.tasks.universal_dependencies import ConlluSentenceGenreReader, ConlluTaggingReader
 
 __all__ = [
-    "CharacterSpanCrfTagger",
-    "ConlluSentenceGenreReader",
-    "ConlluTaggingReader",
-    "KlueNerF1",
-    "KlueNerReader",
-    "SentimentTsvReader",
-    "TokenTagConllReader",
-    "UniversalPropBankSrlReader",
+    "CharacterSpanCrfTagger", "ConlluSentenceGenreReader", "ConlluTaggingReader", "KlueNerF1", "KlueNerReader",
+    "SentimentTsvReader", "TokenTagConllReader", "UniversalPropBankSrlReader",
 ]

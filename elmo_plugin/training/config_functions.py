@@ -3,13 +3,9 @@ Functions that the plugin's jsonnet configs call while they are read: ``std.nati
 
 A task config with ELMo needs the biLM's output width for arithmetic (the encoder's
 ``input_size`` is the word, character and ELMo widths added up). The width is in the model's
-files (``options.json``, an ``elmo_bilm`` run's config, an ELMoForManyLangs ``config.json``), and
-jsonnet cannot read a file whose name is a variable (``import`` takes only a literal). jsonnet
-offers "native functions" for this, which the program that evaluates the config provides; AllenNLP
-evaluates configs with ``_jsonnet.evaluate_file`` from `allennlp.common.params` without any.
-`elmo_plugin.patches.jsonnet_natives` gives that function (and ``evaluate_snippet``, for ``-o``
-overrides) the plugin's functions, for every config read while the plugin is imported; nothing
-else about reading changes, and a config that calls no native function reads exactly as before.
+files, and jsonnet cannot read a file whose name is a variable (``import`` takes only a literal);
+its "native functions" can, which the program that evaluates the config provides. AllenNLP
+provides none; `elmo_plugin.patches.jsonnet_natives` gives its jsonnet evaluation these.
 
 ``std.native(NAME)`` is ``null`` where the plugin is not installed, so a config can fall back
 (``task_common.libsonnet`` then needs ``output_dim``). What training writes to ``config.json``
@@ -39,9 +35,7 @@ def _describe(model: Optional[str], options_file: Optional[str], weight_file: Op
     return f"weight_file {weight_file}"
 
 
-def _read_width(
-    model: Optional[str], options_file: Optional[str], weight_file: Optional[str]
-) -> int:
+def _read_width(model: Optional[str], options_file: Optional[str], weight_file: Optional[str]) -> int:
     """The output width of the biLM these arguments name, read from its options alone."""
     from elmo_plugin.model_files.bilm_tf.options import BilmOptions
     from elmo_plugin.model_files.build_hints import with_build_hint
@@ -70,10 +64,7 @@ def _read_width(
 
 
 def elmo_output_dim(
-    model: Optional[str],
-    options_file: Optional[str],
-    weight_file: Optional[str],
-    output_dim: Optional[float],
+    model: Optional[str], options_file: Optional[str], weight_file: Optional[str], output_dim: Optional[float]
 ) -> int:
     """
     The ``elmo_output_dim`` native function (see the module documentation).

@@ -19,9 +19,8 @@ console only (`elmo_plugin.patches.console` applies it to AllenNLP's logging and
   ``--file-friendly-logging`` still prints a bar line every 10 seconds.
 
 ``ELMO_PLUGIN_VERBOSE=1`` (or AllenNLP's own ``ALLENNLP_DEBUG`` / ``ALLENNLP_LOG_LEVEL=DEBUG``)
-keeps AllenNLP's console as it was. The switch is an environment variable because the plugin
-cannot add flags to AllenNLP's ``train`` command (AllenNLP parses them before it imports
-plugins).
+keeps AllenNLP's console as it was: an environment variable, as the plugin cannot add flags to
+AllenNLP's ``train`` command (AllenNLP parses them before it imports plugins).
 """
 import contextlib
 import logging
@@ -165,14 +164,8 @@ class EpochSummaryCallback(TrainerCallback):
     def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
         self._started = time.monotonic()
 
-    def on_epoch(
-        self,
-        trainer: Any,
-        metrics: Dict[str, Any],
-        epoch: int,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
+                 ) -> None:
         if not is_primary or epoch < 0:
             return
         now = time.monotonic()
@@ -180,13 +173,9 @@ class EpochSummaryCallback(TrainerCallback):
         tracker = getattr(trainer, "_metric_tracker", None)
         tracked = [name for _, name in getattr(tracker, "tracked_metrics", [])]
         names = reported_metric_names(metrics, tracked)
+        training, validation = (metrics_line(metrics, prefix, names) for prefix in ("training_", "validation_"))
         parts = [f"epoch {epoch + 1}/{getattr(trainer, '_num_epochs', '?')}"]
-        training = metrics_line(metrics, "training_", names)
-        if training:
-            parts.append(f"training {training}")
-        validation = metrics_line(metrics, "validation_", names)
-        if validation:
-            parts.append(f"validation {validation}")
+        parts += [f"{kind} {text}" for kind, text in (("training", training), ("validation", validation)) if text]
         best = " (best so far)" if metrics.get("best_epoch") == epoch and validation else ""
         report.info("%s%s [%s]", " | ".join(parts), best, duration(seconds))
 
