@@ -48,7 +48,7 @@ ifeq ($(origin PYTHON),command line)
 endif
 
 $(STAMP): requirements/constraints.txt requirements/dev.txt requirements/figures.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
-		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth elmo_plugin/common/elmo_plugin_startup_hook.pth
+		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth elmo_plugin/patches/elmo_plugin_startup_hook.pth
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	@test -x $(PY) || $(PYTHON) -c "$(SUPPORTED_PYTHON)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -5,7 +5,7 @@ the wheel's RECORD so that ``pip uninstall`` removes them:
 
 - ``elmo_plugin_startup_hook.pth``: the plugin's ``allennlp`` commands in any folder, and no
   file of the current folder imported in place of a package's modules
-  (`elmo_plugin.common.startup_hook` says how and why);
+  (`elmo_plugin.patches.startup_hook` says how and why);
 - ``elmo_plugin_allennlp_commands_elmo.pth``: ``import allennlp.commands.elmo`` (AllenNLP 0.9's
   module) works while the plugin is installed (`elmo_plugin.legacy`).
 
@@ -27,7 +27,7 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 PTH_SOURCES = [
-    Path(__file__).parent / "elmo_plugin/common/elmo_plugin_startup_hook.pth",
+    Path(__file__).parent / "elmo_plugin/patches/elmo_plugin_startup_hook.pth",
     Path(__file__).parent / "elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth",
 ]
 

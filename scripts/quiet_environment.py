@@ -34,7 +34,7 @@ environment without it:
 
 3. AllenNLP's "Plugin allennlp_models available" / "Plugin elmo_plugin available" lines, which
    every ``allennlp`` command, ``--help`` included, prints first. The plugin hides its own line
-   when it is imported (elmo_plugin/common/plugin_lines.py), but AllenNLP imports
+   when it is imported (elmo_plugin/patches/plugin_lines.py), but AllenNLP imports
    ``allennlp_models`` and logs its line before any plugin code runs, so the environment gets a
    ``.pth`` file that puts the same filter on that one logger when the interpreter starts: it
    drops only records with exactly that message, and only while ``ELMO_PLUGIN_VERBOSE``,
@@ -67,7 +67,7 @@ PTH_LINE = (
 PLUGIN_LINES_PTH_NAME = "elmo_plugin_plugin_lines.pth"
 
 # One line (site.py executes .pth lines that start with "import"): the filter of
-# elmo_plugin/common/plugin_lines.py, written out, since importing the plugin here would import
+# elmo_plugin/patches/plugin_lines.py, written out, since importing the plugin here would import
 # AllenNLP at every start of Python.
 PLUGIN_LINES_PTH_LINE = (
     "import logging, os; "

@@ -321,7 +321,7 @@ def train_elmo_tagger(
 # The .pth files that the plugin's wheel and editable install put at the top of site-packages
 # (setup.py).
 PLUGIN_PTH_FILES = [
-    REPO_ROOT / "elmo_plugin" / "common" / "elmo_plugin_startup_hook.pth",
+    REPO_ROOT / "elmo_plugin" / "patches" / "elmo_plugin_startup_hook.pth",
     REPO_ROOT / "elmo_plugin" / "legacy" / "elmo_plugin_allennlp_commands_elmo.pth",
 ]
 

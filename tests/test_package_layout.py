@@ -29,6 +29,9 @@ LEVELS: List[Set[str]] = [
     {"elmo_embedder"},
     {"commands"},
     {"legacy"},
+    # What the plugin changes in AllenNLP, tensorboardX and the console: above everything it
+    # wraps; only the package's __init__ (and the start-up hook's .pth line) applies it.
+    {"patches"},
     {"__init__"},
 ]
 
@@ -232,3 +235,21 @@ def test_the_package_narrates_no_issue_numbers():
         if re.search(r"\bissues?\s+#?\d+", line, re.IGNORECASE)
     ]
     assert narrated == []
+
+
+def test_only_the_package_init_imports_the_patches():
+    importers = sorted(module for module, imported in import_graph().items()
+                       if any(name.startswith("elmo_plugin.patches") for name in imported)
+                       and not module.startswith("elmo_plugin.patches"))
+    assert importers == ["elmo_plugin"]
+
+
+def test_the_patches_install_lists_every_module_of_the_folder():
+    # Each patch module is applied by `install` (or is the start-up hook / the quiet import,
+    # which run before it), so the folder's docstring and install() are the whole list.
+    source = (PACKAGE / "patches" / "__init__.py").read_text(encoding="utf-8")
+    for path in (PACKAGE / "patches").glob("*.py"):
+        if path.stem in ("__init__", "startup_hook", "quiet_import"):
+            assert f"`{path.stem}`" in source, path.stem
+        else:
+            assert f"{path.stem}.install()" in source, path.stem

@@ -1,40 +1,27 @@
 """
 ``allennlp train`` with the plugin imported: mistakes in the input are one line, found before
 anything is created on disk, an interruption is one line too, and the run ends with a report.
+`elmo_plugin.patches.train_command` puts the two functions here in ``allennlp.commands.train``:
 
-AllenNLP's ``train`` command calls ``allennlp.commands.train.train_model_from_args(args)``,
-which calls ``train_model_from_file``. `install` (run when the plugin is imported) puts the
-plugin's two in their place:
-
-- `train_model_from_file`, the Python function (same parameters and result):
-
-  1. reads the config, turning a jsonnet error (an ``assert`` of the configs, an ELMo width that
-     disagrees with the model, a syntax error) into a `ConfigurationError` naming the config;
-  2. checks what the plugin's configs name before AllenNLP creates the serialization directory
-     (`check_before_training`): the data files of the plugin's readers, a ``from_bilm_tf_file``
-     vocabulary, the ELMo biLMs (with the ``make`` target for the repository's own), the GPU;
-     and, with ``--recover`` too, a ``distributed`` block on which the nodes would wait for each
-     other forever (`elmo_plugin.commands.train_distributed`);
-  3. trains with AllenNLP's ``train_model``; when a `ConfigurationError` (a mistake in the
-     input found only as training starts: an empty corpus, ...) or an interruption ends a run
-     that saved no checkpoint, it removes the serialization directory that the run created
-     (never with ``--recover``), so that the same command then runs again;
-  4. reports the end of the run on the console (`elmo_plugin.training.console`): what was
-     trained, the held-out metrics, the wall time, where the model is.
-
-  Errors are raised, as AllenNLP's function raises them.
-
+- `train_model_from_file`, the Python function (AllenNLP's parameters and result): reads the
+  config, a jsonnet error becoming a `ConfigurationError` naming the config; checks what the
+  plugin's configs name before AllenNLP creates the serialization directory
+  (`check_before_training`; with ``--recover`` only the ``distributed`` block,
+  `elmo_plugin.commands.train_distributed`); trains with AllenNLP's ``train_model``, removing a
+  run directory it created that holds no checkpoint when a `ConfigurationError` or an
+  interruption ends the run (never with ``--recover``), so that the same command runs again;
+  reports the end of the run (`report_end`). Errors are raised, as AllenNLP's function raises
+  them.
 - `train_model_from_args`, the command: the same on the parsed arguments, on the cores that
-  other work leaves idle, with a `ConfigurationError` as ``allennlp train: error: MESSAGE`` on
-  stderr and exit status 1, without a traceback, and Ctrl-C or SIGTERM as one line and status
-  130 or 143: what the run left, and the command with ``--recover`` that goes on from its last
-  checkpoint. Errors that are not `ConfigurationError` (bugs) keep their traceback.
+  other work leaves idle, with a `ConfigurationError` as ``allennlp train: error: MESSAGE`` and
+  exit status 1, and Ctrl-C or SIGTERM as one line and status 130 or 143 (what the run left, and
+  the command with ``--recover`` that goes on). Other errors (bugs) keep their traceback.
 
 AllenNLP builds the command's parser, with the function it will call, before it imports
-plugins; the plugin's start-up hook (`elmo_plugin.common.startup_hook`, installed with the
-plugin) makes that function looked up when the command runs, so that the plugin's is the one.
-Where the plugin was not installed (a checkout on ``PYTHONPATH``), AllenNLP's own command runs
-the plugin's `train_model_from_file`, whose errors then end in AllenNLP's traceback.
+plugins; the start-up hook (`elmo_plugin.patches.startup_hook`) makes that function looked up
+when the command runs. Where the plugin was not installed (a checkout on ``PYTHONPATH``),
+AllenNLP's own command runs the plugin's `train_model_from_file`, whose errors then end in
+AllenNLP's traceback.
 """
 import argparse
 import copy
@@ -55,10 +42,11 @@ from allennlp.common.util import SigTermReceived
 from torch.multiprocessing import ProcessExitedException
 
 from elmo_plugin.commands.common import run_reporting_errors
-from elmo_plugin.commands.train_distributed import bound_the_rendezvous, check_distributed
+from elmo_plugin.commands.train_distributed import check_distributed
 from elmo_plugin.common.threads import use_idle_cores
 from elmo_plugin.training.console import (
     REPORT_LOGGER,
+    duration,
     metrics_line,
     quiet_console_handlers,
     reported_metric_names,
@@ -108,7 +96,6 @@ def _plugin_readers() -> set:
 
 def _check_data_path(key: str, path: str, reader_type: str) -> None:
     from elmo_plugin.model_files.download import is_remote
-    from elmo_plugin.tasks.common.task_data import missing_task_data
 
     if is_remote(path):
         return
@@ -127,6 +114,8 @@ def _check_data_path(key: str, path: str, reader_type: str) -> None:
         return
     if _GLOB_CHARACTERS & set(path) and glob.glob(os.path.expanduser(path)):
         return
+    from elmo_plugin.tasks.common.task_data import missing_task_data  # a task's reader: tasks imported
+
     raise ConfigurationError(f"{key}: {missing_task_data(base)}") from None
 
 
@@ -149,26 +138,18 @@ def _check_elmo(elmo: Dict[str, Any]) -> None:
     from elmo_plugin.model_files.download import is_remote
     from elmo_plugin.training.config_functions import elmo_output_dim
 
-    model, options_file, weight_file = (
-        elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file")
-    )
+    model, options_file, weight_file = elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file")
     if not all(v is None or isinstance(v, str) for v in (model, options_file, weight_file)):
         return
     elmo_output_dim(model, options_file, weight_file, None)
     if options_file is not None and weight_file is not None and not is_remote(weight_file):
         if not os.path.exists(os.path.expanduser(weight_file)):
-            raise with_build_hint(
-                ConfigurationError(f"ELMo weight_file {weight_file} does not exist"),
-                weight_file,
-            )
+            raise with_build_hint(ConfigurationError(f"ELMo weight_file {weight_file} does not exist"), weight_file)
 
 
 def check_before_training(params: Params) -> None:
-    """
-    Raises a `ConfigurationError` for what the config names and cannot work (see the module
-    documentation). Only what the plugin knows is checked: the data of its own readers, its
-    vocabulary, its ELMo, the GPU.
-    """
+    """Raises a `ConfigurationError` for what the config names and cannot work, of what the plugin
+    knows only: the data of its own readers, its vocabulary, its ELMo, the GPU."""
     from elmo_plugin.training.trainer import check_training_device
 
     config = params.as_dict(quiet=True)
@@ -218,13 +199,6 @@ def _remove_run_directory(serialization_dir: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}"
-
-
 def report_end(
     params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float
 ) -> None:
@@ -238,7 +212,7 @@ def report_end(
     model_type = (params_dict.get("model") or {}).get("type", "model")
     epochs = metrics.get("epoch")
     trained = f"{epochs + 1} epoch(s)" if isinstance(epochs, int) else "training"
-    report.info("Trained %s (%s): %s in %s", model_type, config, trained, _duration(seconds))
+    report.info("Trained %s (%s): %s in %s", model_type, config, trained, duration(seconds))
     validation_metric = (params_dict.get("trainer") or {}).get("validation_metric", "-loss")
     if not isinstance(validation_metric, list):
         validation_metric = [validation_metric]
@@ -273,23 +247,19 @@ def _log_to_files(message: str) -> None:
 
 
 def train_model_from_file(
-    parameter_filename: Any,
-    serialization_dir: Any,
-    overrides: Any = "",
-    recover: bool = False,
-    force: bool = False,
-    node_rank: int = 0,
-    include_package: Optional[List[str]] = None,
-    dry_run: bool = False,
-    file_friendly_logging: bool = False,
-    return_model: Optional[bool] = None,
+    parameter_filename: Any, serialization_dir: Any, overrides: Any = "", recover: bool = False, force: bool = False,
+    node_rank: int = 0, include_package: Optional[List[str]] = None, dry_run: bool = False,
+    file_friendly_logging: bool = False, return_model: Optional[bool] = None,
 ) -> Any:
     """
     AllenNLP's ``train_model_from_file`` (same parameters and result) with the plugin's checks
-    before the run directory is made and its report at the end (module documentation). A
-    mistake in the input raises a `ConfigurationError`; an interruption (Ctrl-C, SIGTERM under
-    the ``allennlp`` command) is raised as it came. Either way a run directory that this call
-    made and that holds no checkpoint is removed (never with ``recover``).
+    before the run directory is made and its report at the end (module documentation).
+
+    # Raises
+
+    `ConfigurationError` for a mistake in the input; an interruption (Ctrl-C, SIGTERM under the
+    ``allennlp`` command) as it came. Either way a run directory that this call made and that
+    holds no checkpoint is removed (never with ``recover``).
     """
     from allennlp.commands import train
 
@@ -304,14 +274,8 @@ def train_model_from_file(
     existed = os.path.exists(serialization_dir)
     try:
         result = train.train_model(
-            params=params,
-            serialization_dir=serialization_dir,
-            recover=recover,
-            force=force,
-            node_rank=node_rank,
-            include_package=include_package,
-            dry_run=dry_run,
-            file_friendly_logging=file_friendly_logging,
+            params=params, serialization_dir=serialization_dir, recover=recover, force=force, node_rank=node_rank,
+            include_package=include_package, dry_run=dry_run, file_friendly_logging=file_friendly_logging,
             return_model=return_model,
         )
     except (ConfigurationError, KeyboardInterrupt, SigTermReceived):
@@ -354,26 +318,17 @@ def interrupted_message(args: argparse.Namespace) -> str:
 
 
 def train_model_from_args(args: argparse.Namespace) -> None:
-    """
-    The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, on the
-    cores that other work leaves idle (`elmo_plugin.common.threads`), with its errors as one
-    line ``allennlp train: error: ...`` and status 1, and an interruption as one line (what the
-    run left, and the command that resumes it) and status 130 (Ctrl-C) or 143 (SIGTERM).
-    """
+    """The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, as the module
+    documentation says (idle cores, one-line errors and interruptions, their exit statuses)."""
     quiet_console_handlers()  # the command's handler, until training sets up its own
     use_idle_cores()
 
     def train() -> None:
         try:
             train_model_from_file(
-                parameter_filename=args.param_path,
-                serialization_dir=args.serialization_dir,
-                overrides=args.overrides,
-                recover=args.recover,
-                force=args.force,
-                node_rank=args.node_rank,
-                include_package=args.include_package,
-                dry_run=args.dry_run,
+                parameter_filename=args.param_path, serialization_dir=args.serialization_dir, overrides=args.overrides,
+                recover=args.recover, force=args.force, node_rank=args.node_rank,
+                include_package=args.include_package, dry_run=args.dry_run,
                 file_friendly_logging=args.file_friendly_logging,
             )
         except ConfigurationError as error:
@@ -390,16 +345,3 @@ def train_model_from_args(args: argparse.Namespace) -> None:
         sys.stdout.flush()
 
     run_reporting_errors("train", train, interrupted=lambda: interrupted_message(args))
-
-
-def install() -> None:
-    """
-    Puts `train_model_from_file` and the command `train_model_from_args` in
-    ``allennlp.commands.train`` (once), and bounds its distributed processes' wait for each
-    other (`elmo_plugin.commands.train_distributed`).
-    """
-    from allennlp.commands import train
-
-    train.train_model_from_file = train_model_from_file
-    train.train_model_from_args = train_model_from_args
-    bound_the_rendezvous()

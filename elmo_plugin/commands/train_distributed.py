@@ -12,11 +12,12 @@ make every node wait for the others forever, with no message:
 
 `check_distributed` refuses both before anything starts (one line, `ConfigurationError`). And
 whatever else keeps a node from its peers (a node never started, a wrong address, a firewall),
-`bound_the_rendezvous` makes each training process give up after `rendezvous_timeout` seconds
+`BoundedRendezvous` makes each training process give up after `rendezvous_timeout` seconds
 (``ELMO_PLUGIN_RENDEZVOUS_TIMEOUT``, default 600) with one line saying so, instead of
-torch's 30 minutes without a word: it wraps the ``init_process_group`` that
-``allennlp.commands.train`` calls in each process it starts (processes that import the plugin
-before they join, as every worker of ``allennlp train`` with the plugin does).
+torch's 30 minutes without a word: `elmo_plugin.patches.train_command` puts it in place of the
+``torch.distributed`` that ``allennlp.commands.train`` calls in each process it starts (processes
+that import the plugin before they join, as every worker of ``allennlp train`` with the plugin
+does).
 """
 import os
 import sys
@@ -115,11 +116,3 @@ class BoundedRendezvous:
             torch.distributed.init_process_group(*args, **kwargs)
         finally:
             watchdog.cancel()
-
-
-def bound_the_rendezvous() -> None:
-    """Puts `BoundedRendezvous` in ``allennlp.commands.train`` as its ``dist`` (once)."""
-    from allennlp.commands import train
-
-    if not isinstance(train.dist, BoundedRendezvous):
-        train.dist = BoundedRendezvous()

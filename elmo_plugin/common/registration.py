@@ -3,12 +3,10 @@ Replacing an AllenNLP registration without AllenNLP's INFO line about it.
 
 The plugin replaces some of AllenNLP's registrations on purpose (``elmo_characters``,
 ``elmo_token_embedder``, ``reduce_on_plateau``, the trainer ``gradient_descent``, the
-checkpointer ``default``). ``Registrable.register(name, exist_ok=True)`` logs each replacement
-at INFO level ("... has already been registered as ..., but exist_ok=True, so overwriting
-with ..."), which would print a line for each before the output of
-every ``allennlp`` command. `replace_registration` registers the same way but lets only that one
-record through at DEBUG level (``ALLENNLP_LOG_LEVEL=DEBUG`` shows it), by a filter on
-AllenNLP's registrable logger that exists only during the call.
+checkpointer ``default``: registered components, not patches). ``Registrable.register(name,
+exist_ok=True)`` logs each replacement at INFO level, a line before the output of every
+``allennlp`` command. `replace_registration` registers the same way and logs it at DEBUG level
+instead, dropping AllenNLP's record by a filter that exists only during the call.
 """
 import logging
 from typing import Callable, Optional, Type, TypeVar
@@ -54,15 +52,8 @@ def replace_registration(
         finally:
             _REGISTRABLE_LOGGER.removeFilter(notice_filter)
         if previous is not None and previous[0] is not subclass:
-            logger.debug(
-                "%s %r: %s.%s replaces %s.%s",
-                base.__name__,
-                name,
-                subclass.__module__,
-                subclass.__name__,
-                previous[0].__module__,
-                previous[0].__name__,
-            )
+            logger.debug("%s %r: %s.%s replaces %s.%s", base.__name__, name, subclass.__module__,
+                         subclass.__name__, previous[0].__module__, previous[0].__name__)
         return registered
 
     return decorate

@@ -3,13 +3,9 @@ Functions that the plugin's jsonnet configs call while they are read: ``std.nati
 
 A task config with ELMo needs the biLM's output width for arithmetic (the encoder's
 ``input_size`` is the word, character and ELMo widths added up). The width is in the model's
-files (``options.json``, an ``elmo_bilm`` run's config, an ELMoForManyLangs ``config.json``), and
-jsonnet cannot read a file whose name is a variable (``import`` takes only a literal). jsonnet
-offers "native functions" for this, which the program that evaluates the config provides; AllenNLP
-evaluates configs with ``_jsonnet.evaluate_file`` from `allennlp.common.params` without any.
-`install` gives that function (and ``evaluate_snippet``, for ``-o`` overrides) the plugin's
-functions, for every config read while the plugin is imported; nothing else about reading
-changes, and a config that calls no native function reads exactly as before.
+files, and jsonnet cannot read a file whose name is a variable (``import`` takes only a literal);
+its "native functions" can, which the program that evaluates the config provides. AllenNLP
+provides none; `elmo_plugin.patches.jsonnet_natives` gives its jsonnet evaluation these.
 
 ``std.native(NAME)`` is ``null`` where the plugin is not installed, so a config can fall back
 (``task_common.libsonnet`` then needs ``output_dim``). What training writes to ``config.json``
@@ -23,7 +19,6 @@ The functions take one string (JSON) and return a number: the ``_jsonnet`` 0.20 
 native functions with several parameters of longer names ("binding parameter a second time")
 and ``null`` arguments (a reference count error on ``None``), so neither is used.
 """
-import functools
 import json
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -40,9 +35,7 @@ def _describe(model: Optional[str], options_file: Optional[str], weight_file: Op
     return f"weight_file {weight_file}"
 
 
-def _read_width(
-    model: Optional[str], options_file: Optional[str], weight_file: Optional[str]
-) -> int:
+def _read_width(model: Optional[str], options_file: Optional[str], weight_file: Optional[str]) -> int:
     """The output width of the biLM these arguments name, read from its options alone."""
     from elmo_plugin.model_files.bilm_tf.options import BilmOptions
     from elmo_plugin.model_files.build_hints import with_build_hint
@@ -71,10 +64,7 @@ def _read_width(
 
 
 def elmo_output_dim(
-    model: Optional[str],
-    options_file: Optional[str],
-    weight_file: Optional[str],
-    output_dim: Optional[float],
+    model: Optional[str], options_file: Optional[str], weight_file: Optional[str], output_dim: Optional[float]
 ) -> int:
     """
     The ``elmo_output_dim`` native function (see the module documentation).
@@ -119,31 +109,6 @@ def native_callbacks() -> NativeCallbacks:
     return _NATIVE_CALLBACKS
 
 
-def _with_natives(evaluate: Callable[..., str]) -> Callable[..., str]:
-    @functools.wraps(evaluate)
-    def evaluate_with_natives(*args: Any, **kwargs: Any) -> str:
-        callbacks = dict(native_callbacks())
-        callbacks.update(kwargs.pop("native_callbacks", None) or {})
-        return evaluate(*args, native_callbacks=callbacks, **kwargs)
-
-    evaluate_with_natives._elmo_plugin_natives = True  # type: ignore[attr-defined]
-    return evaluate_with_natives
-
-
-def install() -> None:
-    """Gives AllenNLP's jsonnet evaluation the plugin's native functions (once)."""
-    from allennlp.common import params
-
-    try:
-        import _jsonnet  # noqa: F401  (without it AllenNLP reads plain JSON: nothing to add)
-    except ImportError:
-        return
-    for name in ("evaluate_file", "evaluate_snippet"):
-        evaluate = getattr(params, name)
-        if not getattr(evaluate, "_elmo_plugin_natives", False):
-            setattr(params, name, _with_natives(evaluate))
-
-
 def jsonnet_error_line(error: BaseException) -> str:
     """
     A jsonnet error as one line: its whole message (a message of several lines, such as an
@@ -162,4 +127,4 @@ def jsonnet_error_line(error: BaseException) -> str:
     return message
 
 
-__all__ = ["elmo_output_dim", "install", "jsonnet_error_line", "native_callbacks"]
+__all__ = ["elmo_output_dim", "jsonnet_error_line", "native_callbacks"]

@@ -6,7 +6,7 @@ AllenNLP sends every log record of training to the console and to ``out.log`` al
 every config value (``allennlp.common.params``), the first batch's tensors ("Batch inputs"), the
 list of trainable parameters, a metrics table per epoch, and a nested "loading instances"
 progress bar whose cursor movements (``ESC[A``) end up in redirected output. Here, on the
-console only:
+console only (`elmo_plugin.patches.console` applies it to AllenNLP's logging and progress bars):
 
 - log records below WARNING are not shown, except the plugin's report
   (`REPORT_LOGGER`: one line per epoch, `EpochSummaryCallback`, and the end of the run,
@@ -19,12 +19,12 @@ console only:
   ``--file-friendly-logging`` still prints a bar line every 10 seconds.
 
 ``ELMO_PLUGIN_VERBOSE=1`` (or AllenNLP's own ``ALLENNLP_DEBUG`` / ``ALLENNLP_LOG_LEVEL=DEBUG``)
-keeps AllenNLP's console as it was. The switch is an environment variable because the plugin
-cannot add flags to AllenNLP's ``train`` command (AllenNLP parses them before it imports
-plugins).
+keeps AllenNLP's console as it was: an environment variable, as the plugin cannot add flags to
+AllenNLP's ``train`` command (AllenNLP parses them before it imports plugins).
 """
 import contextlib
 import logging
+import os
 import re
 import sys
 import time
@@ -32,11 +32,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from allennlp.training.callbacks.callback import TrainerCallback
 
-# One switch for the whole console: the plugin lines and the training report.
-from elmo_plugin.common.plugin_lines import VERBOSE_VARIABLE, verbose  # noqa: F401
-
 # The logger of the console report: its INFO records are shown.
 REPORT_LOGGER = "elmo_plugin.report"
+# One switch for the whole console: the training report and AllenNLP's plugin lines.
+VERBOSE_VARIABLE = "ELMO_PLUGIN_VERBOSE"
 
 report = logging.getLogger(REPORT_LOGGER)
 
@@ -44,6 +43,13 @@ report = logging.getLogger(REPORT_LOGGER)
 _NOT_ACTIONABLE = (
     re.compile(r"You provided a validation dataset but patience was set to None"),
 )
+
+
+def verbose() -> bool:
+    """Whether the console is asked to show everything (see the module documentation)."""
+    if os.environ.get(VERBOSE_VARIABLE, "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    return bool(os.environ.get("ALLENNLP_DEBUG")) or os.environ.get("ALLENNLP_LOG_LEVEL", "").upper() == "DEBUG"
 
 
 class ConsoleFilter(logging.Filter):
@@ -111,48 +117,20 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-def _quiet_tqdm(original: Any) -> Any:
-    def tqdm(*args: Any, **kwargs: Any) -> Any:
-        from allennlp.common import logging as common_logging
-
-        if not verbose():
-            if str(kwargs.get("desc", "")).startswith("loading instances"):
-                kwargs["disable"] = True
-            elif not common_logging.FILE_FRIENDLY_LOGGING and not _is_terminal(sys.stderr):
-                # Redirected: no bar (a bar redraws itself with carriage returns); the epoch
-                # lines report the progress, --file-friendly-logging a bar line every 10 s.
-                kwargs["disable"] = True
-            elif _validating:
-                kwargs.setdefault("leave", False)
-        return original(*args, **kwargs)
-
-    tqdm._elmo_plugin_console = True  # type: ignore[attr-defined]
-    return staticmethod(tqdm)
-
-
-def _quiet_global_logging(original: Any) -> Any:
-    def prepare_global_logging(*args: Any, **kwargs: Any) -> None:
-        original(*args, **kwargs)
-        quiet_console_handlers()
-
-    prepare_global_logging._elmo_plugin_console = True  # type: ignore[attr-defined]
-    return prepare_global_logging
-
-
-def install() -> None:
-    """
-    Wraps AllenNLP's ``prepare_global_logging`` (which sets up training's log handlers) and
-    ``Tqdm.tqdm`` as the module documentation says; does nothing twice.
-    """
+def progress_bar_arguments(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``Tqdm.tqdm``'s keyword arguments for the console of the module documentation."""
     from allennlp.common import logging as common_logging
-    from allennlp.common.tqdm import Tqdm
 
-    if not getattr(common_logging.prepare_global_logging, "_elmo_plugin_console", False):
-        common_logging.prepare_global_logging = _quiet_global_logging(
-            common_logging.prepare_global_logging
-        )
-    if not getattr(Tqdm.tqdm, "_elmo_plugin_console", False):
-        Tqdm.tqdm = _quiet_tqdm(Tqdm.tqdm)
+    if not verbose():
+        if str(kwargs.get("desc", "")).startswith("loading instances"):
+            kwargs["disable"] = True
+        elif not common_logging.FILE_FRIENDLY_LOGGING and not _is_terminal(sys.stderr):
+            # Redirected: no bar (a bar redraws itself with carriage returns); the epoch lines
+            # report the progress, --file-friendly-logging a bar line every 10 s.
+            kwargs["disable"] = True
+        elif _validating:
+            kwargs.setdefault("leave", False)
+    return kwargs
 
 
 def _number(value: Any) -> str:
@@ -186,14 +164,8 @@ class EpochSummaryCallback(TrainerCallback):
     def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
         self._started = time.monotonic()
 
-    def on_epoch(
-        self,
-        trainer: Any,
-        metrics: Dict[str, Any],
-        epoch: int,
-        is_primary: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
+                 ) -> None:
         if not is_primary or epoch < 0:
             return
         now = time.monotonic()
@@ -201,18 +173,15 @@ class EpochSummaryCallback(TrainerCallback):
         tracker = getattr(trainer, "_metric_tracker", None)
         tracked = [name for _, name in getattr(tracker, "tracked_metrics", [])]
         names = reported_metric_names(metrics, tracked)
+        training, validation = (metrics_line(metrics, prefix, names) for prefix in ("training_", "validation_"))
         parts = [f"epoch {epoch + 1}/{getattr(trainer, '_num_epochs', '?')}"]
-        training = metrics_line(metrics, "training_", names)
-        if training:
-            parts.append(f"training {training}")
-        validation = metrics_line(metrics, "validation_", names)
-        if validation:
-            parts.append(f"validation {validation}")
+        parts += [f"{kind} {text}" for kind, text in (("training", training), ("validation", validation)) if text]
         best = " (best so far)" if metrics.get("best_epoch") == epoch and validation else ""
-        report.info("%s%s [%s]", " | ".join(parts), best, _duration(seconds))
+        report.info("%s%s [%s]", " | ".join(parts), best, duration(seconds))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``H:MM:SS``."""
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)

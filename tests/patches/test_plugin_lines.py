@@ -1,6 +1,6 @@
 """
 AllenNLP's "Plugin ... available" lines only with ELMO_PLUGIN_VERBOSE=1 (issue 37):
-elmo_plugin/common/plugin_lines.py (the plugin's filter, for its own line and later ones) and the
+elmo_plugin/patches/plugin_lines.py (the plugin's filter, for its own line and later ones) and the
 ``.pth`` file of scripts/quiet_environment.py (the same filter from the interpreter's start, for
 ``allennlp_models``' line, which AllenNLP logs before any plugin is imported).
 """
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from elmo_plugin.common import plugin_lines
+from elmo_plugin.patches import plugin_lines
 from tests.helpers import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -158,5 +158,6 @@ def test_allennlp_help_prints_the_plugin_lines_when_asked(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line.split(" - ")[-1] for line in result.stderr.splitlines()]
-    assert lines == ["Plugin allennlp_models available", "Plugin elmo_plugin available"]
+    assert lines == ["Plugin allennlp_models available", "Plugin elmo_plugin available",
+                     "Plugin elmo_plugin.tasks available"]
 

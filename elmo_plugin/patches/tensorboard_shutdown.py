@@ -3,14 +3,11 @@ No "Exception ignored in atexit callback ... can't create new thread at interpre
 from tensorboardX on Python 3.12 and newer.
 
 AllenNLP's ``tensorboard`` trainer callback (the biLM configs use it) opens tensorboardX
-``SummaryWriter`` s, and tensorboardX registers an ``atexit`` function that closes each writer
-left open. Closing wakes the writer's worker thread through a ``multiprocessing.Queue``, whose
-first ``put`` starts the queue's feeder thread. A writer that was opened and never written to
-(a run that stops before its first batch, a trainer built and never trained) therefore starts a
-thread at exit, which Python 3.12 refuses once the interpreter is shutting down: a 12-line
-traceback after the command's own output (seen with 3.12.1; 3.13.0 lets that thread start). The
-trainer's ``on_end`` closes the writers of a run
-that trains, so that path is rare, but it is not an error of anyone's.
+``SummaryWriter`` s, and tensorboardX closes those left open at exit (``atexit``). Closing wakes
+the writer's worker thread through a ``multiprocessing.Queue``, whose first ``put`` starts a
+feeder thread: for a writer never written to (a run that stops before its first batch), a thread
+started at exit, which Python 3.12 refuses at shutdown, printing a 12-line traceback after the
+command's own output (3.13.0 lets that thread start).
 
 `install` wraps ``EventFileWriter.close``: where that wake-up fails for exactly this reason, the
 writer closes its event file directly. Nothing was queued (the feeder thread would be running

@@ -1,6 +1,6 @@
 """
 The start-up hook that the plugin's wheel and editable install put in site-packages
-(`elmo_plugin.common.startup_hook`): with it, the ``allennlp`` command of the environment
+(`elmo_plugin.patches.startup_hook`): with it, the ``allennlp`` command of the environment
 
 - has the plugin's commands in any folder, without a plugins file (as allennlp-models' commands);
 - imports no file of the current folder named like a package's subpackage (``data.py``,
@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from allennlp.common import util as allennlp_util
 
-from elmo_plugin.common import startup_hook
 from elmo_plugin.elmo_embedder import ElmoEmbedder
+from elmo_plugin.patches import startup_hook
 from tests.helpers import (
     FIXTURE_OPTIONS,
     FIXTURE_WEIGHTS,
@@ -100,10 +100,12 @@ def test_allennlp_train_is_the_plugins_command(tmp_path):
 def test_a_plugin_that_cannot_be_imported_is_told_what_to_install(tmp_path):
     # A plugin whose import needs a module the environment lacks.
     broken = tmp_path / "broken"
-    (broken / "elmo_plugin" / "common").mkdir(parents=True)
+    (broken / "elmo_plugin" / "__init__.py").parent.mkdir(parents=True)
     (broken / "elmo_plugin" / "__init__.py").write_text("import h5py_of_another_world\n")
-    (broken / "elmo_plugin" / "common" / "startup_hook.py").write_bytes(
-        (REPO_ROOT / "elmo_plugin" / "common" / "startup_hook.py").read_bytes())
+    # The hook, and where a .pth written before it moved looks for it.
+    for hook in ("patches/startup_hook.py", "common/startup_hook.py"):
+        (broken / "elmo_plugin" / hook).parent.mkdir()
+        (broken / "elmo_plugin" / hook).write_bytes((REPO_ROOT / "elmo_plugin" / hook).read_bytes())
     folder = tmp_path / "folder"
     folder.mkdir()
     environment = installed_environment(tmp_path / "home")
@@ -147,8 +149,28 @@ def test_the_pth_line_puts_one_finder_first_that_answers_for_three_modules_only(
         "allennlp.common.util", "allennlp.common.plugins", "allennlp.commands.train"}
 
 
+def test_a_pth_line_written_before_the_move_still_finds_the_hook():
+    # Environments installed earlier keep a .pth that runs elmo_plugin/common/startup_hook.py.
+    line = next(line for line in startup_hook_pth().splitlines() if line.startswith("import"))
+    old_line = line.replace('"patches", "startup_hook.py"', '"common", "startup_hook.py"')
+    assert old_line != line
+    saved = list(sys.meta_path)
+    try:
+        sys.meta_path[:] = [entry for entry in saved
+                            if getattr(entry, "__name__", "") != startup_hook.FINDER_NAME]
+        exec(old_line, {})
+        finder = sys.meta_path[0]
+    finally:
+        sys.meta_path[:] = saved
+    spec = finder.find_spec("allennlp.common.plugins", importlib.import_module("allennlp.common").__path__)
+    assert spec is not None and spec.origin.endswith(os.path.join("allennlp", "common", "plugins.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert getattr(module.discover_plugins, startup_hook.MARKER, False)  # repaired
+
+
 def startup_hook_pth() -> str:
-    return (REPO_ROOT / "elmo_plugin" / "common" / "elmo_plugin_startup_hook.pth").read_text()
+    return (REPO_ROOT / "elmo_plugin" / "patches" / "elmo_plugin_startup_hook.pth").read_text()
 
 
 def make_package(root: Path, name: str) -> None:
@@ -187,13 +209,23 @@ def test_submodules_are_imported_as_allennlp_does_but_never_from_the_current_fol
         del sys.modules[name]
 
 
-def test_the_plugin_is_discovered_after_the_plugins_files_once():
+def test_the_plugin_is_discovered_after_the_plugins_files_once(monkeypatch):
     def files(*names):
         return lambda: iter(names)
 
+    tasks = "elmo_plugin.tasks"  # after elmo_plugin (imported here), allennlp-models installed
+    assert list(startup_hook.with_the_plugin(files())()) == ["elmo_plugin", tasks]
+    assert list(startup_hook.with_the_plugin(files("my_plugin"))()) == ["my_plugin", "elmo_plugin", tasks]
+    assert list(startup_hook.with_the_plugin(files("elmo_plugin", "x"))()) == ["elmo_plugin", "x", tasks]
+    assert list(startup_hook.with_the_plugin(files(tasks, "elmo_plugin"))()) == [tasks, "elmo_plugin"]
+    # The task line only where allennlp-models can be found, and only after the plugin imported.
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "allennlp_models" else real_find_spec(name, *a))
     assert list(startup_hook.with_the_plugin(files())()) == ["elmo_plugin"]
-    assert list(startup_hook.with_the_plugin(files("my_plugin"))()) == ["my_plugin", "elmo_plugin"]
-    assert list(startup_hook.with_the_plugin(files("elmo_plugin", "x"))()) == ["elmo_plugin", "x"]
+    monkeypatch.undo()
+    monkeypatch.delitem(sys.modules, "elmo_plugin")
+    assert list(startup_hook.with_the_plugin(files())()) == ["elmo_plugin"]
 
 
 def test_allennlps_line_for_a_missing_module_says_what_to_install(monkeypatch):
@@ -237,7 +269,7 @@ def test_every_repair_is_applied_once():
     plugins.discover_plugins = lambda: iter(())
     for _ in range(2):
         startup_hook.repair_plugin_discovery(plugins)
-    assert list(plugins.discover_plugins()) == ["elmo_plugin"]
+    assert list(plugins.discover_plugins()) == ["elmo_plugin", "elmo_plugin.tasks"]  # tasks: allennlp-models here
     filters = logging.getLogger("plugins_of_a_test").filters
     assert len(filters) == 1
     logging.getLogger("plugins_of_a_test").removeFilter(filters[0])

@@ -2,15 +2,12 @@
 Imports AllenNLP for ``import elmo_plugin`` without the two torchvision warnings of the tested
 environment, and without changing any warning filter beyond this import.
 
-AllenNLP's ``allennlp.data`` imports torchvision unconditionally (for its image loader), and
-transformers, which AllenNLP's ``allennlp.modules`` imports, imports
-``torchvision.transforms.v2``. The tested set (requirements/constraints.txt) pins torchvision
-0.15.2 beside torch 2.13: no CPU build of a matching torchvision installs from PyPI, and that
-torchvision imports fine but warns "Failed to load image Python extension" and twice "still Beta"
-on import. AllenNLP's text models never use torchvision, so these messages say nothing to a user
-of this plugin. They are ignored here, and only here: inside ``warnings.catch_warnings()``
-(which restores the filters afterwards), only these two messages, only from the torchvision
-modules that emit them. The plugin installs no warning filter that outlives its import.
+AllenNLP's ``allennlp.data`` imports torchvision (for its image loader), and transformers, which
+``allennlp.modules`` imports, imports ``torchvision.transforms.v2``. The tested set pins
+torchvision 0.15.2 beside torch 2.13 (no matching CPU build installs from PyPI), which warns
+"Failed to load image Python extension" and twice "still Beta" on import, about parts AllenNLP's
+text models never use. They are ignored inside ``warnings.catch_warnings()`` (which restores the
+filters afterwards), only these two messages, only from the modules that emit them.
 
 The ``allennlp`` command imports torchvision before any plugin code runs; there the environment
 takes care of it (scripts/quiet_environment.py, run by ``make venv``).

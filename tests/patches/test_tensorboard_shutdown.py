@@ -1,5 +1,5 @@
 """
-elmo_plugin/common/tensorboard_shutdown.py: a tensorboardX writer closed while the interpreter
+elmo_plugin/patches/tensorboard_shutdown.py: a tensorboardX writer closed while the interpreter
 shuts down (Python 3.12+ refuses the thread its wake-up would start) closes its event file
 without a traceback; any other error is raised as before. The real shutdown on Python 3.12 and
 3.13 is in tests/test_python_versions.py (slow).
@@ -8,7 +8,7 @@ import pytest
 from tensorboardX.event_file_writer import EventFileWriter
 
 import elmo_plugin  # noqa: F401  (installs the wrapper)
-from elmo_plugin.common import tensorboard_shutdown
+from elmo_plugin.patches import tensorboard_shutdown
 
 
 def failing_stop(message):
