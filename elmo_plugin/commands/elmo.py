@@ -7,7 +7,8 @@ allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
     [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
-    [--layout per-sentence|flat] [--float16] [--shard-tokens N] [--overwrite]
+    [--layout per-sentence|flat] [--float16] [--sentence-vectors] [--shard-tokens N]
+    [--overwrite]
     [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
@@ -89,6 +90,10 @@ on --batch-size and the order of the lines).
 dataset ("layer_0".. with --all, "top" or "average"), "offsets" (line i is rows
 offsets[i]:offsets[i+1]) and "sentences" (each line's text): much faster to write for large
 corpora. --float16 stores half the bytes. elmo_plugin.EmbeddingsFile reads either layout.
+
+--sentence-vectors writes one vector per sentence instead of one per token: the mean over its
+tokens of the chosen output, (num_layers, dim) with --all and (dim,) otherwise (in the flat
+layout one row per line).
 
 Launched by torchrun, every process (rank) embeds its share of the lines (balanced by tokens) on
 its own GPU (LOCAL_RANK, with --cuda-device 0) or CPU, into shard files in OUTPUT_FILE.shards/;
@@ -246,6 +251,12 @@ class ElmoCommand(Subcommand):
             help="store the vectors as float16 (half the bytes; computed as before)",
         )
         subparser.add_argument(
+            "--sentence-vectors",
+            action="store_true",
+            help="write one vector per sentence, the mean over its tokens: (num_layers, dim) "
+            "with --all, (dim,) otherwise",
+        )
+        subparser.add_argument(
             "--shard-tokens",
             type=positive_int,
             default=DEFAULT_PIECE_TOKENS,
@@ -274,6 +285,7 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
         include_sentence_indices=args.include_sentence_indices,
         layout=args.layout,
         float16=args.float16,
+        sentence_vectors=args.sentence_vectors,
         overwrite=args.overwrite,
         piece_tokens=args.shard_tokens,
         # Empty strings count as not given (an unset shell variable in a script).

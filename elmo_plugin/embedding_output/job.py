@@ -93,6 +93,11 @@ class EmbeddingJob:
         takes neither ``use_sentence_keys`` nor ``include_sentence_indices``.
     float16 : `bool`, optional (default = `False`)
         Store the vectors as float16 (computed as before; half the bytes).
+    sentence_vectors : `bool`, optional (default = `False`)
+        Write one vector per sentence instead of one per token: the mean over its tokens of
+        the chosen output (`elmo_plugin.embedding_output.sentence_vectors`), ``(num_layers,
+        dim)`` for ``"all"`` and ``(dim,)`` otherwise; the flat layout holds one row per
+        sentence.
     overwrite : `bool`, optional (default = `True`)
         Replace an existing output (only once the new file is complete, as any output is
         written). ``allennlp elmo`` refuses an existing output unless given ``--overwrite``;
@@ -130,6 +135,7 @@ class EmbeddingJob:
     include_sentence_indices: bool = False
     layout: str = PER_SENTENCE
     float16: bool = False
+    sentence_vectors: bool = False
     overwrite: bool = True
     sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES
     piece_tokens: int = DEFAULT_PIECE_TOKENS
@@ -207,6 +213,11 @@ class EmbeddingJob:
     def batches(self, lines: Iterable[Line]) -> Iterator[List[Line]]:
         """The batches in which this job embeds ``lines`` (`line_batches`)."""
         return line_batches(lines, self.batch_size, self.sort_chunk_batches, self.stateful)
+
+    def output_rows(self, num_sentences: int, num_tokens: int) -> int:
+        """The rows that ``num_sentences`` lines of ``num_tokens`` tokens take in the flat
+        layout: one per token, or one per sentence with ``sentence_vectors``."""
+        return num_sentences if self.sentence_vectors else num_tokens
 
     @property
     def chunk_lines(self) -> int:

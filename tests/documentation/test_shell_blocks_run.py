@@ -164,7 +164,8 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
         with EmbeddingsFile(output) as embeddings:
             entries = len(embeddings)
             assert entries == len(lines), f"{where}: {output.name}: {entries} entries for {len(lines)} lines"
-            assert embeddings[0].shape[-2] == len(lines[0].split())
+            if not embeddings.sentence_vectors:  # else one vector (per layer) a line
+                assert embeddings[0].shape[-2] == len(lines[0].split())
     elif subcommand == "train" and "--node-rank" not in launched:
         # (Of a run on several nodes only node 0 writes the archive; the line's $R is not known.)
         run = repo / arguments.serialization_dir
