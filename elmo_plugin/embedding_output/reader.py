@@ -256,9 +256,16 @@ def read_embeddings(path: PathLike, index: int) -> np.ndarray:
     # Parameters
 
     path : `PathLike`
-        The output file, written by one process or assembled from shards.
+        The output file, written by one process or assembled from shards, or the Parquet
+        folder of ``allennlp elmo --ray`` (`parquet_reader.ParquetEmbeddings`).
     index : `int`
         The 0-based line of the input file.
     """
+    if os.path.isdir(path):
+        # Imported here: the Parquet reader is the Ray engine's sibling, and needs pyarrow.
+        from elmo_plugin.embedding_output.parquet_reader import ParquetEmbeddings
+
+        with ParquetEmbeddings(path) as parquet:
+            return parquet[index]
     with EmbeddingsFile(path) as embeddings:
         return embeddings[index]
