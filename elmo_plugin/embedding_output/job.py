@@ -195,6 +195,8 @@ class EmbeddingJob:
             )
         if self.ray_address is not None:
             self._check_ray_options()
+        elif self.ray_workers != 1:
+            raise ConfigurationError("ray_workers is for a Ray job (ray_address, --ray)")
         output_directory = os.path.dirname(os.path.abspath(self.output_path))
         if not os.path.isdir(output_directory):
             raise ConfigurationError(f"the output directory does not exist: {output_directory}")

@@ -155,6 +155,13 @@ def test_what_a_ray_job_cannot_take(tmp_path, capsys, no_ray_started, flags, wha
     assert f"a Ray job takes no {what}" in capsys.readouterr().err
 
 
+def test_ray_workers_without_ray_is_an_error(tmp_path, capsys):
+    input_file = write_lines(tmp_path / "in.txt", ["a b", "c"])
+    assert run_elmo(input_file, tmp_path / "out.hdf5", "--top", "--ray-workers", "2") == 1
+    assert "ray_workers is for a Ray job" in capsys.readouterr().err
+    assert not (tmp_path / "out.hdf5").exists()
+
+
 def test_nothing_imports_ray_without_the_option(tmp_path):
     input_file = write_lines(tmp_path / "in.txt", ["a b", "c"])
     script = (
