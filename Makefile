@@ -47,7 +47,7 @@ ifeq ($(origin PYTHON),command line)
 	fi
 endif
 
-$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/figures.txt requirements/korean.txt requirements/torch-cuda.txt pyproject.toml \
+$(STAMP): requirements/constraints.txt requirements/dev.txt requirements/figures.txt requirements/korean.txt requirements/ray.txt requirements/torch-cuda.txt pyproject.toml \
 		setup.py elmo_plugin/legacy/elmo_plugin_allennlp_commands_elmo.pth elmo_plugin/patches/elmo_plugin_startup_hook.pth
 	@case "$(TORCH)" in cpu|cuda) ;; *) echo "TORCH must be cpu or cuda, got '$(TORCH)'" >&2; exit 2;; esac
 	@test -x $(PY) || $(PYTHON) -c "$(SUPPORTED_PYTHON)"
@@ -70,6 +70,7 @@ else
 	fi
 endif
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -r requirements/korean.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements/ray.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) scripts/quiet_environment.py
 	touch $(STAMP)

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/embedding_at_scale.py [--parts creation scale throughput resume
         projection] [--work-dir DIR] [--creation-sentences 20000] [--dim 1024]
         [--scale-sizes 10000 100000 1000000] [--stand-in fixture|constant]
-        [--throughput-sentences 4000] [--options-file O --weight-file W]
+        [--throughput-sentences 4000] [--ray-sentences 20000] [--options-file O --weight-file W]
 
 Parts (each prints a Markdown table):
 
@@ -22,6 +22,10 @@ Parts (each prints a Markdown table):
 - ``throughput``: the same input embedded by one process (plain ``allennlp elmo``) and by two
   (torchrun, gloo): wall time, including both commands' start (the AllenNLP import, about 10 s
   on a busy machine), so use enough sentences.
+- ``ray``: the same input (``--ray-sentences``, ``--top``, the fixture model) embedded by one
+  process (HDF5, flat layout), by two under torchrun, and by ``--ray local`` with 1 and 2 workers
+  (Parquet; Ray started by the command, as a user runs it): wall time with start, sentences/s and
+  output bytes/s. Not in the default parts (it needs ``elmo_plugin[ray]``).
 - ``resume``: under torchrun (2 processes), a full run; the same command again (everything
   reused: the fixed cost of a rerun, i.e. start, input hash, shard checks, assembly); then again
   after half of the shards were deleted (a run killed half-way).
@@ -244,6 +248,44 @@ def part_throughput(args: argparse.Namespace, work: Path) -> None:
         shutil.rmtree(f"{output}.shards", ignore_errors=True)
 
 
+def _size(path: Path) -> int:
+    """Bytes of an output: a file, or a folder (Parquet) or a file with its shards, in all."""
+    paths = [path, Path(f"{path}.shards")]
+    total = 0
+    for item in paths:
+        if item.is_file():
+            total += item.stat().st_size
+        elif item.is_dir():
+            total += sum(child.stat().st_size for child in item.rglob("*") if child.is_file())
+    return total
+
+
+def part_ray(args: argparse.Namespace, work: Path) -> None:
+    corpus = work / "ray.txt"
+    tokens = write_corpus(corpus, args.ray_sentences, seed=2)
+    print(f"\n### --ray local against one process and torchrun ({args.ray_sentences:,} sentences, "
+          f"{tokens:,} tokens, --top, model {args.options_file}, {args.threads} thread(s) each)\n")
+    print("| run | wall s (with start) | sentences/s | output MB | output bytes/s |")
+    print("|---|---:|---:|---:|---:|")
+    runs = [("one process (HDF5, flat)", 1, "out.hdf5", ["--layout", "flat"]),
+            ("torchrun, 2 processes (HDF5, flat)", 2, "out.hdf5", ["--layout", "flat"])]
+    runs += [(f"--ray local, {workers} worker(s) (Parquet)", 1, "out.parquet",
+              ["--ray", "local", "--ray-workers", str(workers)]) for workers in (1, 2)]
+    for name, nproc, output_name, extra in runs:
+        output = work / output_name
+        elmo = ["elmo", str(corpus), str(output), "--top", "--batch-size", "64", *extra,
+                *model_args(args)]
+        result = run_child(args, elmo, nproc, "fixture", work / "memory")
+        size = _size(output)
+        wall = float(result["wall_s"])  # type: ignore[arg-type]
+        print(f"| {name} | {wall:.1f} | {args.ray_sentences / wall:,.0f} | {size / 1e6:.1f} | "
+              f"{size / wall:,.0f} |", flush=True)
+        shutil.rmtree(output, ignore_errors=True)
+        if output.is_file():
+            output.unlink()
+        shutil.rmtree(f"{output}.shards", ignore_errors=True)
+
+
 def part_resume(args: argparse.Namespace, work: Path) -> None:
     corpus = work / "resume.txt"
     write_corpus(corpus, args.throughput_sentences, seed=2)
@@ -316,6 +358,8 @@ def main() -> None:
     parser.add_argument("--scale-dim", type=int, default=128, help="the constant stand-in's "
                         "width (1M sentences at 128 dims in float16: about 5 GB on disk)")
     parser.add_argument("--throughput-sentences", type=int, default=4000)
+    parser.add_argument("--ray-sentences", type=int, default=20000, help="the ray part's input "
+                        "(chunks of 2,048 lines are what Ray's workers share)")
     parser.add_argument("--options-file", default=str(FIXTURES / "options.json"))
     parser.add_argument("--weight-file", default=str(FIXTURES / "lm_weights.hdf5"))
     parser.add_argument("--threads", type=int, default=1, help="OMP threads of every process")
@@ -339,6 +383,8 @@ def main() -> None:
             part_scale(args, work)
         if "throughput" in args.parts:
             part_throughput(args, work)
+        if "ray" in args.parts:
+            part_ray(args, work)
         if "resume" in args.parts:
             part_resume(args, work)
         if "projection" in args.parts:

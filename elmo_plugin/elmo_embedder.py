@@ -33,6 +33,7 @@ from elmo_plugin.embedding_output.job import (
     check_batch_size,
 )
 from elmo_plugin.embedding_output.layout import PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
+from elmo_plugin.embedding_output.sentence_vectors import token_mean
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, ModelFiles
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.precision import InferenceSettings, run_bilm
@@ -327,6 +328,24 @@ class ElmoEmbedder:
             return []
         return self.embed_arrays(batch, "all")
 
+    def embed_sentence_vectors(
+        self, batch: Sequence[Sequence[str]], output_format: str = "average"
+    ) -> List[np.ndarray]:
+        """
+        One vector per sentence of ``batch``, run through the biLM together: the mean over its
+        tokens of ``output_format``'s output (`elmo_plugin.embedding_output.sentence_vectors`),
+        ``(dim,)`` for ``"average"`` (the default, the mean of all layers) and ``"top"``,
+        ``(num_layers, dim)`` for ``"all"``. What ``allennlp elmo --sentence-vectors`` writes.
+        An empty sentence gives zeros.
+        """
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigurationError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
+            )
+        if len(batch) == 0:
+            return []
+        return [token_mean(array) for array in self.embed_arrays(batch, output_format)]
+
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
@@ -369,6 +388,7 @@ class ElmoEmbedder:
         include_sentence_indices: bool = False,
         layout: str = PER_SENTENCE,
         float16: bool = False,
+        sentence_vectors: bool = False,
     ) -> None:
         """
         Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
@@ -416,6 +436,10 @@ class ElmoEmbedder:
             `elmo_plugin.EmbeddingsFile`).
         float16 : `bool`, optional (default = `False`)
             Store the vectors as float16.
+        sentence_vectors : `bool`, optional (default = `False`)
+            Write one vector per sentence, the mean over its tokens (`embed_sentence_vectors`):
+            ``(num_layers, dim)`` for ``"all"``, ``(dim,)`` otherwise; in the flat layout one
+            row per line.
         """
         job = EmbeddingJob.prepare(
             input_file,
@@ -427,6 +451,7 @@ class ElmoEmbedder:
             include_sentence_indices=include_sentence_indices,
             layout=layout,
             float16=float16,
+            sentence_vectors=sentence_vectors,
             sort_chunk_batches=sort_chunk_batches,
             stateful=self.stateful,
             precision=self.precision,

@@ -7,7 +7,8 @@ allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
     [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
     [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
     [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
-    [--layout per-sentence|flat] [--float16] [--shard-tokens N] [--overwrite]
+    [--layout per-sentence|flat] [--float16] [--sentence-vectors] [--shard-tokens N]
+    [--overwrite] [--ray local|auto|ADDRESS [--ray-workers N]]
     [--file-friendly-logging] [--include-package P]
 allennlp elmo --list-models
 torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
@@ -20,7 +21,9 @@ AllenNLP's cache); ``--model`` names another published model or local files (see
 ``--stateful`` gives 0.9's results.
 
 Started by ``torchrun``, the command runs sharded and resumable
-(`elmo_plugin.embedding_output.sharded_run`); without it, exactly as before.
+(`elmo_plugin.embedding_output.sharded_run`); with ``--ray`` on a Ray cluster, writing Parquet
+(`elmo_plugin.embedding_output.ray_engine`, which alone imports ray); otherwise, exactly as
+before.
 """
 import argparse
 from typing import Any, Callable, Optional, TypeVar
@@ -48,6 +51,7 @@ from elmo_plugin.embedding_output.job import (
 )
 from elmo_plugin.embedding_output.layout import LAYOUTS, PER_SENTENCE
 from elmo_plugin.embedding_output.plan import shards_directory
+from elmo_plugin.embedding_output.ray_engine import run_ray
 from elmo_plugin.embedding_output.sharded_run import ShardedResult, run_sharded
 from elmo_plugin.model_files.catalogue import (
     DEFAULT_MODEL,
@@ -89,6 +93,10 @@ on --batch-size and the order of the lines).
 dataset ("layer_0".. with --all, "top" or "average"), "offsets" (line i is rows
 offsets[i]:offsets[i+1]) and "sentences" (each line's text): much faster to write for large
 corpora. --float16 stores half the bytes. elmo_plugin.EmbeddingsFile reads either layout.
+
+--sentence-vectors writes one vector per sentence instead of one per token: the mean over its
+tokens of the chosen output, (num_layers, dim) with --all and (dim,) otherwise (in the flat
+layout one row per line).
 
 Launched by torchrun, every process (rank) embeds its share of the lines (balanced by tokens) on
 its own GPU (LOCAL_RANK, with --cuda-device 0) or CPU, into shard files in OUTPUT_FILE.shards/;
@@ -246,6 +254,12 @@ class ElmoCommand(Subcommand):
             help="store the vectors as float16 (half the bytes; computed as before)",
         )
         subparser.add_argument(
+            "--sentence-vectors",
+            action="store_true",
+            help="write one vector per sentence, the mean over its tokens: (num_layers, dim) "
+            "with --all, (dim,) otherwise",
+        )
+        subparser.add_argument(
             "--shard-tokens",
             type=positive_int,
             default=DEFAULT_PIECE_TOKENS,
@@ -253,6 +267,20 @@ class ElmoCommand(Subcommand):
             help="under torchrun: about this many tokens per shard file, the unit of work that "
             "a rerun after a crash reuses; an input with fewer tokens per process is cut into "
             "one shard per process")
+        subparser.add_argument(
+            "--ray",
+            metavar="local|auto|ADDRESS",
+            help="run on Ray Data and write a Parquet folder, one row per sentence: local starts "
+            "Ray here, auto joins RAY_ADDRESS's cluster (needs elmo_plugin[ray])",
+        )
+        subparser.add_argument(
+            "--ray-workers",
+            type=positive_int,
+            default=1,
+            metavar="N",
+            help="with --ray: the number of workers, each holding the model (and a GPU with "
+            "--cuda-device 0)",
+        )
         subparser.add_argument(
             "--file-friendly-logging",
             action="store_true",
@@ -274,6 +302,7 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
         include_sentence_indices=args.include_sentence_indices,
         layout=args.layout,
         float16=args.float16,
+        sentence_vectors=args.sentence_vectors,
         overwrite=args.overwrite,
         piece_tokens=args.shard_tokens,
         # Empty strings count as not given (an unset shell variable in a script).
@@ -284,6 +313,8 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
         stateful=args.stateful,
         precision=args.precision,
         argument_names=COMMAND_ARGUMENTS,
+        ray_address=args.ray or None,
+        ray_workers=args.ray_workers,
     )
 
 
@@ -313,7 +344,13 @@ def elmo_command(args: argparse.Namespace) -> None:
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     process = torchrun_process()
-    if process is None:
+    if job.ray_address is not None:
+        if process is not None:
+            exit_with_error(
+                "elmo", "--ray runs its own workers; start it without torchrun", EXIT_USAGE
+            )
+        _on_ray(job, args.elmo_usage)
+    elif process is None:
         _single_process(job, args.elmo_usage)
     else:
         _sharded(job, process, args.elmo_usage)
@@ -352,6 +389,33 @@ def _single_process(job: EmbeddingJob, usage: str) -> None:
         usage=usage,
     )
     print(f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}")
+
+
+def _on_ray(job: EmbeddingJob, usage: str) -> None:
+    """``allennlp elmo --ray``: the job checked here (input, output, options) before Ray starts,
+    then `run_ray`."""
+
+    def embed() -> int:
+        checked = job.checked()
+        try:
+            import ray  # noqa: F401 (only to say what is missing)
+        except ImportError:
+            raise ConfigurationError(
+                "--ray needs Ray Data: pip install 'elmo_plugin[ray]' (or requirements/ray.txt)"
+            ) from None
+        return run_ray(checked, ElmoEmbedder.for_job)
+
+    count = run_reporting_errors(
+        "elmo",
+        _one_line_for_an_existing_output(embed),
+        interrupted=f"interrupted; {job.output_path} was not written.",
+        usage_errors=(IncompleteFilePairError,),
+        usage=usage,
+    )
+    print(
+        f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}: "
+        f"{count} sentences, Parquet, by {job.ray_workers} Ray workers"
+    )
 
 
 def _sharded(job: EmbeddingJob, process: TorchrunProcess, usage: str) -> None:

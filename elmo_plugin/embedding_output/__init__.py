@@ -12,7 +12,11 @@ sharded, resumable runs under ``torchrun``:
   its name when complete; `fingerprint`: what a shard's reuse is keyed by; `heartbeats`: how
   ranks notice that another one stopped; `assembly`: the output assembled from the shards with
   HDF5 virtual datasets; `sharded_run`: one rank's part of it all.
+- `sentence_vectors`: one vector per sentence, the mean over its tokens.
+- `ray_engine`: the job on a Ray cluster (Ray Data, `ElmoRayEmbedder`), writing Parquet, which
+  `parquet_reader` (`ParquetEmbeddings`) reads; ray is imported only when a job runs there.
 """
+from elmo_plugin.embedding_output.parquet_reader import ParquetEmbeddings
 from elmo_plugin.embedding_output.reader import EmbeddingsFile, MissingShardError, read_embeddings
 
-__all__ = ["EmbeddingsFile", "MissingShardError", "read_embeddings"]
+__all__ = ["EmbeddingsFile", "MissingShardError", "ParquetEmbeddings", "read_embeddings"]

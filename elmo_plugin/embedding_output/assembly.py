@@ -32,6 +32,7 @@ from elmo_plugin.embedding_output.layout import (
     NUM_SENTENCES_ATTRIBUTE,
     OFFSETS,
     SENTENCES,
+    mark_sentence_vectors,
     storage_dtype,
 )
 from elmo_plugin.embedding_output.per_sentence_writer import SentenceIndex
@@ -50,11 +51,14 @@ def check_shards(
     layout: str,
     dataset_names: Sequence[str],
     dim: int,
+    sentence_vectors: bool = False,
 ) -> None:
     """A `ConfigurationError` naming the first shard of ``plan`` that is not as it must be."""
     for piece in plan.pieces:
         path = os.path.join(directory, piece.shard_name(fingerprint))
-        problem = shard_problem(path, piece, fingerprint, layout, dataset_names, dim)
+        problem = shard_problem(
+            path, piece, fingerprint, layout, dataset_names, dim, sentence_vectors
+        )
         if problem is not None:
             raise ConfigurationError(
                 f"the shard {path} ({piece.describe()}) cannot be "
@@ -86,8 +90,7 @@ def assemble_output(
         out = output.file
         if job.layout == FLAT:
             _assemble_flat(
-                out, output_directory, job.input_path, plan, shards, dataset_names, dim, dtype,
-                write_sentences=not job.forget_sentences,
+                out, output_directory, job, plan, shards, dataset_names, dim, dtype
             )
             out.attrs[LAYOUT_ATTRIBUTE] = FLAT
             out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
@@ -96,38 +99,39 @@ def assemble_output(
         out.attrs[FORMAT_ATTRIBUTE] = job.output_format
         out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
         out.attrs[SHARDS_ATTRIBUTE] = json.dumps(shards)
+        mark_sentence_vectors(out, job.sentence_vectors)
         output.check()
 
 
 def _assemble_flat(
     out: h5py.File,
     output_directory: str,
-    input_path: str,
+    job: EmbeddingJob,
     plan: Plan,
     shards: Sequence[Tuple[str, int]],
     dataset_names: Sequence[str],
     dim: int,
     dtype: np.dtype,
-    write_sentences: bool,
 ) -> None:
     # The offsets are the shards' own plus the rows before each line: a real dataset (8 bytes a
     # line), written chunk by chunk; the rows are mapped from the shards run by run.
     offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
     offsets[0] = 0
-    runs = _flat_runs(output_directory, plan, shards, offsets)
+    runs = _flat_runs(output_directory, job, plan, shards, offsets)
+    total_rows = job.output_rows(plan.num_sentences, plan.num_tokens)
     for name in dataset_names:
-        layout = h5py.VirtualLayout(shape=(plan.num_tokens, dim), dtype=dtype)
+        layout = h5py.VirtualLayout(shape=(total_rows, dim), dtype=dtype)
         for row, rows, relative, shard_row, shard_rows in runs:
             source = h5py.VirtualSource(relative, name, shape=(shard_rows, dim))
             if rows != shard_rows:
                 source = source[shard_row : shard_row + rows]
             layout[row : row + rows] = source
         out.create_virtual_dataset(name, layout, fillvalue=np.nan)
-    if write_sentences:
+    if not job.forget_sentences:
         sentences = out.create_dataset(
             SENTENCES, shape=(plan.num_sentences,), dtype=h5py.string_dtype()
         )
-        lines = read_sentences(input_path)
+        lines = read_sentences(job.input_path)
         start = 0
         while True:
             block = [sentence_text(tokens) for _, tokens in islice(lines, _SENTENCE_BLOCK)]
@@ -138,7 +142,11 @@ def _assemble_flat(
 
 
 def _flat_runs(
-    output_directory: str, plan: Plan, shards: Sequence[Tuple[str, int]], offsets: h5py.Dataset
+    output_directory: str,
+    job: EmbeddingJob,
+    plan: Plan,
+    shards: Sequence[Tuple[str, int]],
+    offsets: h5py.Dataset,
 ) -> List[Tuple[int, int, str, int, int]]:
     """
     Writes the output's ``offsets`` and returns its rows as runs of consecutive lines that one
@@ -172,7 +180,8 @@ def _flat_runs(
             start = int(ends[first] - lengths[first])
             rows = int(ends[end - 1]) - start
             if rows:
-                runs.append((start, rows, relative, int(shard_rows[first]), piece.num_tokens))
+                piece_rows = job.output_rows(piece.num_sentences, piece.num_tokens)
+                runs.append((start, rows, relative, int(shard_rows[first]), piece_rows))
         row = int(ends[-1])
     return runs
 

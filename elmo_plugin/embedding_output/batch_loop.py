@@ -25,9 +25,11 @@ from elmo_plugin.embedding_output.layout import (
     FLAT,
     flat_dataset_names,
     mark_flat_file,
+    mark_sentence_vectors,
     storage_dtype,
 )
 from elmo_plugin.embedding_output.per_sentence_writer import PerSentenceWriter, SentenceIndex
+from elmo_plugin.embedding_output.sentence_vectors import token_mean
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,15 @@ def layout_writer(
     if job.layout == FLAT:
         write_sentences = not (shard or job.forget_sentences)
         names = dataset_names(job, embedder)
-        return FlatWriter(file, names, embedder.get_output_dim(), dtype, lines, write_sentences)
+        return FlatWriter(
+            file,
+            names,
+            embedder.get_output_dim(),
+            dtype,
+            lines,
+            write_sentences,
+            sentence_vectors=job.sentence_vectors,
+        )
     return PerSentenceWriter(file, dtype, job.use_sentence_keys and not shard)
 
 
@@ -83,10 +93,20 @@ EmbeddedBatch = Tuple[List[Line], List[np.ndarray]]
 def embedded_batches(
     job: EmbeddingJob, embedder: BatchEmbedder, lines: Iterable[Line]
 ) -> Iterator[EmbeddedBatch]:
-    """``job``'s batches of ``lines``, each with its arrays, computed here by ``embedder``."""
+    """``job``'s batches of ``lines``, each with its arrays (`job_arrays`), computed here by
+    ``embedder``."""
     for batch in job.batches(lines):
         release_freed_memory()  # keeps memory flat however long the input is
-        yield batch, embedder.embed_arrays([tokens for _, tokens in batch], job.output_format)
+        yield batch, job_arrays(job, embedder, [tokens for _, tokens in batch])
+
+
+def job_arrays(
+    job: EmbeddingJob, embedder: BatchEmbedder, batch: Sequence[Sequence[str]]
+) -> List[np.ndarray]:
+    """What ``job`` stores for each sentence of ``batch``: its token vectors in the job's
+    output format, or their mean (`token_mean`) with ``sentence_vectors``."""
+    arrays = embedder.embed_arrays(batch, job.output_format)
+    return [token_mean(array) for array in arrays] if job.sentence_vectors else arrays
 
 
 def write_batches(
@@ -147,6 +167,7 @@ def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool 
             if job.layout == FLAT:
                 names = dataset_names(job, embedder)
                 mark_flat_file(output.file, job.output_format, names, job.num_sentences)
+            mark_sentence_vectors(output.file, job.sentence_vectors)
             if sentence_index is not None:
                 sentence_index.write(output.file, index_datasets)
     logger.info("Wrote the embeddings of %d sentences to %s", job.num_sentences, job.output_path)

@@ -45,6 +45,9 @@ class FlatWriter:
         Also write ``sentences``, the text of each line.
     flush_rows : `int`, optional (default = `DEFAULT_FLUSH_ROWS`)
         Rows buffered before an append.
+    sentence_vectors : `bool`, optional (default = `False`)
+        Each added array is one sentence vector (``(num_layers, dim)`` or ``(dim,)``), written
+        as one row.
     """
 
     def __init__(
@@ -56,7 +59,9 @@ class FlatWriter:
         lines: Optional[Iterable[int]] = None,
         write_sentences: bool = True,
         flush_rows: int = DEFAULT_FLUSH_ROWS,
+        sentence_vectors: bool = False,
     ) -> None:
+        self._sentence_vectors = sentence_vectors
         self._names = list(dataset_names)
         self._lines = iter(lines) if lines is not None else itertools.count()
         self._next_line = next(self._lines, None)
@@ -90,6 +95,8 @@ class FlatWriter:
         )
 
     def add(self, line_index: int, text: str, array: np.ndarray) -> None:
+        if self._sentence_vectors:
+            array = array[..., np.newaxis, :]  # one row
         self._pending[line_index] = (text, array)
         while self._next_line in self._pending:
             text, array = self._pending.pop(self._next_line)

@@ -93,6 +93,11 @@ class EmbeddingJob:
         takes neither ``use_sentence_keys`` nor ``include_sentence_indices``.
     float16 : `bool`, optional (default = `False`)
         Store the vectors as float16 (computed as before; half the bytes).
+    sentence_vectors : `bool`, optional (default = `False`)
+        Write one vector per sentence instead of one per token: the mean over its tokens of
+        the chosen output (`elmo_plugin.embedding_output.sentence_vectors`), ``(num_layers,
+        dim)`` for ``"all"`` and ``(dim,)`` otherwise; the flat layout holds one row per
+        sentence.
     overwrite : `bool`, optional (default = `True`)
         Replace an existing output (only once the new file is complete, as any output is
         written). ``allennlp elmo`` refuses an existing output unless given ``--overwrite``;
@@ -114,6 +119,15 @@ class EmbeddingJob:
         float32 (or float16) either way.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments.
+    ray_address : `str`, optional (default = `None`)
+        Run on Ray (`elmo_plugin.embedding_output.ray_engine`) and write a Parquet dataset (a
+        folder) instead of HDF5: ``"local"`` starts a Ray cluster on this machine, ``"auto"``
+        joins the one ``RAY_ADDRESS`` names, anything else is a cluster's address. Stateless
+        only; without the HDF5 layouts' options (``layout``, ``use_sentence_keys``,
+        ``include_sentence_indices``, ``forget_sentences``).
+    ray_workers : `int`, optional (default = `1`)
+        With ``ray_address``: the number of Ray workers, each holding one embedder (one GPU each
+        with ``cuda_device`` >= 0).
 
     The model fields, ``cuda_device``, ``stateful`` and ``precision`` are what an embedder is
     built from (`elmo_plugin.ElmoEmbedder.for_job`); a job that an existing embedder runs
@@ -130,6 +144,7 @@ class EmbeddingJob:
     include_sentence_indices: bool = False
     layout: str = PER_SENTENCE
     float16: bool = False
+    sentence_vectors: bool = False
     overwrite: bool = True
     sort_chunk_batches: int = DEFAULT_SORT_CHUNK_BATCHES
     piece_tokens: int = DEFAULT_PIECE_TOKENS
@@ -140,6 +155,8 @@ class EmbeddingJob:
     stateful: bool = False
     precision: str = "float32"
     argument_names: ArgumentNames = PYTHON_ARGUMENTS
+    ray_address: Optional[str] = None
+    ray_workers: int = 1
 
     @classmethod
     def prepare(
@@ -176,10 +193,14 @@ class EmbeddingJob:
                 "index ('sentences'); use_sentence_keys and include_sentence_indices are for the "
                 "per-sentence layout"
             )
+        if self.ray_address is not None:
+            self._check_ray_options()
+        elif self.ray_workers != 1:
+            raise ConfigurationError("ray_workers is for a Ray job (ray_address, --ray)")
         output_directory = os.path.dirname(os.path.abspath(self.output_path))
         if not os.path.isdir(output_directory):
             raise ConfigurationError(f"the output directory does not exist: {output_directory}")
-        if os.path.isdir(self.output_path):
+        if self.ray_address is None and os.path.isdir(self.output_path):
             raise ConfigurationError(f"the output path is a directory: {self.output_path}")
         if input_at(self.output_path, [self.input_path]) is not None:
             raise ConfigurationError(
@@ -194,6 +215,27 @@ class EmbeddingJob:
         count = check_sentence_file(self.input_path, use_sentence_keys=self.use_sentence_keys)
         return replace(self, num_sentences=count)
 
+    def _check_ray_options(self) -> None:
+        """What a Ray job (a Parquet folder, batches on any worker) cannot do."""
+        if not self.ray_address:
+            raise ConfigurationError("ray_address must be local, auto or a cluster's address")
+        if not isinstance(self.ray_workers, int) or self.ray_workers < 1:
+            raise ConfigurationError(f"ray_workers must be a positive integer, got {self.ray_workers!r}")
+        unsupported = [
+            (self.stateful, "stateful (each worker embeds its batches alone)"),
+            (self.layout != PER_SENTENCE, "layout (the output is Parquet, one row per sentence)"),
+            (self.use_sentence_keys, "use_sentence_keys (rows carry sentence_index and tokens)"),
+            (self.include_sentence_indices, "include_sentence_indices (rows carry tokens)"),
+            (self.forget_sentences, "forget_sentences (rows carry tokens)"),
+        ]
+        for given, what in unsupported:
+            if given:
+                raise ConfigurationError(f"a Ray job takes no {what}")
+        if os.path.lexists(self.output_path) and not os.path.isdir(self.output_path):
+            raise ConfigurationError(
+                f"the output of a Ray job is a folder, and {self.output_path} is a file"
+            )
+
     def index_datasets(self) -> List[str]:
         """The names under which the sentence-to-key JSON is written, decided here only:
         ``sentence_to_index`` unless ``forget_sentences`` or ``use_sentence_keys`` (it would map
@@ -207,6 +249,11 @@ class EmbeddingJob:
     def batches(self, lines: Iterable[Line]) -> Iterator[List[Line]]:
         """The batches in which this job embeds ``lines`` (`line_batches`)."""
         return line_batches(lines, self.batch_size, self.sort_chunk_batches, self.stateful)
+
+    def output_rows(self, num_sentences: int, num_tokens: int) -> int:
+        """The rows that ``num_sentences`` lines of ``num_tokens`` tokens take in the flat
+        layout: one per token, or one per sentence with ``sentence_vectors``."""
+        return num_sentences if self.sentence_vectors else num_tokens
 
     @property
     def chunk_lines(self) -> int:

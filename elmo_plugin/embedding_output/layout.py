@@ -14,6 +14,12 @@ one a file has.
   spaces; not written with ``--forget-sentences``). Written in large appends, so its cost per
   sentence does not depend on the number of sentences.
 
+With ``--sentence-vectors`` each line holds one vector per output layer instead of one per
+token (the mean over its tokens): per-sentence datasets are ``(num_layers, dim)`` with
+``--all`` and ``(dim,)`` otherwise; the flat layout's datasets hold one row per line (``offsets``
+then counts 0, 1, 2 ...). Such files carry the root attribute ``SENTENCE_VECTORS_ATTRIBUTE``
+(= 1), in either layout.
+
 Files written by this plugin's flat layout, or assembled from shards, carry the root attributes
 ``LAYOUT_ATTRIBUTE`` and ``FORMAT_ATTRIBUTE``; a file without them is per-sentence (what
 AllenNLP 0.9 and a plain ``allennlp elmo`` write). `elmo_plugin.embedding_output.reader` reads
@@ -44,6 +50,7 @@ LAYOUT_ATTRIBUTE = "elmo_layout"
 FORMAT_ATTRIBUTE = "elmo_output_format"
 LAYER_DATASETS_ATTRIBUTE = "elmo_layer_datasets"
 NUM_SENTENCES_ATTRIBUTE = "elmo_num_sentences"
+SENTENCE_VECTORS_ATTRIBUTE = "elmo_sentence_vectors"
 
 
 def flat_dataset_names(output_format: str, num_layers: int) -> List[str]:
@@ -61,6 +68,13 @@ def mark_flat_file(
     out.attrs[FORMAT_ATTRIBUTE] = output_format
     out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
     out.attrs[NUM_SENTENCES_ATTRIBUTE] = num_sentences
+
+
+def mark_sentence_vectors(out: h5py.Group, sentence_vectors: bool) -> None:
+    """The root attribute of a file of sentence vectors (none otherwise, so that token outputs
+    stay as they were)."""
+    if sentence_vectors:
+        out.attrs[SENTENCE_VECTORS_ATTRIBUTE] = 1
 
 
 def storage_dtype(float16: bool) -> np.dtype:

@@ -13,7 +13,9 @@ with EmbeddingsFile("embeddings.hdf5") as embeddings:
 ```
 
 Arrays come back in the stored type (float32, or float16 for files written with
-``--float16``).
+``--float16``). A file written with ``--sentence-vectors`` (``embeddings.sentence_vectors`` is
+then true) gives each line's one vector per layer: ``(num_layers, dim)`` with ``--all``,
+``(dim,)`` otherwise, in either layout.
 
 **Shards.** A file assembled by a sharded run (``torchrun ... allennlp elmo``) holds no vectors
 itself: its datasets are HDF5 virtual datasets that read from the shard files in
@@ -44,6 +46,7 @@ from elmo_plugin.embedding_output.layout import (
     PER_SENTENCE,
     SENTENCE_INDICES,
     SENTENCE_TO_INDEX,
+    SENTENCE_VECTORS_ATTRIBUTE,
     SENTENCES,
 )
 
@@ -142,6 +145,7 @@ class EmbeddingsFile:
             self.output_format: Optional[str] = (
                 None if output_format is None else _text(output_format)
             )
+            self.sentence_vectors = bool(attributes.get(SENTENCE_VECTORS_ATTRIBUTE, 0))
             self._by_text: Optional[Dict[str, int]] = None
             if self.layout == FLAT:
                 names = json.loads(_text(attributes[LAYER_DATASETS_ATTRIBUTE]))
@@ -182,7 +186,10 @@ class EmbeddingsFile:
             raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
         if self.layout == FLAT:
             start, end = (int(value) for value in self._offsets[index : index + 2])
-            arrays = [dataset[start:end] for dataset in self._layers]
+            if self.sentence_vectors:  # one row a line: the line's vector, without a token axis
+                arrays = [dataset[start] for dataset in self._layers]
+            else:
+                arrays = [dataset[start:end] for dataset in self._layers]
             return np.stack(arrays) if len(arrays) > 1 else arrays[0]
         key = str(index)
         if key not in self._file:
@@ -249,9 +256,16 @@ def read_embeddings(path: PathLike, index: int) -> np.ndarray:
     # Parameters
 
     path : `PathLike`
-        The output file, written by one process or assembled from shards.
+        The output file, written by one process or assembled from shards, or the Parquet
+        folder of ``allennlp elmo --ray`` (`parquet_reader.ParquetEmbeddings`).
     index : `int`
         The 0-based line of the input file.
     """
+    if os.path.isdir(path):
+        # Imported here: the Parquet reader is the Ray engine's sibling, and needs pyarrow.
+        from elmo_plugin.embedding_output.parquet_reader import ParquetEmbeddings
+
+        with ParquetEmbeddings(path) as parquet:
+            return parquet[index]
     with EmbeddingsFile(path) as embeddings:
         return embeddings[index]

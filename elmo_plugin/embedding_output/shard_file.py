@@ -86,13 +86,16 @@ def shard_problem(
     layout: str,
     dataset_names: Sequence[str],
     dim: int,
+    sentence_vectors: bool = False,
 ) -> Optional[str]:
     """
     Why the shard ``path`` is not the finished ``piece`` of this run, or ``None`` if it is: it
     must exist, open, carry the completion mark and the fingerprint, and have the expected
     shapes (flat: every layer ``(piece.num_tokens, dim)``, ``offsets`` ending at that many
-    rows; per-sentence: one dataset per line with ``piece.num_tokens`` rows in all).
+    rows; per-sentence: one dataset per line with ``piece.num_tokens`` rows in all). With
+    ``sentence_vectors`` a line is one row (one vector per layer) instead of one per token.
     """
+    expected_rows = piece.num_sentences if sentence_vectors else piece.num_tokens
     if not os.path.isfile(path):
         return "it is missing"
     try:
@@ -109,11 +112,11 @@ def shard_problem(
                 return "it holds other lines"
             if layout == FLAT:
                 for name in dataset_names:
-                    if name not in shard or shard[name].shape != (piece.num_tokens, dim):
-                        return f"its dataset {name!r} is missing or not ({piece.num_tokens}, {dim})"
+                    if name not in shard or shard[name].shape != (expected_rows, dim):
+                        return f"its dataset {name!r} is missing or not ({expected_rows}, {dim})"
                 offsets = shard[OFFSETS]
                 rows = int(offsets[-1]) if len(offsets) else -1
-                if offsets.shape != (piece.num_sentences + 1,) or rows != piece.num_tokens:
+                if offsets.shape != (piece.num_sentences + 1,) or rows != expected_rows:
                     return "its offsets do not match the lines"
                 return None
             rows = 0
@@ -121,8 +124,8 @@ def shard_problem(
                 dataset = shard.get(str(line))
                 if dataset is None or dataset.shape[-1] != dim:
                     return f"its dataset for line {line} is missing or has the wrong width"
-                rows += dataset.shape[-2]
-            if rows != piece.num_tokens or len(shard) != piece.num_sentences:
+                rows += 1 if sentence_vectors else dataset.shape[-2]
+            if rows != expected_rows or len(shard) != piece.num_sentences:
                 return "its datasets do not match the lines"
     except OSError as error:  # not an HDF5 file, truncated ...
         return f"it cannot be read ({error})"

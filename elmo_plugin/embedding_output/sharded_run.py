@@ -194,18 +194,19 @@ class _ShardedRank:
 
         names = dataset_names(job, embedder)
         dim = embedder.get_output_dim()
+        options = {
+            "output_format": job.output_format,
+            "layout": job.layout,
+            "float16": job.float16,
+            "batch_size": job.batch_size,
+            "sort_chunk_batches": job.sort_chunk_batches,
+            "piece_tokens": job.piece_tokens,
+            "precision": embedder.precision,
+        }
+        if job.sentence_vectors:  # only then: token outputs keep their shards' names
+            options["sentence_vectors"] = True
         fingerprint = job_fingerprint(
-            plan.input_hash,
-            model_digest(embedder.elmo_bilm),
-            {
-                "output_format": job.output_format,
-                "layout": job.layout,
-                "float16": job.float16,
-                "batch_size": job.batch_size,
-                "sort_chunk_batches": job.sort_chunk_batches,
-                "piece_tokens": job.piece_tokens,
-                "precision": embedder.precision,
-            },
+            plan.input_hash, model_digest(embedder.elmo_bilm), options
         )
         pieces = plan.pieces_of(self.process.rank)
         with Tqdm.tqdm(
@@ -233,7 +234,9 @@ class _ShardedRank:
                 time.sleep(0.2)
             show(done)
         reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())
-        check_shards(plan, self.directory, fingerprint, job.layout, names, dim)
+        check_shards(
+            plan, self.directory, fingerprint, job.layout, names, dim, job.sentence_vectors
+        )
         assemble_output(job, plan, self.directory, names, dim, fingerprint)
         self.heartbeats.stop()
         for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
@@ -290,7 +293,10 @@ class _ShardedRank:
 
         for piece in pieces:
             path = os.path.join(self.directory, piece.shard_name(fingerprint))
-            if shard_problem(path, piece, fingerprint, job.layout, names, dim) is None:
+            problem = shard_problem(
+                path, piece, fingerprint, job.layout, names, dim, job.sentence_vectors
+            )
+            if problem is None:
                 done += piece.num_sentences
                 reused += piece.num_sentences
                 heartbeats.set_counts(done, reused)

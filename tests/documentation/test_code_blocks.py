@@ -61,6 +61,8 @@ OTHER_PROGRAMS = {
     "printf": "writes a file",
     "export": "sets a variable",
     "head": "looks at a file",
+    "ray": "starts a node of a Ray cluster (several machines: not run in the tests)",
+    "kubectl": "creates a Ray cluster on Kubernetes (KubeRay: not run in the tests)",
     "h5ls": "looks at an HDF5 file",
     "grep": "looks into a file",
     "wait": "waits for the commands started in the background",

@@ -56,6 +56,9 @@ NOT_RUN: Dict[str, str] = {
     "tf-hub-format=compressed":
         "downloads google/elmo/3 (hundreds of MB) from TF-Hub: no internet in tests; the block "
         "before it converts the small module of tests/fixtures/tf_hub_elmo the same way, and runs",
+    "ray start --head":
+        "a Ray cluster of several machines (and Kubernetes): tests/embedding_output/"
+        "test_ray_engine.py runs --ray local, and the block before this one runs as typed",
     "MASTER_ADDR=node0.example.org":
         "two machines with four GPUs each: docs/pretraining.md's rehearsal block (the same "
         "commands, two nodes on one machine, CPU) runs here",
@@ -158,13 +161,16 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
     subcommand, arguments = launched[1], allennlp_arguments(launched[1:])
     if subcommand == "elmo":
         from elmo_plugin import EmbeddingsFile
+        from elmo_plugin.embedding_output import ParquetEmbeddings
 
         source, output = repo / arguments.input_file, repo / arguments.output_file
         lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-        with EmbeddingsFile(output) as embeddings:
+        reader = ParquetEmbeddings if output.is_dir() else EmbeddingsFile  # --ray: Parquet
+        with reader(output) as embeddings:
             entries = len(embeddings)
             assert entries == len(lines), f"{where}: {output.name}: {entries} entries for {len(lines)} lines"
-            assert embeddings[0].shape[-2] == len(lines[0].split())
+            if not embeddings.sentence_vectors:  # else one vector (per layer) a line
+                assert embeddings[0].shape[-2] == len(lines[0].split())
     elif subcommand == "train" and "--node-rank" not in launched:
         # (Of a run on several nodes only node 0 writes the archive; the line's $R is not known.)
         run = repo / arguments.serialization_dir

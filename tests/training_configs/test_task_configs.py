@@ -29,7 +29,9 @@ from tests.helpers import (
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 TASKS = REPO_ROOT / "training_configs" / "tasks"
-CONFIGS = sorted(TASKS.glob("*.jsonnet"))
+# Variants of a task's +ELMo config, each named TASK_elmo_VARIANT and tested on its own.
+ELMO_VARIANTS = {"nsmc_sentiment_elmo_pooled": {"pooled": True}}
+CONFIGS = sorted(path for path in TASKS.glob("*.jsonnet") if path.stem not in ELMO_VARIANTS)
 
 # Each task's files (relative to the data root) and the metric its test evaluation reports.
 TASK_FILES: Dict[str, List[str]] = {
@@ -76,6 +78,25 @@ def spread_tsv_rows(path: Path, count: int) -> str:
 def test_every_task_has_a_baseline_and_an_elmo_config():
     names = {path.stem for path in CONFIGS}
     assert names == set(TASK_FILES) | {f"{task}_elmo" for task in TASK_FILES}
+    for variant, arguments in ELMO_VARIANTS.items():
+        assert (TASKS / f"{variant}.jsonnet").is_file()
+        called = ", ".join(f"{name}={str(value).lower()}" for name, value in arguments.items())
+        assert f"(use_elmo=true, {called})" in (TASKS / f"{variant}.jsonnet").read_text()
+
+
+@requires_shared_data()
+def test_pooled_elmo_classifier_averages_the_tokens(tmp_path):
+    # The pooled variant: AllenNLP's boe encoder, averaged, is the mean over the unmasked tokens.
+    from allennlp.modules.seq2vec_encoders import BagOfEmbeddingsEncoder
+
+    model = check_task_trains_and_tests(
+        "nsmc_sentiment", True, tmp_path, **ELMO_VARIANTS["nsmc_sentiment_elmo_pooled"]
+    )
+    encoder = model._seq2vec_encoder
+    assert isinstance(encoder, BagOfEmbeddingsEncoder) and encoder._averaged
+    vectors = torch.randn(2, 3, encoder.get_input_dim())
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    torch.testing.assert_close(encoder(vectors, mask)[0], vectors[0, :2].mean(dim=0))
 
 
 @requires_shared_data()
@@ -92,7 +113,7 @@ def test_elmo_at_the_encoders_output_trains_and_tests(task, tmp_path):
     check_task_trains_and_tests(task, True, tmp_path, elmo_at_output=True)
 
 
-def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arguments) -> None:
+def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arguments):
     """
     Trains the task's function (with ``arguments``) for one epoch on 12 sentences of each data
     file, tests it, and checks that a +ELMo model kept the biLM and learned its mixes.
@@ -147,7 +168,7 @@ def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arg
     }
     if not use_elmo:
         assert not elmo_parameters
-        return
+        return model
     # Compared with the biLM files this config loaded.
     pretrained = dict(ElmoBiLm.from_files(options_file, weight_file).named_parameters())
     bilm = {
@@ -168,3 +189,4 @@ def check_task_trains_and_tests(task: str, use_elmo: bool, tmp_path: Path, **arg
     for mix in mixes:
         assert mix.requires_grad
         assert not torch.equal(mix, torch.zeros_like(mix)), "a mix did not learn"
+    return model

@@ -14,6 +14,11 @@
 // 2,344 batches of 64 per epoch); the function's num_epochs (or -o '{"trainer.num_epochs": N}')
 // changes it.
 //
+// pooled=true (nsmc_sentiment_elmo_pooled.jsonnet) replaces the BiLSTM by the mean over the
+// tokens (AllenNLP's `boe` encoder, averaged): with ELMo, the classifier then sees the sentence
+// vector that `allennlp elmo --sentence-vectors` writes (plus the mean of the word vectors),
+// under the learned layer mix; only the mix, the word vectors and the output layer are trained.
+//
 // The +ELMo variant follows the Korean course: the Korean biLM (`korean_elmo` in
 // task_common.libsonnet: what `make pretrain-ko` exports to build/ko/bilm) frozen, layer
 // normalisation before the mix, 30 bytes per token in the `elmo_characters` indexer.
@@ -26,10 +31,13 @@ function(
   // ELMo at the encoder's output too (use_elmo must be true): task_common's
   // encoder_with_elmo_at_output.
   elmo_at_output=false,
+  // The mean over the tokens instead of the BiLSTM (no ELMo at the output then).
+  pooled=false,
   num_epochs=2,
   cuda_device=-1,
 )
   assert !elmo_at_output || use_elmo : "elmo_at_output needs use_elmo=true";
+  assert !(pooled && elmo_at_output) : "pooled has no encoder output to add ELMo to";
   {
   dataset_reader: {
     type: "sentiment_tsv",
@@ -43,7 +51,11 @@ function(
     type: "basic_classifier",
     dropout: 0.25,
     text_field_embedder: common.text_field_embedder(use_elmo, elmo, elmo_at_output),
-    seq2vec_encoder: common.encoder_with_elmo_at_output({
+    seq2vec_encoder: if pooled then {
+      type: "boe",
+      embedding_dim: common.embedding_dim(use_elmo, elmo),
+      averaged: true,
+    } else common.encoder_with_elmo_at_output({
       type: "lstm",
       input_size: common.embedding_dim(use_elmo, elmo),
       hidden_size: 100,

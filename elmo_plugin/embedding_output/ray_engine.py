@@ -1,0 +1,288 @@
+"""
+An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray local|auto|ADDRESS``):
+Ray Data reads the input in chunks of lines, `ElmoRayEmbedder` (a callable class: one embedder
+per worker, loaded once) embeds each chunk in the batches a single process makes of it (sorted
+by length), and the rows are written as a Parquet dataset, a folder with one row per sentence.
+
+Columns: ``sentence_index`` (int64, the 0-based input line), ``tokens`` (list of strings), and
+the chosen output under the flat layout's names (`layout.flat_dataset_names`): ``top`` or
+``average``, or ``layer_0`` ... with ``--all``; each is a list of ``dim``-wide vectors (one per
+token), or one ``dim``-wide vector with ``sentence_vectors``; float32, or float16 with
+``float16``. The folder also holds ``_elmo_embeddings.json`` (`METADATA_FILE`: the output
+format, the columns, ``dim``, the number of sentences), which Parquet readers skip (its name
+starts with ``_``) and `parquet_reader.ParquetEmbeddings` reads.
+
+Faults: a worker that dies (killed, out of memory) is restarted by Ray and its batch run again
+(Ray Data's defaults for a callable class); the written rows are then checked (every input line exactly once) before the
+folder takes its name, so an output that exists is complete. Ray and pyarrow are imported only
+here, inside the functions that run a job: ``allennlp elmo`` without ``--ray`` never imports them.
+"""
+import json
+import logging
+import os
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, Sequence
+
+import numpy as np
+from allennlp.common.checks import ConfigurationError
+
+from elmo_plugin.common.atomic_output import atomic_directory
+from elmo_plugin.common.text_files import decoded_lines
+from elmo_plugin.embedding_output.batch_loop import BatchEmbedder, job_arrays
+from elmo_plugin.embedding_output.job import EmbeddingJob
+from elmo_plugin.embedding_output.layout import flat_dataset_names, storage_dtype, to_storage
+from elmo_plugin.embedding_output.plan import Piece, read_piece
+
+logger = logging.getLogger(__name__)
+
+RAY_LOCAL = "local"
+RAY_AUTO = "auto"
+
+METADATA_FILE = "_elmo_embeddings.json"
+SENTENCE_INDEX = "sentence_index"
+TOKENS = "tokens"
+TEXT = "text"
+
+EmbedderFactory = Callable[[EmbeddingJob], BatchEmbedder]
+
+
+def input_chunks(job: EmbeddingJob) -> List[Dict[str, int]]:
+    """The input cut into chunks of ``job.chunk_lines`` lines (the lines a single process sorts
+    by length together): each chunk's first and end line and byte offset, one Ray row each."""
+    chunks: List[Dict[str, int]] = []
+    position = 0
+    end_line = 0
+    for line_index, _, size in decoded_lines(job.input_path):
+        if line_index % job.chunk_lines == 0:
+            chunks.append({"first_line": line_index, "end_line": line_index, "byte_offset": position})
+        position += size
+        end_line = line_index + 1
+        chunks[-1]["end_line"] = end_line
+    return chunks
+
+
+def chunk_rows(chunk: Dict[str, Any], input_path: str) -> List[Dict[str, Any]]:
+    """Ray Data's reader of one chunk (a row of `input_chunks`) of the (checked) input: its
+    lines as rows ``sentence_index``, ``text`` (the tokens joined by single spaces)."""
+    piece = Piece.of_lines(
+        int(chunk["first_line"]), int(chunk["end_line"]), int(chunk["byte_offset"]), 0
+    )
+    return [
+        {SENTENCE_INDEX: line_index, TEXT: " ".join(tokens)}
+        for line_index, tokens in read_piece(input_path, piece)
+    ]
+
+
+class ElmoRayEmbedder:
+    """
+    The callable class that embeds batches of sentences on a Ray worker, for
+    ``Dataset.map_batches``: built once per worker (which loads the model once), then called
+    with each batch. ``allennlp elmo --ray`` uses it; a pipeline of one's own can too:
+
+    ```python
+    import ray
+    from elmo_plugin import ElmoEmbedder
+    from elmo_plugin.embedding_output.job import EmbeddingJob
+    from elmo_plugin.embedding_output.ray_engine import ElmoRayEmbedder
+
+    job = EmbeddingJob("", "", output_format="top", model="demo_output/run/bilm")
+    rows = ray.data.from_items([{"text": "The cat sat ."}, {"text": "Hello !"}])
+    vectors = rows.map_batches(
+        ElmoRayEmbedder,
+        fn_constructor_kwargs={"job": job, "embedder_factory": ElmoEmbedder.for_job},
+        batch_size=job.chunk_lines,
+        concurrency=2,
+    )
+    ```
+
+    # Parameters
+
+    job : `EmbeddingJob`
+        What to compute: the model, ``output_format``, ``sentence_vectors``, ``float16``,
+        ``batch_size``, ``sort_chunk_batches``, ``precision``, ``cuda_device`` (>= 0: the
+        worker's own GPU, Ray's ``num_gpus=1``). Its paths are not used here.
+    embedder_factory : `Callable[[EmbeddingJob], BatchEmbedder]`
+        Builds the worker's embedder from ``job``: `elmo_plugin.ElmoEmbedder.for_job`.
+
+    A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens`` (lists
+    of tokens), and optionally ``sentence_index``. The result has ``sentence_index`` (when
+    given), ``tokens`` and the output columns (see the module documentation), one row per
+    sentence in the batch's order, as a ``pyarrow.Table``. Within a batch, sentences are embedded
+    in ``job.batch_size`` batches sorted by length, as a single process embeds a chunk of its
+    input; a batch of ``job.chunk_lines`` consecutive lines therefore gets exactly a single
+    process's vectors.
+    """
+
+    def __init__(self, job: EmbeddingJob, embedder_factory: EmbedderFactory) -> None:
+        if job.stateful:
+            raise ConfigurationError("a Ray job embeds statelessly; stateful is not for Ray")
+        # Ray gives each worker its own GPU as device 0 (CUDA_VISIBLE_DEVICES).
+        self.job = replace(job, cuda_device=0) if job.cuda_device >= 0 else job
+        self.embedder = embedder_factory(self.job)
+        self.columns = flat_dataset_names(self.job.output_format, self.embedder.num_layers)
+        self.dim = self.embedder.get_output_dim()
+        self.dtype = storage_dtype(self.job.float16)
+
+    def __call__(self, batch: Dict[str, Any]) -> Any:
+        import pyarrow
+
+        if TOKENS in batch:
+            sentences = [[str(token) for token in tokens] for tokens in batch[TOKENS]]
+        elif TEXT in batch:
+            sentences = [str(text).split() for text in batch[TEXT]]
+        else:
+            raise ConfigurationError(
+                f"a batch needs a {TEXT!r} or a {TOKENS!r} column; got {sorted(batch)}"
+            )
+        arrays: List[np.ndarray] = [np.empty(0)] * len(sentences)
+        positions = list(enumerate(sentences))
+        for part in self.job.batches(positions):
+            for (position, _), array in zip(
+                part, job_arrays(self.job, self.embedder, [tokens for _, tokens in part])
+            ):
+                arrays[position] = array
+        columns: Dict[str, Any] = {}
+        if SENTENCE_INDEX in batch:
+            columns[SENTENCE_INDEX] = pyarrow.array(
+                np.asarray(batch[SENTENCE_INDEX], dtype=np.int64)
+            )
+        columns[TOKENS] = pyarrow.array(sentences, type=pyarrow.list_(pyarrow.string()))
+        several = len(self.columns) > 1
+        for layer, name in enumerate(self.columns):
+            parts = [array[layer] if several else array for array in arrays]
+            columns[name] = self._vectors(pyarrow, parts)
+        return pyarrow.table(columns)
+
+    def _vectors(self, pyarrow: Any, parts: Sequence[np.ndarray]) -> Any:
+        """One sentence's vectors a row: a fixed-size list of ``dim`` numbers (a sentence
+        vector), or a list of them (one per token)."""
+        dim = self.dim
+        if self.job.sentence_vectors:
+            values = to_storage(np.stack(parts).reshape(-1, dim), self.dtype)
+            return pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
+        lengths = np.array([part.shape[0] for part in parts], dtype=np.int64)
+        flat = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+        values = to_storage(flat.reshape(-1, dim), self.dtype)
+        rows = pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return pyarrow.LargeListArray.from_arrays(pyarrow.array(offsets), rows)
+
+
+def connect(address: str, workers: int) -> None:
+    """``ray.init`` for ``--ray ADDRESS``: ``local`` starts a cluster on this machine (with a
+    logical CPU for each worker and one for reading), ``auto`` joins the one ``RAY_ADDRESS``
+    names (or that ``ray start`` runs here), anything else is a cluster's address."""
+    import ray
+
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    if address == RAY_LOCAL:
+        ray.init(num_cpus=max(os.cpu_count() or 1, workers + 1), **quiet)
+    elif address == RAY_AUTO:
+        ray.init(address="auto", log_to_driver=False, logging_level=logging.WARNING)
+    else:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+
+
+def run_ray(
+    job: EmbeddingJob, embedder_factory: EmbedderFactory, progress: bool = True
+) -> int:
+    """
+    Carries out a `checked <EmbeddingJob.checked>` job with ``job.ray_address`` on Ray: the
+    Parquet folder is written under a temporary name beside ``job.output_path`` and takes that
+    name only when every input line is in it exactly once (an existing output is replaced then,
+    with ``overwrite``). Returns the number of sentences written.
+    """
+    assert job.num_sentences is not None and job.ray_address is not None, "a checked Ray job"
+    import pyarrow.parquet
+    import ray
+
+    earlier = _earlier_output(job.output_path)
+    connect(job.ray_address, job.ray_workers)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = progress
+        chunks = input_chunks(job)
+        rows = (
+            ray.data.from_items(chunks, override_num_blocks=len(chunks))
+            .flat_map(chunk_rows, fn_kwargs={"input_path": job.input_path})
+            .map_batches(
+                ElmoRayEmbedder,
+                fn_constructor_kwargs={"job": job, "embedder_factory": embedder_factory},
+                batch_size=job.chunk_lines,
+                batch_format="numpy",
+                concurrency=job.ray_workers,
+                num_cpus=1,
+                num_gpus=1 if job.cuda_device >= 0 else None,
+                # Ray Data's own defaults restart a dead worker and retry its batch (an error
+                # raised in Python is not retried: it ends the job).
+            )
+        )
+        logger.info(
+            "Embedding %d sentences from %s into %s on Ray (%s, %d workers, output %s)",
+            job.num_sentences, job.input_path, job.output_path, job.ray_address,
+            job.ray_workers, job.output_format,
+        )
+        with atomic_directory(job.output_path, earlier) as temporary:
+            try:
+                rows.write_parquet(temporary)
+            except ray.exceptions.RayError as error:
+                raise ConfigurationError(
+                    f"the Ray job failed: {_last_line(error)}; {job.output_path} was not written"
+                ) from None
+            written = pyarrow.parquet.read_table(temporary, columns=[SENTENCE_INDEX])
+            _check_every_line_once(job, written.column(SENTENCE_INDEX).to_numpy())
+            schema = pyarrow.parquet.read_schema(
+                next(
+                    os.path.join(temporary, name)
+                    for name in sorted(os.listdir(temporary))
+                    if name.endswith(".parquet")
+                )
+            )
+            columns = [name for name in schema.names if name not in (SENTENCE_INDEX, TOKENS)]
+            metadata = {
+                "output_format": job.output_format,
+                "columns": columns,
+                "dim": _dim_of(schema.field(columns[0]).type),
+                "num_sentences": job.num_sentences,
+                "sentence_vectors": job.sentence_vectors,
+                "float16": job.float16,
+            }
+            with open(os.path.join(temporary, METADATA_FILE), "w", encoding="utf-8") as handle:
+                json.dump(metadata, handle, indent=1)
+    finally:
+        ray.shutdown()
+    logger.info("Wrote the embeddings of %d sentences to %s", job.num_sentences, job.output_path)
+    return job.num_sentences
+
+
+def _earlier_output(path: str) -> List[str]:
+    """The files of an earlier ``--ray`` output at ``path`` (which ``overwrite`` may replace);
+    a folder without `METADATA_FILE` is no such output, and nothing of it may be replaced."""
+    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, METADATA_FILE)):
+        return [METADATA_FILE]
+    return [name for name in os.listdir(path) if name.endswith(".parquet")] + [METADATA_FILE]
+
+
+def _check_every_line_once(job: EmbeddingJob, indices: np.ndarray) -> None:
+    assert job.num_sentences is not None
+    counts = np.bincount(indices, minlength=job.num_sentences) if len(indices) else np.zeros(0)
+    if len(counts) != job.num_sentences or not (counts == 1).all():
+        missing = int((counts[: job.num_sentences] == 0).sum()) if len(counts) else job.num_sentences
+        repeated = int((counts > 1).sum())
+        raise ConfigurationError(
+            f"the Ray job wrote {len(indices)} rows for the {job.num_sentences} lines of "
+            f"{job.input_path} ({missing} missing, {repeated} repeated); {job.output_path} was "
+            "not written"
+        )
+
+
+def _dim_of(vector_type: Any) -> int:
+    """The width of an output column's type: a fixed-size list, or a list of them."""
+    while not hasattr(vector_type, "list_size"):
+        vector_type = vector_type.value_type
+    return int(vector_type.list_size)
+
+
+def _last_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
