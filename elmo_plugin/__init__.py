@@ -17,7 +17,7 @@ plugin is installed in imports it by itself, `elmo_plugin.patches.startup_hook`;
    tensorboardX traceback at exit).
 
 The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
-``allennlp elmo`` writes, either layout, sharded or not), `Elmo`, `ElmoBiLm`, `BilmOptions`,
+``allennlp elmo`` writes, either layout, sharded or not; `ParquetEmbeddings` for ``--ray``), `Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, `LanguageModelScorer` (sentence scores and lexical substitutes), ...; the task
 classes (`KlueNerReader`, ...) are imported from `elmo_plugin.tasks` on first use.
 """
@@ -32,7 +32,7 @@ from elmo_plugin.data.token_indexers import ElmoCharactersIndexer
 from elmo_plugin.korean import KiwiTokenizer, MecabKoTokenizer
 from elmo_plugin.data.vocabulary import BilmTfVocabulary, build_lm_vocabulary
 from elmo_plugin.elmo_embedder import ElmoEmbedder
-from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, read_embeddings
+from elmo_plugin.embedding_output import EmbeddingsFile, MissingShardError, ParquetEmbeddings, read_embeddings
 from elmo_plugin.models import ElmoLanguageModel, LanguageModelScorer
 from elmo_plugin.modules import (
     Elmo,
@@ -77,7 +77,7 @@ __all__ = [
     "BilmOptions", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTokenizeCommand", "ElmoVocabCommand",
     "ElmoCharacterIds", "batch_to_ids", "BilmCorpusReader", "BilmStreamDataLoader", "ElmoCharactersIndexer",
     "KiwiTokenizer", "MecabKoTokenizer", "BilmTfVocabulary", "build_lm_vocabulary", "ElmoEmbedder", "EmbeddingsFile",
-    "MissingShardError", "read_embeddings", "ElmoLanguageModel", "LanguageModelScorer", "ElmoBiLm",
+    "MissingShardError", "ParquetEmbeddings", "read_embeddings", "ElmoLanguageModel", "LanguageModelScorer", "ElmoBiLm",
     "ElmoAtOutputSeq2Seq", "ElmoAtOutputSeq2Vec", "ElmoInputOutputEmbedder", "Elmo", "ScalarMix", "SingleLayerMix",
     "ElmoTokenEmbedder", "KeepFreedMemoryCallback", "ReduceOnPlateauLearningRateScheduler",
 ] + (list(TASK_NAMES) if TASKS_REGISTERED else [])
