@@ -17,7 +17,8 @@ plugin is installed in imports it by itself, `elmo_plugin.patches.startup_hook`;
    tensorboardX traceback at exit).
 
 The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
-``allennlp elmo`` writes, either layout, sharded or not; `ParquetEmbeddings` for ``--ray``), `Elmo`, `ElmoBiLm`, `BilmOptions`,
+``allennlp elmo`` writes, either layout, sharded or not; `ParquetEmbeddings` for ``--ray``),
+`Elmo`, `ElmoBiLm`, `BilmOptions`,
 `batch_to_ids`, `LanguageModelScorer` (sentence scores and lexical substitutes), ...; the task
 classes (`KlueNerReader`, ...) are imported from `elmo_plugin.tasks` on first use.
 """
