@@ -6,8 +6,6 @@ the plugin loads as one ONNX graph with dynamic batch and sentence length, for s
 (`elmo_plugin.model_files.tf_hub.elmo_module`).
 """
 import argparse
-import os
-import tempfile
 
 from allennlp.commands.subcommand import Subcommand
 
@@ -185,16 +183,10 @@ def _export_tf_hub_module(args: argparse.Namespace) -> None:
             return module, write_bilm_tf_directory(
                 args.output_directory, module.options, module.state, n_characters=args.n_characters
             )
-        # The ONNX export reads bilm-tf files: the module goes through them, in a directory
-        # that is removed afterwards.
-        with tempfile.TemporaryDirectory(prefix="elmo_plugin_tf_hub_") as directory:
-            bilm_tf = os.path.join(directory, "bilm")
-            write_bilm_tf_directory(bilm_tf, module.options, module.state)
-            return module, export_onnx(
-                bilm_tf, args.output_directory, output=args.layers or "all",
-                scalar_mix=args.scalar_mix, n_characters=args.n_characters,
-                argument_names=EXPORT_ARGUMENTS,
-            )
+        return module, export_onnx(
+            args.model, args.output_directory, output=args.layers or "all", scalar_mix=args.scalar_mix,
+            n_characters=args.n_characters, argument_names=EXPORT_ARGUMENTS,
+        )
 
     module, paths = run_reporting_errors(
         "elmo-export", convert, interrupted=f"interrupted; {args.output_directory} was left as it was."

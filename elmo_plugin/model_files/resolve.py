@@ -18,6 +18,8 @@ A model is one of (`MODEL_FORMS`, which help texts and errors list)
 - a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
 - an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
   ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
+- a TF-Hub ELMo module's directory (``saved_model.pb``, ``variables/``;
+  `elmo_plugin.model_files.tf_hub.elmo_module`), read as ``allennlp elmo-export`` converts it;
 - or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
   AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
 
@@ -46,6 +48,7 @@ from elmo_plugin.model_files.catalogue import (
 )
 from elmo_plugin.model_files.download import DownloadError, default_cache_dir, fetch, is_remote
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
+from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module
 from elmo_plugin.model_files.zip_model import (
     ZIP_WEIGHTS_NAME,
     is_zip_model,
@@ -62,6 +65,7 @@ MODEL_FORMS = (
     f"an NLPL ZIP ({OPTIONS_NAME}, {ZIP_WEIGHTS_NAME})",
     "an elmo_bilm model.tar.gz or serialization directory",
     "an ELMoForManyLangs model directory",
+    "a TF-Hub ELMo module's directory (saved_model.pb, variables/)",
 )
 
 
@@ -115,6 +119,8 @@ class ModelFiles:
     description: str = ""
     # An ELMoForManyLangs model directory (`elmo_plugin.model_files.elmoformanylangs`).
     elmoformanylangs_directory: Optional[str] = None
+    # A TF-Hub module or SavedModel directory (`elmo_plugin.model_files.tf_hub.elmo_module`).
+    tf_hub_directory: Optional[str] = None
 
 
 class IncompleteFilePairError(ConfigurationError):
@@ -325,6 +331,8 @@ def _local_model(name: str, cache_dir: str, argument_names: ArgumentNames) -> Mo
 
 def _directory_model(directory: str, description: Optional[str] = None) -> ModelFiles:
     """The model in a local directory; ``description``: what it was unpacked from, if it was."""
+    if is_tf_hub_module(directory):
+        return ModelFiles(tf_hub_directory=directory, description=f"{directory} (TF-Hub module)")
     # ELMoForManyLangs model directories first: they hold a config.json too.
     if is_elmoformanylangs_directory(directory):
         return ModelFiles(
@@ -349,6 +357,6 @@ def _directory_model(directory: str, description: Optional[str] = None) -> Model
     raise ConfigurationError(
         f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
         f"allennlp elmo-export writes) or {ZIP_WEIGHTS_NAME} (an NLPL model), the config.json of "
-        "an elmo_bilm training run, or an ELMoForManyLangs model (config.json, char.dic, "
-        "token_embedder.pkl, encoder.pkl)"
+        "an elmo_bilm training run, a TF-Hub module (saved_model.pb, variables/) or an "
+        "ELMoForManyLangs model (config.json, char.dic, token_embedder.pkl, encoder.pkl)"
     )

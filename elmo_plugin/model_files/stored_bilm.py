@@ -24,6 +24,7 @@ from elmo_plugin.model_files.resolve import (
     ModelFiles,
     resolve_model,
 )
+from elmo_plugin.model_files.tf_hub.elmo_module import read_tf_hub_module
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,9 @@ def read_stored_bilm(
     logger.info("Loading the ELMo biLM: %s", files.description)
     if files.elmoformanylangs_directory is not None:
         return read_elmoformanylangs_bilm(files.elmoformanylangs_directory)
+    if files.tf_hub_directory is not None:
+        module = read_tf_hub_module(files.tf_hub_directory)
+        return StoredBilm(module.options, module.state)
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return read_archive_bilm(archive)
@@ -112,6 +116,9 @@ def read_stored_options(files: ModelFiles) -> BilmOptions:
     needs to know the biLM's width."""
     if files.elmoformanylangs_directory is not None:
         return read_options(files.elmoformanylangs_directory).to_bilm_options()
+    if files.tf_hub_directory is not None:
+        # Its options come from its variables' shapes: reading them is reading the module.
+        return read_tf_hub_module(files.tf_hub_directory).options
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return _archive_options(archive)
