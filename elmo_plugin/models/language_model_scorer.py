@@ -8,22 +8,11 @@ run (``model.tar.gz`` or serialization directory), or its export with ``--includ
 (``softmax.hdf5`` and ``vocabulary.txt`` beside ``options.json`` and ``weights.hdf5``). The
 published bilm-tf files, ELMoForManyLangs models and TF-Hub modules hold the biLM without it.
 
-The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode (the
-plain definition it is tested against, `elmo_plugin.models.elmo_language_model`): each sentence
-becomes ``<S> tokens </S>`` and runs from a zero LSTM state (stateless: a sentence's score never
-depends on its neighbours or its batch); the forward LM's output at position ``p`` predicts the
-token at ``p + 1``, the backward LM's the one at ``p - 1``; each prediction's log-probability
-is the full softmax's (every word of the vocabulary), a word outside the vocabulary counting as
-``<UNK>``. So a sentence of ``n`` tokens has ``n + 1`` predictions per direction (the forward
-LM's of its tokens and ``</S>``, the backward LM's of its tokens and ``<S>``), and the
-perplexities of a file, weighted by these predictions (`CorpusScore`), are ``evaluate``'s
-``forward_ppl``, ``backward_ppl`` and ``ppl`` (their mean).
-
-Substitutes follow simple_elmo's ``get_elmo_substitutes``: for each token, the ``k`` words the
-forward LM expects there (from the words before it) and the ``k`` words the backward LM expects
-(from the words after it), without ``<S>`` and ``</S>``; here with their log-probabilities
-(simple_elmo gives the softmax's unnormalised scores, unsorted), best first, and with ``both``:
-the ``k`` words with the highest sum of the two log-probabilities, the words both LMs expect.
+The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode
+(`elmo_plugin.models.elmo_language_model`, the definition it is tested against): each sentence is
+``<S> tokens </S>`` from a zero state, scored by the full softmax, so ``n`` tokens make ``n + 1``
+predictions per direction. Substitutes follow simple_elmo's ``get_elmo_substitutes``, with
+log-probabilities, best first, and ``both``: the words with the highest sum of the two.
 """
 import itertools
 import json
@@ -89,13 +78,10 @@ class BilmLanguageModel:
 
     bilm : `ElmoBiLm`
         The biLM, stateless and frozen.
-    softmax_weight : `torch.Tensor`
-        ``(vocabulary size, projection_dim)``, shared by both directions.
-    softmax_bias : `torch.Tensor`
-        ``(vocabulary size,)``.
+    softmax_weight, softmax_bias : `torch.Tensor`
+        ``(vocabulary size, projection_dim)`` and ``(vocabulary size,)``, shared by both directions.
     vocabulary : `List[str]`
-        The words, in softmax row order (bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``
-        among them).
+        The words in softmax row order, ``<S>``, ``</S>``, ``<UNK>`` among them.
     description : `str`
         Where it was read from, for messages.
     """
@@ -131,10 +117,8 @@ def _no_softmax(model: str, what: str) -> ConfigurationError:
 def load_language_model(model: PathLike) -> BilmLanguageModel:
     """
     The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization
-    directory, or a directory that ``allennlp elmo-export --include-softmax`` wrote. Anything
-    else (a published model's name, bilm-tf files without ``softmax.hdf5``, a task model, an
-    ELMoForManyLangs model, a TF-Hub module) is one `ConfigurationError` saying that scoring
-    needs a model trained with its softmax; nothing is downloaded.
+    directory, or what ``allennlp elmo-export --include-softmax`` wrote. Anything else is one
+    `ConfigurationError` saying that scoring needs a model trained with its softmax.
     """
     name = os.fspath(model)
     if name.lower() in PUBLISHED_MODELS:
@@ -307,13 +291,6 @@ class LanguageModelScorer:
     """
     Scores tokenized sentences with a biLM and its softmax (see the module documentation).
 
-    ```python
-    scorer = LanguageModelScorer("runs/bilm/model.tar.gz")
-    score = scorer.score([["the", "cat", "sat", "."]])[0]
-    score.forward_log_prob, score.backward_log_prob, score.perplexity
-    scorer.substitutes([["the", "cat", "sat", "."]], k=5)[0][1].both.words  # for "cat"
-    ```
-
     # Parameters
 
     model : `PathLike` or `BilmLanguageModel`
@@ -331,8 +308,9 @@ class LanguageModelScorer:
                 f"(torch {torch.__version__}); use -1 (--cuda-device -1) for the CPU"
             )
         self.device = torch.device("cuda", cuda_device) if cuda_device >= 0 else torch.device("cpu")
-        self.language_model = model if isinstance(model, BilmLanguageModel) else load_language_model(model)
-        language_model = self.language_model
+        self.language_model = language_model = (
+            model if isinstance(model, BilmLanguageModel) else load_language_model(model)
+        )
         self.bilm = language_model.bilm.to(self.device).eval()
         self.softmax_weight = language_model.softmax_weight.to(self.device)
         self.softmax_bias = language_model.softmax_bias.to(self.device)
@@ -494,10 +472,9 @@ class LanguageModelScorer:
         num_sentences: Optional[int] = None,
     ) -> CorpusScore:
         """
-        Scores a file of tokenized sentences (checked first, `check_scoring_files`, unless the
-        caller did and gives ``num_sentences``) into JSON lines, one per sentence in order
-        (``line``, 1-based, and `SentenceScore.to_json`), written to ``output_file`` whole or not
-        at all (`atomic_output`), or to stdout; returns the file's `CorpusScore`.
+        Scores a file of tokenized sentences (checked by `check_scoring_files` unless
+        ``num_sentences`` is given) into JSON lines, one per sentence, written to ``output_file``
+        whole or not at all, or to stdout; returns the file's `CorpusScore`.
         """
         if num_sentences is None:
             num_sentences = check_scoring_files(input_file, output_file)
