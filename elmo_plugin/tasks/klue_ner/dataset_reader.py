@@ -203,8 +203,6 @@ class KlueNerReader(ShardedTaskReader):
     and ``train.tsv[90%:]`` for model selection (KLUE's shared split has no validation set): the
     sentences from A% to B% of a fixed permutation (`select_part`).
 
-    Registered as a `DatasetReader` with name "klue_ner".
-
     # Parameters
 
     tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)

@@ -34,7 +34,6 @@ class KlueNerF1(Metric):
       characters without spaces), F1 per tag other than ``O``, averaged over the tags that occur;
     - ``entity_micro_f1``, ``entity_precision``, ``entity_recall``: the pooled entity counts.
 
-    Registered as a `Metric` with name "klue_ner_f1".
     """
 
     def __init__(self) -> None:

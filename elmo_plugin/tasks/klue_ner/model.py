@@ -36,7 +36,6 @@ class CharacterSpanCrfTagger(CrfTagger):
     (each token's character span) and ``gold_spans`` (the gold entities' character spans).
     Use ``+entity_macro_f1`` as the trainer's ``validation_metric`` to select on KLUE's score.
 
-    Registered as a `Model` with name "character_span_crf_tagger".
     """
 
     def __init__(self, *args, **kwargs) -> None:

@@ -41,8 +41,6 @@ class SentimentTsvReader(ShardedTaskReader):
     text, e.g. ``"0"``/``"1"``) and ``metadata`` (`MetadataField`
     ``{"words": [...], "id": ...}``), which is what allennlp's ``basic_classifier`` takes.
 
-    Registered as a `DatasetReader` with name "sentiment_tsv".
-
     # Parameters
 
     tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)

@@ -80,8 +80,6 @@ class TokenTagConllReader(ShardedTaskReader):
     between tagging schemes, so give the ``crf_tagger`` the file's scheme (BIO for WikiANN and
     WNUT-17) as its ``label_encoding``.
 
-    Registered as a `DatasetReader` with name "token_tag_conll".
-
     # Parameters
 
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
@@ -89,8 +87,7 @@ class TokenTagConllReader(ShardedTaskReader):
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the tags (the taggers' default).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        sentences itself over data-loader workers and distributed ranks.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself.
 
     # Raises
 
