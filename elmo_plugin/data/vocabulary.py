@@ -454,6 +454,11 @@ class BilmTfVocabulary(Vocabulary):
     "lm_targets"}``): id ``k`` is line ``k`` (0-based), unknown tokens get ``<UNK>``'s id, and
     padding is id 0, a real token, so masks come from another field. `from_files` keeps ``<UNK>``
     as the OOV token, so a model archive reloads the same vocabulary.
+
+    # Parameters
+
+    oov_token : `str`, optional (default = `"<UNK>"`)
+        The OOV token of the padded namespaces; None is ``<UNK>`` too. Other arguments: `Vocabulary`'s.
     """
 
     def __init__(self, *args, oov_token: Optional[str] = UNK_TOKEN, **kwargs) -> None:

@@ -3,16 +3,9 @@ Downloading model files: through AllenNLP's ``cached_path`` into its cache direc
 (``$ALLENNLP_CACHE_ROOT/cache``, by default ``~/.allennlp/cache``), once, with a progress bar,
 and checked before use.
 
-``cached_path`` writes to a temporary file that only becomes the cache entry when the transfer is
-complete, so a download cut halfway is never used. On top of that every downloaded file is
-checked (an options file must be JSON with the ELMo keys, a weight file a complete HDF5 file with
-bilm-tf's groups): a server that answers with an HTML page, or a file cut short without the
-transfer noticing, is an error that names the URL, and the bad cache entry is deleted so that
-the next run downloads again.
-
-Files that never change (the published models) are used from the cache without asking the
-server (which also makes them work offline). With no connection and nothing cached the error is
-one line that names the URL; the caller adds how to pass local files instead (`DownloadError`).
+Every downloaded file is checked (an HTML page or a file cut short is an error naming the URL,
+and the bad cache entry is deleted so that the next run downloads again). Files that never change
+(the published models) are used from the cache without asking the server, offline too.
 """
 import contextlib
 import glob
@@ -58,11 +51,8 @@ KINDS = {
 
 
 class DownloadError(ConfigurationError):
-    """
-    A file that could not be had: one line naming the location and why. ``offline`` says that
-    the server could not be reached, so the caller can say how to use local files instead
-    (in the spelling of its own arguments).
-    """
+    """A file that could not be had: one line naming the location and why; ``offline``: the server
+    could not be reached (the caller says how to use local files instead)."""
 
     def __init__(self, message: str, offline: bool = False) -> None:
         super().__init__(message)

@@ -4,23 +4,8 @@ English "Original" biLM), DeepPavlov's Russian modules, and any SavedModel whose
 bilm-tf's names (`read_tf_hub_module`; ``allennlp elmo-export HUB_DIR OUT`` writes the result
 with the one bilm-tf writer).
 
-A module is a SavedModel (``saved_model.pb`` and ``variables/``; the TF1 Hub format adds
-``tfhub_module.pb``) built from bilm-tf's inference graph, so its variables are bilm-tf's, under
-the scope ``bilm/``, with TensorFlow's own names for the LSTM cells:
-
-| the module's variable | the bilm-tf weight file's dataset |
-|---|---|
-| ``bilm/char_embed`` (262, char_dim): row 0 the padding id | ``char_embed`` (261, char_dim) |
-| ``bilm/CNN/W_cnn_{i}``, ``b_cnn_{i}`` | ``CNN/W_cnn_{i}``, ``b_cnn_{i}`` |
-| ``bilm/CNN_high_{k}/W_carry``, ``b_carry``, ``W_transform``, ``b_transform`` | the same under ``CNN_high_{k}`` |
-| ``bilm/CNN_proj/W_proj``, ``b_proj`` | ``CNN_proj/W_proj``, ``b_proj`` |
-| ``bilm/RNN_{d}/RNN/MultiRNNCell/Cell{l}/rnn/lstm_cell/kernel`` | ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` |
-| ``.../rnn/lstm_cell/bias`` | ``.../LSTMCell/B`` |
-| ``.../rnn/lstm_cell/projection/kernel`` | ``.../LSTMCell/W_P_0`` |
-| ``aggregation/weights`` (layers,), ``aggregation/scaling`` () | none: the module's layer mix |
-
-(These are ``google/elmo/2``'s and ``/3``'s names, as TensorFlow logs them when it loads the
-module; DeepPavlov builds its modules with a copy of bilm-tf's graph, the same names.)
+A module is a SavedModel built from bilm-tf's inference graph, so its variables are bilm-tf's
+under ``bilm/``, with TensorFlow's names for the LSTM cells (docs/models.md maps them).
 
 The options come from the variables' shapes (character embedding size, filters, highway layers,
 projection, LSTM size and layers) and from the graph: the activation that follows the character
