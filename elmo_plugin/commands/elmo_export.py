@@ -54,61 +54,41 @@ class ElmoExportCommand(Subcommand):
         )
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(
-            "--include-softmax",
-            action="store_true",
+            "--include-softmax", action="store_true",
             help="also write softmax.hdf5 (softmax/W, softmax/b), needed to go on training and "
             "by allennlp elmo-score",
         )
         subparser.add_argument(
-            "--n-characters",
-            type=int,
-            default=262,
-            choices=(261, 262),
+            "--n-characters", type=int, default=262, choices=(261, 262),
             help="n_characters written to options.json: 262 for prediction (AllenNLP), "
             "261 for bilm-tf training code (default 262)",
         )
         subparser.add_argument(
-            "--embedder",
-            default=None,
-            metavar="NAME",
+            "--embedder", default=None, metavar="NAME",
             help="which ELMo embedder of a task model with several to export: its key in the "
             "text_field_embedder (elmo) or its module name "
             "(text_field_embedder.token_embedder_elmo); an unknown name lists the ones there are",
         )
         subparser.add_argument(
-            "--format",
-            choices=FORMATS,
-            default="bilm-tf",
+            "--format", choices=FORMATS, default="bilm-tf",
             help="bilm-tf: options.json + weights.hdf5 (default); onnx: elmo.onnx for ONNX "
             "Runtime, with options.json and character_ids.json",
         )
         layers = subparser.add_mutually_exclusive_group()
         layers.add_argument(
-            "--all",
-            dest="layers",
-            action="store_const",
-            const="all",
+            "--all", dest="layers", action="store_const", const="all",
             help="onnx: output 'layers', (num_layers, batch, tokens, dim) (the default)",
         )
         layers.add_argument(
-            "--top",
-            dest="layers",
-            action="store_const",
-            const="top",
+            "--top", dest="layers", action="store_const", const="top",
             help="onnx: output 'top', the top layer, (batch, tokens, dim)",
         )
         layers.add_argument(
-            "--average",
-            dest="layers",
-            action="store_const",
-            const="average",
+            "--average", dest="layers", action="store_const", const="average",
             help="onnx: output 'average', the mean of all layers, (batch, tokens, dim)",
         )
         layers.add_argument(
-            "--scalar-mix",
-            type=int,
-            default=None,
-            metavar="K",
+            "--scalar-mix", type=int, default=None, metavar="K",
             help="onnx, a task model: output 'mix', the K-th scalar mix of its ELMo embedder "
             "(0 for the first; the fine-tuned weights and gamma), (batch, tokens, dim)",
         )
