@@ -1,9 +1,6 @@
 """
-A biLM as its files store it: what `elmo_plugin.modules.bilm.ElmoBiLm` is built from (the
-options, and for an ELMoForManyLangs model its dictionaries) and the state dict it loads, read
-from any model that `elmo_plugin.model_files.resolve` names. Building the biLM is the class's own
-(`ElmoBiLm.from_stored`, which `ElmoBiLm.from_model` and `from_files` call): the model files know
-nothing of the network.
+A biLM as its files store it, read from any model that `elmo_plugin.model_files.resolve` names:
+what `ElmoBiLm.from_stored` builds the network from (the model files know nothing of it).
 """
 import logging
 import os
@@ -42,13 +39,9 @@ class StoredBilm:
     options : `BilmOptions`
         Its architecture.
     state : `Dict[str, torch.Tensor]`, optional
-        Its state dict, in the current layout (`elmo_plugin.model_files.parameter_names`) or in
-        one that `ElmoBiLm.load_state_dict` converts as it loads (an archive of an earlier
-        version, see `elmo_plugin.model_files.bilm_state`). None: no weights (a random
-        initialisation).
+        Its state dict, in a layout `ElmoBiLm.load_state_dict` reads; None: no weights.
     elmoformanylangs : `ElmoForManyLangsModel`, optional
-        For an ELMoForManyLangs model: its dictionaries, from which its own character and word
-        ids and its token encoder's sizes come.
+        For an ELMoForManyLangs model: its dictionaries (its own character and word ids).
     """
 
     options: BilmOptions
@@ -144,11 +137,8 @@ def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
 def read_archive_bilm(
     archive: ModelArchive, weights: Optional[Dict[str, torch.Tensor]] = None
 ) -> StoredBilm:
-    """
-    The biLM of an ``elmo_bilm`` training run, open as ``archive`` (`open_model_archive`): its
-    options from the config, its part of the weights (``weights``, the archive's state dict, if
-    the caller has read it already). The language model's softmax is not read.
-    """
+    """The biLM of an ``elmo_bilm`` training run open as ``archive`` (``weights``: its state dict, if
+    the caller has read it already), without the softmax."""
     options = _archive_options(archive)
     if weights is None:
         weights = archive.load_weights()
