@@ -1,18 +1,9 @@
 """
-A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3`` (the published
-English "Original" biLM), DeepPavlov's Russian modules, and any SavedModel whose variables carry
-bilm-tf's names (`read_tf_hub_module`; ``allennlp elmo-export HUB_DIR OUT`` writes the result
-with the one bilm-tf writer).
-
-A module is a SavedModel built from bilm-tf's inference graph, so its variables are bilm-tf's
-under ``bilm/``, with TensorFlow's names for the LSTM cells (docs/models.md maps them).
-
-The options come from the variables' shapes (character embedding size, filters, highway layers,
-projection, LSTM size and layers) and from the graph: the activation that follows the character
-convolutions and the span of their max-pool (the characters per token). The LSTM's clips and
-skip connections are in no variable and in no attribute the graph keeps by name; they are
-bilm-tf's, with which every ELMo module was trained: cell and projection clip 3, skip
-connections on (`ASSUMED`). What was taken rather than read is listed in `TfHubElmo.notes`.
+A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3``, DeepPavlov's
+modules, any SavedModel built from bilm-tf's graph, whose variables are bilm-tf's under ``bilm/``
+(docs/models.md maps the names). The options come from the variables' shapes and from the graph
+(the CNN's activation, the max-pool's span); the clips and skip connections are stored nowhere
+and are bilm-tf's (`ASSUMED`), listed in `TfHubElmo.notes` with what else was taken, not read.
 """
 import logging
 import os
@@ -63,17 +54,9 @@ def is_tf_hub_module(path: PathLike) -> bool:
 @dataclass
 class TfHubElmo:
     """
-    The biLM of a TF-Hub module.
-
-    # Parameters
-
-    options : `BilmOptions`
-        Its architecture (n_characters 262, as the module's padded character embedding).
-    state : `Dict[str, torch.Tensor]`
-        Its weights as `ElmoBiLm`'s state dict.
-    notes : `List[str]`
-        The options taken from bilm-tf rather than read from the module, and the module's
-        layer mix, which the bilm-tf format has no place for; one line each.
+    The biLM of a TF-Hub module: its ``options`` (n_characters 262), its ``state`` (`ElmoBiLm`'s
+    state dict), and ``notes``, one line for each option taken from bilm-tf rather than read, and
+    for the module's layer mix, which the bilm-tf format has no place for.
     """
 
     options: BilmOptions
@@ -201,17 +184,14 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
     # Parameters
 
     directory : `PathLike`
-        The module, unpacked (``saved_model.pb``, ``variables/``; what ``tfhub.dev`` or Kaggle
-        Models serve as a ``.tar.gz``).
+        The module, unpacked (``saved_model.pb``, ``variables/``).
     reader : `str`, optional (default = `"auto"`)
-        How the checkpoint is read: see `elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`.
-        TensorFlow is needed only for checkpoints the built-in reader does not read.
+        How the checkpoint is read (`elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`).
 
     # Raises
 
     `ConfigurationError`
-        Naming the directory, for a directory that is not a SavedModel, a module that is not a
-        character-based biLM, or variables whose shapes do not fit together.
+        Naming the directory, for what is not a SavedModel of a character-based biLM.
     """
     directory = os.fspath(directory)
     if not is_tf_hub_module(directory):
