@@ -85,12 +85,8 @@ def file_problem(path: str, kind: str) -> Optional[str]:
 
 
 def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False) -> str:
-    """
-    The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is (checked
-    when it is read), a remote file downloaded through ``cached_path`` and checked.
-    ``immutable`` files are taken from the cache without asking the server whether they changed.
-    Raises `DownloadError`.
-    """
+    """The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is, a remote
+    file downloaded and checked (``immutable`` ones from the cache, unasked). Raises `DownloadError`."""
     location = os.fspath(location)
     if not is_remote(location):
         if location.startswith("file://"):
@@ -109,9 +105,7 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
             except _NotTheExpectedFile as problem:
                 # Perhaps stored by a tool that does not check (AllenNLP's own Elmo shares these
                 # URLs and the cache): replace it.
-                logger.warning(
-                    "The cached copy of %s is damaged (%s); downloading it again", location, problem
-                )
+                logger.warning("The cached copy of %s is damaged (%s); downloading it again", location, problem)
                 _remove_cache_entry(cached)
 
     if urlparse(location).scheme in ("http", "https"):
@@ -134,9 +128,7 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
         raise DownloadError(
             f"downloading {location} failed ({_short_reason(error)}); nothing was cached, so the "
             f"next run downloads it again",
-            offline=isinstance(
-                error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
-            ),
+            offline=isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)),
         ) from None
     try:
         _check_download(path, kind)
@@ -150,12 +142,8 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
 
 
 def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
-    """
-    One quick HEAD request before ``cached_path`` (which retries a dead connection for about 30
-    seconds): no connection gives the cached copy if there is one (what ``cached_path`` would
-    do, at once) or the offline error; 404 is an error at once. Anything else is left to
-    ``cached_path``, with its retries.
-    """
+    """One quick HEAD request before ``cached_path`` (which retries a dead connection for about 30
+    seconds): no connection gives the cached copy or the offline error at once, and so does 404."""
     try:
         response = requests.head(location, allow_redirects=True, timeout=_PROBE_TIMEOUT)
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
@@ -166,9 +154,7 @@ def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
                 f"cache ({cache_dir})",
                 offline=True,
             ) from None
-        logger.warning(
-            "Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached
-        )
+        logger.warning("Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached)
         try:
             _check_download(cached, kind)
         except _NotTheExpectedFile as problem:
@@ -185,10 +171,8 @@ def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
 
 
 def _short_reason(error: BaseException) -> str:
-    """
-    The innermost cause of a download error, on one line: ``Connection refused`` rather than
-    requests' ``HTTPConnectionPool(host=...): Max retries exceeded ... (Caused by ...)``.
-    """
+    """The innermost cause of a download error, on one line (``Connection refused``, not requests'
+    ``HTTPConnectionPool(...): Max retries exceeded ...``)."""
     innermost = error
     seen = set()
     while id(innermost) not in seen:
@@ -226,9 +210,7 @@ def _check_download(path: str, kind: str) -> None:
     with open(path, "rb") as handle:
         start = handle.read(512)
     if start.lstrip()[:1] == b"<":
-        raise _NotTheExpectedFile(
-            "the server sent an HTML or XML page (an error or login page?) instead of the file"
-        )
+        raise _NotTheExpectedFile("the server sent an HTML or XML page (an error or login page?) instead of the file")
     _CHECKS[kind](path)
 
 
@@ -286,11 +268,8 @@ def cached_copy(location: str, cache_dir: str) -> Optional[str]:
 
 
 def _remove_cache_entry(path: str) -> None:
-    """
-    Deletes a cache entry the way AllenNLP's ``remove_cache_entries`` does: ``cached_path``
-    stores ``CACHE_DIR/sha256(url)[.sha256(etag)]`` with its metadata in ``PATH.json`` and its
-    lock in ``PATH.lock``.
-    """
+    """Deletes a cache entry as AllenNLP's ``remove_cache_entries`` does: the file, ``PATH.json`` and
+    ``PATH.lock``."""
     for stale in (path, path + ".json"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(stale)

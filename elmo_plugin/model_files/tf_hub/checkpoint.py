@@ -143,14 +143,14 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
 
 class TensorFlowCheckpoint:
     """
-    The checkpoint whose files start with ``prefix`` (``DIRECTORY/variables/variables``), its
-    index read at once, its tensors when asked for (`read`).
+    The checkpoint whose files start with ``prefix``, its index read at once, its tensors when
+    asked for (`read`).
 
     # Raises
 
     `ConfigurationError`
-        Naming the file, for a missing or damaged index or data file; `UnsupportedCheckpointError`
-        (a `ConfigurationError`) for what only TensorFlow reads.
+        Naming the file, for a missing or damaged file; `UnsupportedCheckpointError` for what only
+        TensorFlow reads.
     """
 
     def __init__(self, prefix: str) -> None:
@@ -276,10 +276,8 @@ def read_checkpoint(prefix: str, reader: str = "auto") -> Dict[str, np.ndarray]:
     prefix : `str`
         The checkpoint's files without their endings (``DIRECTORY/variables/variables``).
     reader : `str`, optional (default = `"auto"`)
-        ``"builtin"``: `TensorFlowCheckpoint`, no TensorFlow needed; ``"tensorflow"``:
-        TensorFlow's ``tf.train.load_checkpoint`` (the ``tf-hub`` extra; the reference the
-        built-in reader is tested against); ``"auto"``: the built-in reader, and TensorFlow's for
-        what only it reads, where it is installed.
+        ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``, the
+        reference it is tested against) or ``"auto"``: the built-in reader, else TensorFlow's.
     """
     if reader not in READERS:
         raise ConfigurationError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
