@@ -93,11 +93,8 @@ class _KoreanTokenizer(Tokenizer):
         return self._analyser
 
     def tokenize(self, text: str) -> List[Token]:
-        """
-        The morphemes of ``text`` as `Token`\\ s: ``text`` is the morpheme (``form/TAG`` with
-        ``pos_in_text``), ``idx``/``idx_end`` its character span in ``text`` (where the analyser
-        gives one), ``tag_`` the POS tag with ``with_pos``. Never empty tokens nor whitespace.
-        """
+        """The morphemes of ``text`` as `Token`\\ s, with their character spans (where the analyser
+        gives them) and, with ``with_pos``, their tags."""
         if is_blank(text):
             return []
         tokens = []
@@ -122,13 +119,11 @@ class MecabKoTokenizer(_KoreanTokenizer):
     # Parameters
 
     with_pos : `bool`, optional (default = `False`)
-        Put each morpheme's POS tag (Sejong tags as MeCab-ko writes them: ``NNG``, ``JKS``,
-        ``EP+EF`` ...) in `Token.tag_`. The token text stays the surface form.
+        Put each morpheme's POS tag (``NNG``, ``JKS``, ``EP+EF`` ...) in `Token.tag_`.
     pos_in_text : `bool`, optional (default = `False`)
         Make the token text ``form/TAG`` (``아버지/NNG``), the format of some Korean LM corpora.
     user_dictionary : `str`, optional (default = `None`)
-        A compiled MeCab user dictionary (``.dic``) to use next to mecab-ko-dic (MeCab's
-        ``-u``).
+        A compiled MeCab user dictionary (``.dic``) to use next to mecab-ko-dic (MeCab's ``-u``).
     """
 
     _name = "mecab_ko"
@@ -203,31 +198,23 @@ class KiwiTokenizer(_KoreanTokenizer):
     # Parameters
 
     with_pos : `bool`, optional (default = `False`)
-        Put each morpheme's POS tag (Kiwi's Sejong-based tags: ``NNG``, ``JKS``, ``EP`` ...) in
-        `Token.tag_`. The token text stays the form.
+        Put each morpheme's POS tag (``NNG``, ``JKS``, ``EP`` ...) in `Token.tag_`.
     pos_in_text : `bool`, optional (default = `False`)
         Make the token text ``form/TAG`` (``아버지/NNG``), the format of some Korean LM corpora.
     model_type : `str`, optional (default = `None`)
-        Kiwi's language model, one of those kiwipiepy_model 0.24 ships: ``"cong"`` (a small
-        neural LM; what `None`, Kiwi's default, picks), ``"cong-global"`` (also looks at distant
-        morphemes, slower), ``"largest"`` (the largest installed). ``"knlm"`` and ``"sbg"``
-        need model files that kiwipiepy_model no longer ships (since 0.22) and are refused.
+        Kiwi's language model among those kiwipiepy_model 0.24 ships: ``"cong"`` (Kiwi's default),
+        ``"cong-global"``, ``"largest"``; ``"knlm"`` and ``"sbg"`` (no longer shipped) are refused.
     integrate_allomorph : `bool`, optional (default = `False`)
-        Merge allomorphs that differ only by vowel harmony (``아요``/``어요``, ``았``/``었``)
-        into one form.
+        Merge allomorphs that differ only by vowel harmony (``아요``/``어요``) into one form.
     normalize_coda : `bool`, optional (default = `False`)
-        Analyse words with a laughter coda attached (``먹었엌ㅋㅋ``) as the word plus the
-        laughter (``먹 었 어 ㅋㅋㅋ``) instead of emitting the coda as a ``Z_CODA`` token.
+        Analyse a laughter coda (``먹었엌ㅋㅋ``) as the word plus the laughter, not a ``Z_CODA``.
     compatible_jamo : `bool`, optional (default = `False`)
-        Write lone jamo in endings as compatibility jamo (``ㄴ다``, as typed on a keyboard)
-        instead of conjoining jamo (``ᆫ다``, Kiwi's default).
+        Write lone jamo in endings as compatibility jamo (``ㄴ다``), not conjoining (``ᆫ다``).
     split_complex : `bool`, optional (default = `False`)
-        Also split morphemes Kiwi considers derivable into smaller ones (``들어가`` →
-        ``들 어 가``).
+        Also split morphemes Kiwi considers derivable (``들어가`` → ``들 어 가``).
     load_multi_dict : `bool`, optional (default = `True`)
-        Use Kiwi's dictionary of multi-word proper nouns (from WikiData), which makes one token
-        of names written with or without a space (``짐 캐리`` → ``짐_캐리``, ``자연어처리`` →
-        ``자연어_처리``). Set it to `False` to keep every token inside one space-separated word.
+        Use Kiwi's dictionary of multi-word proper nouns (``짐 캐리`` → ``짐_캐리``); `False` keeps
+        every token inside one space-separated word.
     """
 
     _name = "kiwi"

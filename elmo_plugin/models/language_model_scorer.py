@@ -1,12 +1,6 @@
 """
-The biLM as the language model it was trained to be: sentence scores (each direction's
-log-probability and perplexity) and lexical substitutes (the words both LMs expect at a
-position), what ``allennlp elmo-score`` writes.
-
-Only a biLM whose softmax was kept can do this (`load_language_model`): an ``elmo_bilm`` training
-run (``model.tar.gz`` or serialization directory), or its export with ``--include-softmax``
-(``softmax.hdf5`` and ``vocabulary.txt`` beside ``options.json`` and ``weights.hdf5``). The
-published bilm-tf files, ELMoForManyLangs models and TF-Hub modules hold the biLM without it.
+The biLM as the language model it was trained to be: sentence scores and lexical substitutes,
+what ``allennlp elmo-score`` writes, for a biLM whose softmax was kept (`load_language_model`).
 
 The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode
 (`elmo_plugin.models.elmo_language_model`, the definition it is tested against): each sentence is

@@ -147,8 +147,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     max_characters_per_token : `int`, optional (default = `50`)
         For the ``elmo_characters`` indexer; must match the biLM's options.
     max_sentence_length : `int`, optional (default = `None`)
-        Sentences with more tokens are cut to this many (one warning per file, and a count at
-        the end of each pass).
+        Sentences with more tokens are cut to this many (a warning per file, a count per pass).
     shuffle : `bool`, optional (default = `True`)
         Shuffle the file order and, through a buffer, the sentence order of each pass.
     seed : `int`, optional (default = `None`)
@@ -156,8 +155,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     shuffle_buffer_size : `int`, optional (default = `10000`)
         Sentences held for shuffling.
     batch_size : `int`, optional (default = `None`)
-        Stream mode (required there): the number of rows; give the data loader the same
-        ``batch_size`` and ``shuffle: false``.
+        Stream mode (required): the rows; give the data loader the same and ``shuffle: false``.
     unroll_steps : `int`, optional (default = `20`)
         Stream mode: tokens per window.
     vocab_namespace : `str`, optional (default = `"lm_targets"`)
