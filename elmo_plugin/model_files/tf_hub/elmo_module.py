@@ -24,7 +24,6 @@ from elmo_plugin.model_files.tf_hub.saved_model_graph import SAVED_MODEL_NAME, G
 logger = logging.getLogger(__name__)
 
 VARIABLES_PREFIX = os.path.join("variables", "variables")
-BILM_SCOPE = "bilm/"
 LAYER_MIX = ("aggregation/weights", "aggregation/scaling")
 # bilm-tf's values of what no module stores (see the module documentation).
 ASSUMED = {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}
