@@ -49,11 +49,8 @@ DEFAULT_ORDER_CHECK_TOKENS = 100_000
 _ORDER_CHECK_Z = 4.0
 _ORDER_CHECK_RATIO = 2.0
 # The order is judged only with at least this many clearly different pairs, and refused when at
-# least this fraction of them (and this many) are in the wrong order. Measured on 5M tokens of
-# English with a vocabulary sorted by frequency: 0 to 0.4% of the pairs in the wrong order in the
-# first 2,000 to 200,000 tokens, even in a sample of one topic (Bible verses); the first
-# occurrence order 0.1 to 2%; shuffled or alphabetical 45 to 67%, a vocabulary whose entries
-# after the first 1,000 are shuffled 9%.
+# least this fraction of them (and this many) are in the wrong order (the measurements behind the
+# thresholds: docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_MIN_PAIRS = 100
 _ORDER_CHECK_MAX_WRONG_FRACTION = 0.05
 _ORDER_CHECK_MIN_WRONG_PAIRS = 10
