@@ -97,81 +97,55 @@ class ElmoExportCommand(Subcommand):
 
 
 def export_from_args(args: argparse.Namespace) -> None:
-    if is_tf_hub_module(args.model):
-        _export_tf_hub_module(args)
-        return
-    if args.format == "onnx":
-        if args.include_softmax:
-            exit_with_error(
-                "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
-                "the biLM's layers", EXIT_USAGE,
-            )
-        paths = run_reporting_errors(
-            "elmo-export",
-            lambda: export_onnx(
-                args.model,
-                args.output_directory,
-                output=args.layers or "all",
-                embedder=args.embedder,
-                scalar_mix=args.scalar_mix,
-                n_characters=args.n_characters,
-                argument_names=EXPORT_ARGUMENTS,
-            ),
-            interrupted=f"interrupted; {args.output_directory} was left as it was.",
-        )
-        for kind, path in paths.items():
-            print(f"wrote {kind}: {path}")
-        return
-    if args.layers is not None or args.scalar_mix is not None:
-        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
-        exit_with_error(
-            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
-            "holds the whole biLM", EXIT_USAGE,
-        )
-    paths = run_reporting_errors(
-        "elmo-export",
-        lambda: export_to_bilm_tf(
-            args.model,
-            args.output_directory,
-            args.include_softmax,
-            args.n_characters,
-            embedder=args.embedder,
-        ),
-        interrupted=f"interrupted; {args.output_directory} was left as it was.",
-    )
-    for kind, path in paths.items():
-        print(f"wrote {kind}: {path}")
-
-
-def _export_tf_hub_module(args: argparse.Namespace) -> None:
-    """A TF-Hub module in, bilm-tf files (or, through them, an ONNX graph) out."""
-    if args.include_softmax or args.embedder is not None:
+    tf_hub = is_tf_hub_module(args.model)
+    onnx = args.format == "onnx"
+    onnx_outputs = args.layers is not None or args.scalar_mix is not None
+    if tf_hub and (args.include_softmax or args.embedder is not None):
         option = "--include-softmax" if args.include_softmax else "--embedder"
         exit_with_error(
             "elmo-export", f"{option} is for training runs and task models; a TF-Hub module holds "
             "one biLM and no softmax", EXIT_USAGE,
         )
-    if args.format != "onnx" and (args.layers is not None or args.scalar_mix is not None):
+    if tf_hub and not onnx and onnx_outputs:
         exit_with_error(
             "elmo-export", "--all, --top, --average and --scalar-mix choose the outputs of "
             "--format onnx", EXIT_USAGE,
         )
-
-    def convert():
-        module = read_tf_hub_module(args.model)
-        if args.format != "onnx":
-            return module, write_bilm_tf_directory(
-                args.output_directory, module.options, module.state, n_characters=args.n_characters
-            )
-        return module, export_onnx(
-            args.model, args.output_directory, output=args.layers or "all", scalar_mix=args.scalar_mix,
-            n_characters=args.n_characters, argument_names=EXPORT_ARGUMENTS,
+    if onnx and args.include_softmax:
+        exit_with_error(
+            "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
+            "the biLM's layers", EXIT_USAGE,
+        )
+    if not onnx and onnx_outputs:
+        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
+        exit_with_error(
+            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
+            "holds the whole biLM", EXIT_USAGE,
         )
 
-    module, paths = run_reporting_errors(
-        "elmo-export", convert, interrupted=f"interrupted; {args.output_directory} was left as it was."
+    def export():
+        # A TF-Hub module is read for its notes (what was taken rather than read) and, for
+        # bilm-tf, written with the one bilm-tf writer; the ONNX export reads any model itself.
+        module = read_tf_hub_module(args.model) if tf_hub else None
+        if onnx:
+            paths = export_onnx(
+                args.model, args.output_directory, output=args.layers or "all", embedder=args.embedder,
+                scalar_mix=args.scalar_mix, n_characters=args.n_characters, argument_names=EXPORT_ARGUMENTS,
+            )
+        elif module is not None:
+            paths = write_bilm_tf_directory(
+                args.output_directory, module.options, module.state, n_characters=args.n_characters
+            )
+        else:
+            paths = export_to_bilm_tf(
+                args.model, args.output_directory, args.include_softmax, args.n_characters, embedder=args.embedder
+            )
+        return (module.notes if module is not None else []), paths
+
+    notes, paths = run_reporting_errors(
+        "elmo-export", export, interrupted=f"interrupted; {args.output_directory} was left as it was."
     )
-    for note in module.notes:
+    for note in notes:
         print(f"note: {note}")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")
