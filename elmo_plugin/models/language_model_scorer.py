@@ -203,8 +203,29 @@ class Substitutes:
         }
 
 
+class _Perplexities:
+    """The perplexities of ``forward_log_prob`` and ``backward_log_prob`` over ``predictions`` per
+    direction; ``perplexity`` is their mean, as the training model (and ``evaluate``) reports ``ppl``."""
+
+    predictions: int
+    forward_log_prob: float
+    backward_log_prob: float
+
+    @property
+    def forward_perplexity(self) -> float:
+        return math.exp(-self.forward_log_prob / max(self.predictions, 1))
+
+    @property
+    def backward_perplexity(self) -> float:
+        return math.exp(-self.backward_log_prob / max(self.predictions, 1))
+
+    @property
+    def perplexity(self) -> float:
+        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
+
+
 @dataclass
-class SentenceScore:
+class SentenceScore(_Perplexities):
     """
     One sentence under the two language models: the natural-log probabilities of its
     ``predictions`` (its tokens and ``</S>`` forward, its tokens and ``<S>`` backward), and the
@@ -217,22 +238,9 @@ class SentenceScore:
     substitutes: Optional[List[Substitutes]] = None
 
     @property
-    def predictions(self) -> int:
+    def predictions(self) -> int:  # type: ignore[override]
         """Predictions per direction: the tokens and one sentence boundary."""
         return len(self.tokens) + 1
-
-    @property
-    def forward_perplexity(self) -> float:
-        return math.exp(-self.forward_log_prob / self.predictions)
-
-    @property
-    def backward_perplexity(self) -> float:
-        return math.exp(-self.backward_log_prob / self.predictions)
-
-    @property
-    def perplexity(self) -> float:
-        """The mean of the two directions' perplexities, as the training model reports ``ppl``."""
-        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
 
     def to_json(self) -> Dict[str, Any]:
         record: Dict[str, Any] = {
@@ -249,7 +257,7 @@ class SentenceScore:
 
 
 @dataclass
-class CorpusScore:
+class CorpusScore(_Perplexities):
     """
     The sums over sentences: the perplexity of a file as ``allennlp evaluate`` computes it,
     weighted by predictions (``exp`` of minus the total log-probability over the total number of
@@ -266,19 +274,6 @@ class CorpusScore:
         self.predictions += score.predictions
         self.forward_log_prob += score.forward_log_prob
         self.backward_log_prob += score.backward_log_prob
-
-    @property
-    def forward_perplexity(self) -> float:
-        return math.exp(-self.forward_log_prob / max(self.predictions, 1))
-
-    @property
-    def backward_perplexity(self) -> float:
-        return math.exp(-self.backward_log_prob / max(self.predictions, 1))
-
-    @property
-    def perplexity(self) -> float:
-        """``evaluate``'s ``ppl``: the mean of the two directions' perplexities."""
-        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
 
 
 class LanguageModelScorer:
