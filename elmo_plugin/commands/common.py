@@ -34,11 +34,7 @@ def positive_int(value: str) -> int:
 
 
 class _StrictSubcommandParser(argparse.ArgumentParser):
-    """
-    The parser of one of the plugin's subcommands (see `strict_subparser`): arguments it does not
-    know are its own usage error, with the closest option it has, instead of the top-level
-    ``allennlp`` parser's.
-    """
+    """The parser of one of the plugin's subcommands (see `strict_subparser`)."""
 
     def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace=None):
         # A mistyped long option first: it is the mistake, whatever else then seems missing.
@@ -73,15 +69,9 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extras: List
 
 def strict_subparser(subparser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """
-    Makes a plugin subcommand's parser report what it does not know itself, and take long
-    options only as spelled out (no prefix matching: ``--al`` is not ``--all``).
-
-    argparse hands the arguments a subparser does not know back to the top-level parser, which
-    then prints the top-level ``allennlp`` usage and no hint. The subparser is made by
-    `argparse._SubParsersAction.add_parser` with the top-level parser's class (AllenNLP's
-    ``ArgumentParserWithDefaults``); its class is changed here to a subclass of that one that
-    checks for unknown arguments itself (``allennlp elmo``'s usage and "did you mean --model?").
-    The ``--include-package`` that AllenNLP adds afterwards is known to it as usual.
+    Makes a plugin subcommand's parser report what it does not know itself ("did you mean
+    --model?" rather than the top-level usage, to which argparse hands unknown arguments back), and
+    take long options only as spelled out (``--al`` is not ``--all``), by changing its class.
     """
     subparser.__class__ = type(
         "StrictSubcommandParser", (_StrictSubcommandParser, type(subparser)), {}
@@ -106,13 +96,9 @@ def run_reporting_errors(
 ) -> T:
     """
     Runs ``work()`` and returns its result. ``errors`` (bad input) end the command with one line
-    and status 1; ``usage_errors`` (arguments that do not go together, found only by the work)
-    with the ``usage`` line, that line and status 2, as argparse's own; Ctrl-C and SIGTERM (which
-    the ``allennlp`` command turns into
-    `SigTermReceived`) with the line ``interrupted`` (or what the function ``interrupted``
-    returns then, for a message that depends on what the work left) and status 130 or 143. The
-    work is expected to leave no partial output behind in these cases (the plugin writes every
-    output atomically).
+    and status 1; ``usage_errors`` with the ``usage`` line, that line and status 2; Ctrl-C and
+    SIGTERM (`SigTermReceived`) with the line ``interrupted`` (or what that function returns) and
+    status 130 or 143. The work leaves no partial output (the plugin writes every output atomically).
     """
     try:
         with watch_sigterm():

@@ -6,8 +6,6 @@ the plugin loads as one ONNX graph with dynamic batch and sentence length, for s
 (`elmo_plugin.model_files.tf_hub.elmo_module`).
 """
 import argparse
-import os
-import tempfile
 
 from allennlp.commands.subcommand import Subcommand
 
@@ -56,61 +54,41 @@ class ElmoExportCommand(Subcommand):
         )
         subparser.add_argument("output_directory", help="where to write the files")
         subparser.add_argument(
-            "--include-softmax",
-            action="store_true",
+            "--include-softmax", action="store_true",
             help="also write softmax.hdf5 (softmax/W, softmax/b), needed to go on training and "
             "by allennlp elmo-score",
         )
         subparser.add_argument(
-            "--n-characters",
-            type=int,
-            default=262,
-            choices=(261, 262),
+            "--n-characters", type=int, default=262, choices=(261, 262),
             help="n_characters written to options.json: 262 for prediction (AllenNLP), "
             "261 for bilm-tf training code (default 262)",
         )
         subparser.add_argument(
-            "--embedder",
-            default=None,
-            metavar="NAME",
+            "--embedder", default=None, metavar="NAME",
             help="which ELMo embedder of a task model with several to export: its key in the "
             "text_field_embedder (elmo) or its module name "
             "(text_field_embedder.token_embedder_elmo); an unknown name lists the ones there are",
         )
         subparser.add_argument(
-            "--format",
-            choices=FORMATS,
-            default="bilm-tf",
+            "--format", choices=FORMATS, default="bilm-tf",
             help="bilm-tf: options.json + weights.hdf5 (default); onnx: elmo.onnx for ONNX "
             "Runtime, with options.json and character_ids.json",
         )
         layers = subparser.add_mutually_exclusive_group()
         layers.add_argument(
-            "--all",
-            dest="layers",
-            action="store_const",
-            const="all",
+            "--all", dest="layers", action="store_const", const="all",
             help="onnx: output 'layers', (num_layers, batch, tokens, dim) (the default)",
         )
         layers.add_argument(
-            "--top",
-            dest="layers",
-            action="store_const",
-            const="top",
+            "--top", dest="layers", action="store_const", const="top",
             help="onnx: output 'top', the top layer, (batch, tokens, dim)",
         )
         layers.add_argument(
-            "--average",
-            dest="layers",
-            action="store_const",
-            const="average",
+            "--average", dest="layers", action="store_const", const="average",
             help="onnx: output 'average', the mean of all layers, (batch, tokens, dim)",
         )
         layers.add_argument(
-            "--scalar-mix",
-            type=int,
-            default=None,
-            metavar="K",
+            "--scalar-mix", type=int, default=None, metavar="K",
             help="onnx, a task model: output 'mix', the K-th scalar mix of its ELMo embedder "
             "(0 for the first; the fine-tuned weights and gamma), (batch, tokens, dim)",
         )
@@ -119,87 +97,55 @@ class ElmoExportCommand(Subcommand):
 
 
 def export_from_args(args: argparse.Namespace) -> None:
-    if is_tf_hub_module(args.model):
-        _export_tf_hub_module(args)
-        return
-    if args.format == "onnx":
-        if args.include_softmax:
-            exit_with_error(
-                "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
-                "the biLM's layers", EXIT_USAGE,
-            )
-        paths = run_reporting_errors(
-            "elmo-export",
-            lambda: export_onnx(
-                args.model,
-                args.output_directory,
-                output=args.layers or "all",
-                embedder=args.embedder,
-                scalar_mix=args.scalar_mix,
-                n_characters=args.n_characters,
-                argument_names=EXPORT_ARGUMENTS,
-            ),
-            interrupted=f"interrupted; {args.output_directory} was left as it was.",
-        )
-        for kind, path in paths.items():
-            print(f"wrote {kind}: {path}")
-        return
-    if args.layers is not None or args.scalar_mix is not None:
-        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
-        exit_with_error(
-            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
-            "holds the whole biLM", EXIT_USAGE,
-        )
-    paths = run_reporting_errors(
-        "elmo-export",
-        lambda: export_to_bilm_tf(
-            args.model,
-            args.output_directory,
-            args.include_softmax,
-            args.n_characters,
-            embedder=args.embedder,
-        ),
-        interrupted=f"interrupted; {args.output_directory} was left as it was.",
-    )
-    for kind, path in paths.items():
-        print(f"wrote {kind}: {path}")
-
-
-def _export_tf_hub_module(args: argparse.Namespace) -> None:
-    """A TF-Hub module in, bilm-tf files (or, through them, an ONNX graph) out."""
-    if args.include_softmax or args.embedder is not None:
+    tf_hub = is_tf_hub_module(args.model)
+    onnx = args.format == "onnx"
+    onnx_outputs = args.layers is not None or args.scalar_mix is not None
+    if tf_hub and (args.include_softmax or args.embedder is not None):
         option = "--include-softmax" if args.include_softmax else "--embedder"
         exit_with_error(
             "elmo-export", f"{option} is for training runs and task models; a TF-Hub module holds "
             "one biLM and no softmax", EXIT_USAGE,
         )
-    if args.format != "onnx" and (args.layers is not None or args.scalar_mix is not None):
+    if tf_hub and not onnx and onnx_outputs:
         exit_with_error(
             "elmo-export", "--all, --top, --average and --scalar-mix choose the outputs of "
             "--format onnx", EXIT_USAGE,
         )
+    if onnx and args.include_softmax:
+        exit_with_error(
+            "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
+            "the biLM's layers", EXIT_USAGE,
+        )
+    if not onnx and onnx_outputs:
+        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
+        exit_with_error(
+            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
+            "holds the whole biLM", EXIT_USAGE,
+        )
 
-    def convert():
-        module = read_tf_hub_module(args.model)
-        if args.format != "onnx":
-            return module, write_bilm_tf_directory(
+    def export():
+        # A TF-Hub module is read for its notes (what was taken rather than read) and, for
+        # bilm-tf, written with the one bilm-tf writer; the ONNX export reads any model itself.
+        module = read_tf_hub_module(args.model) if tf_hub else None
+        if onnx:
+            paths = export_onnx(
+                args.model, args.output_directory, output=args.layers or "all", embedder=args.embedder,
+                scalar_mix=args.scalar_mix, n_characters=args.n_characters, argument_names=EXPORT_ARGUMENTS,
+            )
+        elif module is not None:
+            paths = write_bilm_tf_directory(
                 args.output_directory, module.options, module.state, n_characters=args.n_characters
             )
-        # The ONNX export reads bilm-tf files: the module goes through them, in a directory
-        # that is removed afterwards.
-        with tempfile.TemporaryDirectory(prefix="elmo_plugin_tf_hub_") as directory:
-            bilm_tf = os.path.join(directory, "bilm")
-            write_bilm_tf_directory(bilm_tf, module.options, module.state)
-            return module, export_onnx(
-                bilm_tf, args.output_directory, output=args.layers or "all",
-                scalar_mix=args.scalar_mix, n_characters=args.n_characters,
-                argument_names=EXPORT_ARGUMENTS,
+        else:
+            paths = export_to_bilm_tf(
+                args.model, args.output_directory, args.include_softmax, args.n_characters, embedder=args.embedder
             )
+        return (module.notes if module is not None else []), paths
 
-    module, paths = run_reporting_errors(
-        "elmo-export", convert, interrupted=f"interrupted; {args.output_directory} was left as it was."
+    notes, paths = run_reporting_errors(
+        "elmo-export", export, interrupted=f"interrupted; {args.output_directory} was left as it was."
     )
-    for note in module.notes:
+    for note in notes:
         print(f"note: {note}")
     for kind, path in paths.items():
         print(f"wrote {kind}: {path}")

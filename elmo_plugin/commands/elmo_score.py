@@ -1,11 +1,6 @@
 """
 The ``allennlp elmo-score`` subcommand: a biLM used as the language model it was trained to be,
 on a file of tokenized sentences (`elmo_plugin.models.language_model_scorer`).
-
-```
-allennlp elmo-score MODEL INPUT_FILE [--output SCORES.jsonl] [--substitutes K]
-    [--batch-size 64] [--cuda-device -1] [--file-friendly-logging]
-```
 """
 import argparse
 import sys
@@ -67,26 +62,19 @@ class ElmoScoreCommand(Subcommand):
         )
         subparser.add_argument("input_file", help="the sentences: one tokenized sentence per line, UTF-8")
         subparser.add_argument(
-            "--output",
-            metavar="SCORES_JSONL",
+            "--output", metavar="SCORES_JSONL",
             help="the JSON lines file to write (written whole or not at all); default: stdout",
         )
         subparser.add_argument(
-            "--substitutes",
-            type=positive_int,
-            default=0,
-            metavar="K",
+            "--substitutes", type=positive_int, default=0, metavar="K",
             help="also give, for each token, the K words the language models expect there",
         )
         subparser.add_argument(
-            "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="sentences per biLM call"
+            "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="sentences per biLM call",
         )
+        subparser.add_argument("--cuda-device", type=int, default=-1, help="the GPU to run on; -1 runs on the CPU")
         subparser.add_argument(
-            "--cuda-device", type=int, default=-1, help="the GPU to run on; -1 runs on the CPU"
-        )
-        subparser.add_argument(
-            "--file-friendly-logging",
-            action="store_true",
+            "--file-friendly-logging", action="store_true",
             help="print the progress bar on separate lines, less often (for log files)",
         )
         subparser.set_defaults(func=score_command)
@@ -94,11 +82,8 @@ class ElmoScoreCommand(Subcommand):
 
 
 def score_command(args: argparse.Namespace) -> None:
-    """
-    Runs ``allennlp elmo-score``: the input file and output path are checked first, then the
-    model is loaded (one line and status 1 for a model without its softmax). No output file is
-    left behind on an error or an interruption.
-    """
+    """Runs ``allennlp elmo-score``: the input and output are checked before the model is loaded; no
+    output file is left behind on an error or an interruption."""
     if args.file_friendly_logging:
         common_logging.FILE_FRIENDLY_LOGGING = True
     destination = args.output or "stdout"

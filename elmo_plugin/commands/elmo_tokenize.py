@@ -1,17 +1,7 @@
 """
 The ``allennlp elmo-tokenize`` subcommand: raw Korean text files → the tokenized corpus format
-(one sentence per line, morphemes separated by single spaces) that ``bilm_corpus`` and
-``allennlp elmo-vocab`` read.
-
-```
-allennlp elmo-tokenize "INPUT_GLOB" OUTPUT_DIR [--tokenizer mecab_ko|korean|kiwi]
-    [--tokenizer-params JSON] [--workers N] [--lines-per-file N] [--min-tokens N]
-    [--keep-non-korean] [--no-progress]
-```
-
-Quote the glob so that the shell does not expand it. The work is done by
-`elmo_plugin.korean.corpus_tokenization.tokenize_corpus`, whose documentation says how (output
-files, skipped lines, parallelism, resuming).
+that ``bilm_corpus`` and ``allennlp elmo-vocab`` read
+(`elmo_plugin.korean.corpus_tokenization.tokenize_corpus` does the work).
 """
 import argparse
 import json
@@ -76,47 +66,31 @@ class ElmoTokenizeCommand(Subcommand):
             "the directory to write to (created if missing)",
         )
         subparser.add_argument(
-            "--tokenizer",
-            choices=TOKENIZER_CHOICES,
-            default="mecab_ko",
+            "--tokenizer", choices=TOKENIZER_CHOICES, default="mecab_ko",
             help="the morpheme tokenizer (default mecab_ko; korean is the same one)",
         )
         subparser.add_argument(
-            "--tokenizer-params",
-            type=_json_object,
-            default={},
-            metavar="JSON",
+            "--tokenizer-params", type=_json_object, default={}, metavar="JSON",
             help="the tokenizer's parameters as a JSON object, e.g. '{\"pos_in_text\": true}'",
         )
         subparser.add_argument(
-            "--workers",
-            type=positive_int,
-            default=os.cpu_count() or 1,
+            "--workers", type=positive_int, default=os.cpu_count() or 1,
             help="processes that tokenize (default: the number of CPUs, here %(default)s)",
         )
         subparser.add_argument(
-            "--lines-per-file",
-            type=positive_int,
-            default=None,
-            metavar="N",
+            "--lines-per-file", type=positive_int, default=None, metavar="N",
             help="split each output into NAME.000.txt, NAME.001.txt ..., one per N input "
             "lines (default: one output file per input file)",
         )
         subparser.add_argument(
-            "--min-tokens",
-            type=positive_int,
-            default=1,
+            "--min-tokens", type=positive_int, default=1,
             help="skip lines that give fewer tokens than this (default 1: only lines that give "
             "no token at all)",
         )
         subparser.add_argument(
-            "--keep-non-korean",
-            action="store_true",
-            help="also tokenize lines without Hangul (default: skip them)",
+            "--keep-non-korean", action="store_true", help="also tokenize lines without Hangul (default: skip them)",
         )
-        subparser.add_argument(
-            "--no-progress", action="store_true", help="do not show a progress bar"
-        )
+        subparser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
         subparser.set_defaults(func=elmo_tokenize_command)
         return subparser
 
@@ -145,12 +119,8 @@ def format_summary(summary: TokenizeSummary) -> str:
 
 
 def elmo_tokenize_command(args: argparse.Namespace) -> None:
-    """
-    Runs ``allennlp elmo-tokenize`` for parsed arguments: prints the summary, or one line
-    ``allennlp elmo-tokenize: error: ...`` on stderr and exits with status 1 for a
-    `ConfigurationError` (no matching file, bad UTF-8, bad settings) or a missing package;
-    exits with status 130 (Ctrl-C) or 143 (SIGTERM) and a one-line message when interrupted.
-    """
+    """Runs ``allennlp elmo-tokenize`` for parsed arguments: prints the summary, or one line and
+    status 1 (a `ConfigurationError` or a missing package), 130 or 143 (interrupted)."""
     check_single_glob("elmo-tokenize", args, "input_glob", "output_dir")
     summary = run_reporting_errors(
         "elmo-tokenize",

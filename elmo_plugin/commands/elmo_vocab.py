@@ -1,11 +1,6 @@
 """
-The ``allennlp elmo-vocab`` subcommand: the bilm-tf vocabulary file of a tokenized corpus.
-
-```
-allennlp elmo-vocab "CORPUS_GLOB" OUTPUT_FILE [--min-count N] [--max-size N] [--no-progress]
-```
-
-Quote the glob so that the shell does not expand it. See `elmo_plugin.data.vocabulary`.
+The ``allennlp elmo-vocab`` subcommand: the bilm-tf vocabulary file of a tokenized corpus
+(`elmo_plugin.data.vocabulary`).
 """
 import argparse
 
@@ -55,20 +50,14 @@ class ElmoVocabCommand(Subcommand):
             "the vocabulary file to write",
         )
         subparser.add_argument(
-            "--min-count",
-            type=positive_int,
-            default=1,
+            "--min-count", type=positive_int, default=1,
             help="leave out tokens seen fewer times than this (default 1: keep all)",
         )
         subparser.add_argument(
-            "--max-size",
-            type=_max_size,
-            default=None,
+            "--max-size", type=_max_size, default=None,
             help="at most this many lines, <S> </S> <UNK> included (default: no limit)",
         )
-        subparser.add_argument(
-            "--no-progress", action="store_true", help="do not show a progress bar"
-        )
+        subparser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
         subparser.set_defaults(func=elmo_vocab_command)
         return subparser
 
@@ -98,11 +87,8 @@ def format_summary(stats: LmVocabularyStats) -> str:
 
 
 def elmo_vocab_command(args: argparse.Namespace) -> None:
-    """
-    Runs ``allennlp elmo-vocab`` for parsed arguments: prints the summary, or one line
-    ``allennlp elmo-vocab: error: ...`` on stderr and exits with status 1 for a
-    `ConfigurationError` (empty glob, no tokens, bad UTF-8, missing output directory).
-    """
+    """Runs ``allennlp elmo-vocab`` for parsed arguments: prints the summary, or one line and status
+    1 for a `ConfigurationError`."""
     check_single_glob("elmo-vocab", args, "corpus_glob", "output_file")
     stats = run_reporting_errors(
         "elmo-vocab",

@@ -1,12 +1,7 @@
 """
-The ``"GLOB" OUTPUT`` arguments of ``allennlp elmo-vocab`` and ``elmo-tokenize``, with a hint
-when the shell expanded an unquoted glob.
-
-Typed without quotes, ``allennlp elmo-tokenize raw/*.txt out`` reaches the command as
-``raw/a.txt raw/b.txt ... out``, and argparse alone would stop with "unrecognized arguments",
-which does not say what went wrong. The extra words are collected by a hidden positional
-argument instead, and `glob_argument` turns them into one usage error that says to quote the
-glob (and suggests one).
+The ``"GLOB" OUTPUT`` arguments of ``allennlp elmo-vocab`` and ``elmo-tokenize``: the words of a
+glob the shell expanded are collected by a hidden argument, and `check_single_glob` turns them
+into one usage error that says to quote the glob, instead of argparse's "unrecognized arguments".
 """
 import argparse
 import os
@@ -42,10 +37,7 @@ def _suggested_glob(paths: List[str]) -> str:
 
 
 def check_single_glob(command: str, args: argparse.Namespace, glob_name: str, output_name: str) -> None:
-    """
-    Exits with a usage error (status 2) if more than two positional words were given: the shell
-    expanded an unquoted glob into several paths. Otherwise does nothing.
-    """
+    """Exits with a usage error (status 2) if the shell expanded an unquoted glob into several paths."""
     extra = getattr(args, _EXTRA, None) or []
     if not extra:
         return

@@ -1,11 +1,8 @@
 """
 The contract between the ``bilm_corpus`` reader and the ``elmo_bilm`` model: the names of the
-instance fields, of the token indexers inside them, and of the tensors those indexers produce.
-Both sides use these constants, so that a rename on one side cannot silently break the other.
-
-AllenNLP passes each field to ``Model.forward`` as the keyword argument of the same name, so the
-model's ``forward`` spells the field names as its parameters (``tokens``, ``forward_tokens``,
-...); a test checks that they match `SENTENCE_FIELDS` and `STREAM_FIELDS`.
+instance fields, their token indexers and tensors, used by both sides (the model's ``forward``
+spells the field names as its parameters; a test checks them against `SENTENCE_FIELDS` and
+`STREAM_FIELDS`).
 """
 from typing import Dict
 

@@ -86,11 +86,8 @@ class ElmoCharacterIds:
         return [i + 1 for i in ids]
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """
-        A ``(batch_size, max_sentence_length, max_characters_per_token)`` LongTensor for a batch
-        of tokenized sentences, padded with 0 (the mask id). Sentence boundary tokens are *not*
-        added here: the biLM adds them, as AllenNLP's ``_ElmoBiLm`` does.
-        """
+        """A ``(batch_size, max_sentence_length, max_characters_per_token)`` LongTensor, padded with
+        0; the biLM adds the sentence boundaries, as AllenNLP's ``_ElmoBiLm`` does."""
         return rows_to_batch(batch, self.token_to_ids, self.max_characters_per_token)
 
 
@@ -99,17 +96,14 @@ def batch_to_ids(
 ) -> torch.Tensor:
     """
     AllenNLP's ``batch_to_ids``: the character ids of a batch of tokenized sentences, the input
-    of `Elmo` and `ElmoBiLm`. Shortcut for
-    ``ElmoCharacterIds(max_characters_per_token).batch_to_ids(batch)``.
+    of `Elmo` and `ElmoBiLm`.
 
     # Parameters
 
     batch : `Sequence[Sequence[str]]`
         The sentences, each a list of tokens; an empty sentence gives an all-padding row.
     max_characters_per_token : `int`, optional (default = `50`)
-        The width of a token's row: the begin-of-word and end-of-word ids and at most this many
-        minus 2 UTF-8 bytes of the token (longer tokens are cut, as bilm-tf does). It must be the
-        model's ``max_characters_per_token`` (30 for the Korean course's models).
+        The model's ``max_characters_per_token`` (30 for the Korean course's models).
 
     # Returns
 
@@ -122,10 +116,8 @@ def batch_to_ids(
 def rows_to_batch(
     batch: Sequence[Sequence[str]], token_to_ids: Callable[[str], List[int]], row_width: int
 ) -> torch.Tensor:
-    """
-    ``(batch_size, max_sentence_length, row_width)``: each token's row of ids
-    (``token_to_ids``, one id scheme or another), padded with all-zero rows (the mask id).
-    """
+    """``(batch_size, max_sentence_length, row_width)``: each token's row of ids, padded with
+    all-zero rows (the mask id)."""
     max_length = max((len(sentence) for sentence in batch), default=0)
     ids = torch.zeros(len(batch), max_length, row_width, dtype=torch.long)
     for row, sentence in enumerate(batch):

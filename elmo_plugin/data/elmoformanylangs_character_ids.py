@@ -1,28 +1,12 @@
 """
-The token ids of ELMoForManyLangs models (HIT-SCIR): characters are ids in the model's own Unicode
-character vocabulary (``char.dic``), not UTF-8 bytes, and a model may also read a word id
-(``word.dic``).
-
-What ``elmoformanylangs`` 0.0.4.post2 does (``elmo.read_list`` and ``frontend.create_one_batch``),
-and so what this module reproduces:
-
-- A token longer than ``max_characters_per_token - 2`` *characters* (code points) is cut to that
-  many; the word id is looked up for the cut token too (``word2id.get(token, word2id['<oov>'])``).
-- Its character row is ``[B, c_1, ..., c_n, E, <pad>, <pad>, ...]`` of length
-  ``max_characters_per_token``, unknown characters being ``<oov>``. ``B`` and ``E`` are *swapped*
-  in its code: ``bow_id, eow_id = char2id['<eow>'], char2id['<bow>']``, so a word starts with the
-  id of ``<eow>`` and ends with the id of ``<bow>``. The released models were trained with the
-  same code, so the swap is part of the format, not a bug to fix here
-  (github.com/HIT-SCIR/ELMoForManyLangs/issues/38 and /105).
-- The sentence markers are the tokens ``<bos>`` and ``<eos>``: the character row
-  ``[B, char2id['<bos>'], E, <pad>...]`` and the word id of ``<bos>``. A token of the text that
-  is literally ``<bos>`` gets the same ids, as in its code.
-
-As everywhere in the plugin, every id is shifted by +1 so that 0 means "no token here" (masked);
-the model's embedding matrices get a zero row 0 in front (see
-`elmo_plugin.model_files.elmoformanylangs`). A model with a word embedding gets one more column
-per token: the row is the character ids followed by the (+1-shifted) word id. The biLM splits it
-off again (`elmo_plugin.modules.character_encoder.CharacterEncoder` with a word embedding).
+The token ids of ELMoForManyLangs models: characters are ids of the model's ``char.dic``, not
+UTF-8 bytes, and a model may also read a word id (``word.dic``), as ``elmoformanylangs``
+0.0.4.post2 makes them (``frontend.create_one_batch``): a token is cut to
+``max_characters_per_token - 2`` code points, framed by the word-boundary ids, which its code
+*swaps* (``bow_id, eow_id = char2id['<eow>'], char2id['<bow>']``: the released models were trained
+so, which makes the swap part of the format); unknown characters are ``<oov>``, the sentence
+markers the tokens ``<bos>`` and ``<eos>``. Every id is +1-shifted (0: masked), and a model with
+a word embedding gets the word id as one more column, which the biLM splits off again.
 """
 from typing import Dict, List, Optional, Sequence
 
@@ -44,9 +28,8 @@ from elmo_plugin.model_files.elmoformanylangs import (
 
 class ElmoForManyLangsCharacterIds:
     """
-    Maps tokens to the (+1-shifted) id rows of one ELMoForManyLangs model. Has the interface of
-    `elmo_plugin.data.character_ids.ElmoCharacterIds` (``token_to_ids``, ``batch_to_ids``, the
-    sentence-marker rows), so the biLM, `ElmoEmbedder` and the token cache use either.
+    Maps tokens to the (+1-shifted) id rows of one ELMoForManyLangs model, with the interface of
+    `elmo_plugin.data.character_ids.ElmoCharacterIds`.
 
     # Parameters
 
@@ -55,8 +38,7 @@ class ElmoForManyLangsCharacterIds:
     max_characters_per_token : `int`
         The options' ``token_embedder.max_characters_per_token`` (50 in the released models).
     word_to_id : `Dict[str, int]`, optional
-        ``word.dic``, for a model with a word embedding (``word_dim > 0``); then every row ends
-        with the token's word id.
+        ``word.dic``, for a model with a word embedding; then every row ends with the word id.
     """
 
     def __init__(
@@ -114,10 +96,8 @@ class ElmoForManyLangsCharacterIds:
         return ids
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """
-        ``(batch_size, max_sentence_length, ids_per_token)``, padded with 0 (masked). The
-        sentence markers are not added here: the biLM adds them.
-        """
+        """``(batch_size, max_sentence_length, ids_per_token)``, padded with 0; the biLM adds the
+        sentence markers."""
         return rows_to_batch(batch, self.token_to_ids, self.ids_per_token)
 
     @classmethod

@@ -1,18 +1,8 @@
 """
-Files of pre-tokenized sentences: one sentence per line, tokens separated by whitespace.
-
-This is the input format of ``allennlp elmo`` (and of bilm-tf's training data). Two pieces:
-
-- `check_sentence_file` makes one streaming pass over the file and raises a
-  `ConfigurationError` for everything that would otherwise fail (or silently go wrong) in the
-  middle of a long run: a missing file, bytes that are not UTF-8, blank lines, no sentences at
-  all, and, when sentences are used as keys, duplicates.
-- `read_sentences` then yields ``(line_index, tokens)`` one line at a time, so files larger
-  than memory can be embedded or used for training.
-
-Lines end at ``\\n`` (a ``\\r`` before it is whitespace and is stripped with the rest). A UTF-8
-byte order mark at the very start of the file is dropped, so that it does not become part of
-the first token.
+Files of pre-tokenized sentences, one per line, tokens separated by whitespace: the input of
+``allennlp elmo``. `check_sentence_file` makes one streaming pass that refuses, before a long run
+starts, what would fail or go wrong in its middle; `read_sentences` then yields one line at a time.
+A UTF-8 byte order mark at the start is dropped, so that it does not join the first token.
 """
 import os
 from typing import Dict, Iterator, List, Tuple
@@ -32,20 +22,16 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
 def sentence_text(tokens: List[str]) -> str:
-    """
-    The canonical text of a tokenized sentence: its tokens joined by single spaces. This is what
-    ``sentence_to_index`` maps and what ``--use-sentence-keys`` uses as the key, so two lines that
-    differ only in their whitespace count as the same sentence.
-    """
+    """The canonical text of a tokenized sentence, its tokens joined by single spaces: the key of
+    ``sentence_to_index`` and ``--use-sentence-keys``."""
     return " ".join(tokens)
 
 
 def check_is_text_input(path: PathLike) -> None:
     """
-    The cheap half of `check_sentence_file`, which reads only the first bytes: ``path`` exists
-    and is not an HDF5 file, the output given as the input. A command runs it before anything
-    that would blame the other file (such as refusing an existing output), so that swapped
-    arguments are named as such.
+    The cheap half of `check_sentence_file`, from the first bytes: ``path`` exists and is not an
+    HDF5 file. A command runs it before anything that would blame the other file (an existing
+    output), so that swapped arguments are named as such.
     """
     path = os.fspath(path)
     check_is_file(path)
@@ -69,25 +55,16 @@ def check_sentence_file(
     path : `PathLike`
         The file: one sentence per line, tokens separated by whitespace, UTF-8.
     use_sentence_keys : `bool`, optional (default = `False`)
-        The sentences will be used as keys (``allennlp elmo --use-sentence-keys``), so every
-        sentence must be unique and usable as an HDF5 name. This keeps the text of every
-        sentence in memory for the pass.
+        The sentences will be HDF5 keys, so each must be unique and a usable name (``/`` would
+        nest groups, ``.`` names the root); their texts are kept in memory for the pass.
     max_listed : `int`, optional (default = `20`)
         At most this many line numbers are spelled out in an error message; the rest are counted.
 
     # Raises
 
     `ConfigurationError`
-        If the file does not exist, is an HDF5 file (the output given as the input), is not
-        UTF-8 (naming the first bad line and its byte offset),
-        has blank or whitespace-only lines (naming all of them, 1-based), has no lines at all, or,
-        with ``use_sentence_keys``, repeats a sentence (naming the lines of the repeats and of
-        their first occurrence) or has a sentence that cannot be an HDF5 name.
-
-    h5py reads ``/`` as a group separator (``"1 / 2"`` would be stored as dataset ``" 2"`` inside
-    group ``"1 "``, invisible to ``keys()``, and ``"a//b"`` would collide with ``"a/b"``), and
-    ``"."`` names the root, so with ``use_sentence_keys`` such sentences are rejected here
-    instead of failing or silently nesting in the middle of a run.
+        For a missing or HDF5 file, bad UTF-8 (the first bad line), blank lines (all of them),
+        no lines, and with ``use_sentence_keys`` repeats and sentences that cannot be names.
     """
     path = os.fspath(path)
     check_is_text_input(path)
@@ -144,19 +121,15 @@ def read_sentences(
     path: PathLike, skip_blank_lines: bool = False
 ) -> Iterator[Tuple[int, List[str]]]:
     """
-    Yields ``(line_index, tokens)`` for every line of ``path``, lazily: only one line is in
-    memory at a time. ``line_index`` is 0-based (the HDF5 key ``allennlp elmo`` writes).
-    Run `check_sentence_file` first to reject bad files before any work is done; this generator
-    raises the same `ConfigurationError` if it meets bytes that are not UTF-8.
+    Yields ``(line_index, tokens)`` (0-based, the HDF5 key ``allennlp elmo`` writes) for every line
+    of ``path``, one at a time; raises as `check_sentence_file` does for bad UTF-8.
 
     # Parameters
 
     path : `PathLike`
         The file: one sentence per line, tokens separated by whitespace, UTF-8.
     skip_blank_lines : `bool`, optional (default = `False`)
-        Leave out blank and whitespace-only lines (useful for training corpora, where blank lines
-        separate documents) instead of yielding them as empty token lists. Line indices still
-        count them, so they always match the file.
+        Leave out blank lines instead of yielding empty lists (line indices still count them).
     """
     path = os.fspath(path)
     # Checked here rather than inside the generator, so that a missing file fails at the call.

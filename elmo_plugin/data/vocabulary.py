@@ -1,22 +1,11 @@
 """
 The bilm-tf vocabulary file, and an AllenNLP `Vocabulary` that reads it.
 
-The file has one token per line: ``<S>``, ``</S>`` and ``<UNK>`` first, then the corpus tokens by
-descending frequency (ties broken by the token itself), because the sampled softmax's
-log-uniform sampler assumes that id order (Zipf). Nothing else is on a line (no counts).
-
-- `build_lm_vocabulary` counts a tokenized corpus (a glob of files, one sentence per line,
-  tokens split on whitespace) and writes the file; ``allennlp elmo-vocab`` runs it.
-- ``{"type": "from_bilm_tf_file", "vocabulary_file": ..., "namespace": "lm_targets"}`` in a
-  training config reads it into a *non-padded* namespace: the id of a token is its 0-based line
-  number, exactly as in bilm-tf, and out-of-vocabulary tokens map to ``<UNK>``.
-- `VocabularyOrderCheck` checks the order against the training data: the file has no counts,
-  so the ``elmo_bilm`` model counts the first training targets and refuses a vocabulary that
-  is clearly not sorted by frequency (a shuffled or alphabetical one).
-
-Corpus files are read as bytes, one ``\\n``-terminated line at a time, decoded as UTF-8 (an
-error names ``file:line``); a UTF-8 byte order mark at the start of a file is dropped; tokens
-are ``line.split()`` (any Unicode whitespace, ``\\r`` included); blank lines are skipped.
+The file has one token per line, no counts: ``<S>``, ``</S>`` and ``<UNK>`` first, then the
+corpus tokens by descending frequency (ties broken by the token), the id order (Zipf) that the
+sampled softmax's log-uniform sampler assumes. `build_lm_vocabulary` writes it (``allennlp
+elmo-vocab``), `BilmTfVocabulary` reads it into a non-padded namespace (id = 0-based line), and
+`VocabularyOrderCheck` refuses one clearly not sorted by frequency in the training data.
 """
 import logging
 import os
@@ -60,11 +49,8 @@ DEFAULT_ORDER_CHECK_TOKENS = 100_000
 _ORDER_CHECK_Z = 4.0
 _ORDER_CHECK_RATIO = 2.0
 # The order is judged only with at least this many clearly different pairs, and refused when at
-# least this fraction of them (and this many) are in the wrong order. Measured on 5M tokens of
-# English with a vocabulary sorted by frequency: 0 to 0.4% of the pairs in the wrong order in the
-# first 2,000 to 200,000 tokens, even in a sample of one topic (Bible verses); the first
-# occurrence order 0.1 to 2%; shuffled or alphabetical 45 to 67%, a vocabulary whose entries
-# after the first 1,000 are shuffled 9%.
+# least this fraction of them (and this many) are in the wrong order (the measurements behind the
+# thresholds: docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_MIN_PAIRS = 100
 _ORDER_CHECK_MAX_WRONG_FRACTION = 0.05
 _ORDER_CHECK_MIN_WRONG_PAIRS = 10
@@ -103,22 +89,9 @@ def build_lm_vocabulary(
     """
     Counts the tokens of a tokenized corpus and writes the bilm-tf vocabulary file:
     ``<S>``, ``</S>``, ``<UNK>``, then every token seen at least ``min_count`` times, sorted by
-    ``(-count, token)``, at most ``max_size`` lines in all (the 3 special tokens included).
-
-    The corpus is streamed (only the counts are kept in memory). Corpus occurrences of the
-    special tokens themselves are counted (as covered) but not listed twice; tokens containing
-    AllenNLP's ``@@NEWLINE@@`` marker are left out (they would not survive a model archive).
-    The file is written to a temporary file next to ``output_file`` and renamed, so it only
-    appears complete; nothing else is written. Raises `ConfigurationError` for an empty glob, a
-    corpus without tokens, bad UTF-8 or NUL bytes (``file:line``), a missing output directory,
-    bad sizes, or an ``output_file`` that is one of the corpus files (the same path, or a link
-    to it), which would be replaced by the vocabulary.
-
-    One exception to the last: when the glob matches ``output_file`` and that file is a
-    vocabulary (it starts with the special tokens: the output of an earlier run, as after
-    ``elmo-vocab "dir/*.txt" dir/vocab.txt`` twice), it is left out of the corpus with a
-    warning, instead of being counted as corpus text; `LmVocabularyStats.excluded_files` lists
-    it.
+    ``(-count, token)``. Tokens with AllenNLP's ``@@NEWLINE@@`` marker are left out (they would
+    not survive a model archive); an earlier vocabulary at ``output_file`` that the glob matches
+    is left out of the corpus with a warning.
 
     # Parameters
 
@@ -135,10 +108,11 @@ def build_lm_vocabulary(
     progress : `bool`, optional (default = `True`)
         Show a progress bar over the corpus files.
 
-    # Returns
+    # Raises
 
-    `LmVocabularyStats`
-        The counts: tokens, types kept, coverage, and any file left out of the corpus.
+    `ConfigurationError`
+        For an empty glob or corpus, bad UTF-8 (``file:line``), bad sizes, or an ``output_file``
+        that is one of the corpus files.
     """
     if min_count < 1:
         raise ConfigurationError(f"min_count must be at least 1, got {min_count}")
@@ -162,18 +136,11 @@ def build_lm_vocabulary(
     counts: Counter = Counter()
     num_sentences = num_blank = 0
     total_bytes = sum(os.path.getsize(path) for path in files)
-    with Tqdm.tqdm(
-        total=total_bytes,
-        unit="B",
-        unit_scale=True,
-        desc="counting tokens",
-        disable=not progress,
-    ) as bar:
+    with Tqdm.tqdm(total=total_bytes, unit="B", unit_scale=True, desc="counting tokens", disable=not progress) as bar:
         for path in files:
             bar.set_postfix_str(os.path.basename(path))
             unreported = 0
             for line_index, text, size in decoded_lines(path):
-                line_number = line_index + 1
                 tokens = text.split()
                 if tokens:
                     counts.update(tokens)
@@ -181,31 +148,26 @@ def build_lm_vocabulary(
                 else:
                     num_blank += 1
                 unreported += size
-                if line_number % _PROGRESS_EVERY_LINES == 0:
+                if (line_index + 1) % _PROGRESS_EVERY_LINES == 0:
                     bar.update(unreported)
                     unreported = 0
             bar.update(unreported)
     num_tokens = sum(counts.values())
     if num_tokens == 0:
         raise ConfigurationError(
-            f"the corpus {pattern_text} contains no tokens ({len(files)} file(s), all lines "
-            "blank)"
+            f"the corpus {pattern_text} contains no tokens "
+            f"({len(files)} file(s), all lines blank)"
         )
 
     dropped = [token for token in counts if _ALLENNLP_NEWLINE_MARKER in token]
     if dropped:
         logger.warning(
             "left out %d token type(s) containing %s (AllenNLP's newline marker), e.g. %r",
-            len(dropped),
-            _ALLENNLP_NEWLINE_MARKER,
-            dropped[0],
+            len(dropped), _ALLENNLP_NEWLINE_MARKER, dropped[0],
         )
     candidates = [
-        (token, count)
-        for token, count in counts.items()
-        if count >= min_count
-        and token not in SPECIAL_TOKENS
-        and _ALLENNLP_NEWLINE_MARKER not in token
+        (token, count) for token, count in counts.items()
+        if count >= min_count and token not in SPECIAL_TOKENS and _ALLENNLP_NEWLINE_MARKER not in token
     ]
     candidates.sort(key=lambda item: (-item[1], item[0]))
     if max_size is not None:
@@ -215,28 +177,13 @@ def build_lm_vocabulary(
 
     with atomic_output(output_file) as temporary:
         with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-            for token in vocabulary:
-                out.write(token)
-                out.write("\n")
-
+            out.writelines(token + "\n" for token in vocabulary)
     stats = LmVocabularyStats(
-        output_file=output_file,
-        num_files=len(files),
-        num_sentences=num_sentences,
-        num_blank_lines=num_blank,
-        num_tokens=num_tokens,
-        num_types=len(counts),
-        vocab_size=len(vocabulary),
-        num_covered_tokens=covered,
-        excluded_files=excluded,
+        output_file, len(files), num_sentences, num_blank, num_tokens, len(counts), len(vocabulary), covered, excluded
     )
     logger.info(
         "wrote %d tokens to %s (%d corpus tokens, %d types, coverage %.4f)",
-        stats.vocab_size,
-        output_file,
-        stats.num_tokens,
-        stats.num_types,
-        stats.coverage,
+        stats.vocab_size, output_file, stats.num_tokens, stats.num_types, stats.coverage,
     )
     return stats
 
@@ -273,9 +220,7 @@ def _without_earlier_output(
     # A warning (stderr), so that the counts printed afterwards are not a surprise.
     logger.warning(
         "left %s out of the corpus: the glob %s matches it, but it is the output file, a "
-        "vocabulary written earlier (it is replaced, not counted as corpus text)",
-        ", ".join(excluded),
-        pattern_text,
+        "vocabulary written earlier (it is replaced, not counted as corpus text)", ", ".join(excluded), pattern_text,
     )
     if not remaining:
         raise ConfigurationError(
@@ -305,9 +250,7 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
         where = f"{vocabulary_file}:{line_number}"
         parts = text.split()
         if not parts:
-            raise ConfigurationError(
-                f"{where}: blank line (a bilm-tf vocabulary file has exactly one token per line)"
-            )
+            raise ConfigurationError(f"{where}: blank line (a bilm-tf vocabulary file has exactly one token per line)")
         if len(parts) > 1:
             raise ConfigurationError(
                 f"{where}: {text.strip()!r} is more than one token (one token per line, no "
@@ -315,9 +258,7 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
             )
         token = parts[0]
         if token in first_line:
-            raise ConfigurationError(
-                f"{where}: duplicate token {token!r} (first on line {first_line[token]})"
-            )
+            raise ConfigurationError(f"{where}: duplicate token {token!r} (first on line {first_line[token]})")
         if _ALLENNLP_NEWLINE_MARKER in token:
             raise ConfigurationError(
                 f"{where}: token {token!r} contains {_ALLENNLP_NEWLINE_MARKER}, which AllenNLP's "
@@ -370,14 +311,10 @@ def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
 
 def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
     """
-    Judges whether entries listed in ``counts``' order (the counts of a sample of the corpus)
-    are sorted by descending frequency, allowing for the sample's noise: only pairs of entries
-    whose counts are *clearly* different (by 4 Poisson standard deviations and a factor of 2)
-    count, and the order is wrong when 5% or more of those pairs are inverted. A sample is never
-    exactly in order, and a topic that dominates the first sentences of a corpus inverts a few
-    pairs, so a single inversion proves nothing; a shuffled or alphabetical vocabulary inverts
-    about half of them. With little data few pairs are clearly different, and below 100 the
-    order is not judged (`OrderJudgement.judged`), so a tiny corpus is never refused.
+    Judges whether entries listed in ``counts``' order (a sample of the corpus) are sorted by
+    descending frequency, allowing for the sample's noise: only pairs whose counts are clearly
+    different count (a sample is never exactly in order, and a topic inverts a few pairs; a
+    shuffled vocabulary inverts half), and with too few such pairs nothing is judged.
     """
     values = np.asarray(counts, dtype=np.float64)
     size = len(values)
@@ -407,16 +344,10 @@ def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
 
 class VocabularyOrderCheck:
     """
-    Checks that a bilm-tf vocabulary is sorted by descending frequency, from the training
-    targets themselves: the sampled softmax's log-uniform sampler assumes that id ``k`` is the
-    ``k``-th most frequent token (Zipf), and with another order it samples the wrong negatives
-    and corrects for the wrong expected counts, so the model trains worse and the perplexity
-    reported during training is wrong. The vocabulary file has no counts, so
-    `observe` counts the targets of the first ``check_after_tokens`` training tokens, and the
-    counts are then judged (`judge_frequency_order`, the special tokens left out); `finish`
-    judges what was counted so far (a corpus smaller than ``check_after_tokens``). The check runs
-    once; a vocabulary clearly out of order is a `ConfigurationError` that names the file and the
-    first line out of order.
+    Checks that a bilm-tf vocabulary is sorted by descending frequency, as the sampled softmax's
+    log-uniform sampler assumes (another order trains worse and reports a wrong perplexity):
+    `count` counts the first ``check_after_tokens`` training targets, and `finish` judges them
+    once (`judge_frequency_order`), raising `ConfigurationError` naming the first line out of order.
 
     # Parameters
 
@@ -451,21 +382,15 @@ class VocabularyOrderCheck:
             self.finish()
 
     def count(self, target_ids: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
-        """
-        Counts the target ids where ``mask`` (of their shape) is true, on their device, with
-        shapes that do not depend on the ids and no host read: a training step need not wait
-        for it. Counting stops once ``check_after_tokens`` positions (padding included) have
-        been seen; then `due` is true, and `finish` judges.
-        """
+        """Counts the target ids where ``mask`` is true, on their device and without a host read
+        (a training step need not wait), until ``check_after_tokens`` positions are seen."""
         if self.done or self.due:
             return
         ids = target_ids.reshape(-1)
         if self._counts is None:
             size = self._vocab.get_vocab_size(self._namespace)
             self._counts = torch.zeros(size, dtype=torch.long, device=ids.device)
-        weights = (
-            torch.ones_like(ids) if mask is None else mask.reshape(-1).to(self._counts.dtype)
-        )
+        weights = torch.ones_like(ids) if mask is None else mask.reshape(-1).to(self._counts.dtype)
         self._counts.index_add_(0, ids, weights)
         self._num_counted += ids.numel()
 
@@ -492,11 +417,8 @@ class VocabularyOrderCheck:
         if not judgement.out_of_order:
             logger.info(
                 "vocabulary order checked on %d training targets: %d of %d clearly different "
-                "pairs of entries in the wrong order%s",
-                self._num_counted,
-                judgement.wrong_pairs,
-                judgement.clear_pairs,
-                "" if judgement.judged else " (too few to judge)",
+                "pairs of entries in the wrong order%s", self._num_counted, judgement.wrong_pairs,
+                judgement.clear_pairs, "" if judgement.judged else " (too few to judge)",
             )
             return
         assert judgement.first_wrong is not None and judgement.later is not None
@@ -524,24 +446,16 @@ class VocabularyOrderCheck:
 @Vocabulary.register("from_bilm_tf_file", constructor="from_bilm_tf_file")
 class BilmTfVocabulary(Vocabulary):
     """
-    A `Vocabulary` whose OOV token is ``<UNK>`` and which can load a bilm-tf vocabulary file
-    into a non-padded namespace. Registered as ``"from_bilm_tf_file"``:
+    A `Vocabulary` whose OOV token is ``<UNK>``, which reads a bilm-tf vocabulary file into a
+    non-padded namespace (``{"type": "from_bilm_tf_file", "vocabulary_file": ..., "namespace":
+    "lm_targets"}``): id ``k`` is line ``k`` (0-based), unknown tokens get ``<UNK>``'s id, and
+    padding is id 0, a real token, so masks come from another field. `from_files` keeps ``<UNK>``
+    as the OOV token, so a model archive reloads the same vocabulary.
 
-    ```jsonnet
-    "vocabulary": {"type": "from_bilm_tf_file", "vocabulary_file": "vocab.txt",
-                   "namespace": "lm_targets"}
-    ```
+    # Parameters
 
-    In that namespace id ``k`` is line ``k`` (0-based) of the file, there is no
-    ``@@PADDING@@``/``@@UNKNOWN@@``, and `get_token_index` of an unknown token gives the id of
-    ``<UNK>``. Padding in tensors of that namespace is id 0, a real token (usually ``<S>``): take
-    masks from another field (e.g. the ``elmo_characters`` ids), never from these ids.
-
-    Model archives save the vocabulary with `save_to_files` and `Model._load` reloads it with
-    ``BilmTfVocabulary.from_files(directory, padding_token, oov_token)`` (both ``None`` unless the
-    config gives them); `from_files` here makes ``<UNK>`` the OOV token, so the reloaded
-    vocabulary is identical. Other namespaces behave as in `Vocabulary`, except that padded
-    ones use ``<UNK>`` as their OOV token.
+    oov_token : `str`, optional (default = `"<UNK>"`)
+        The OOV token of the padded namespaces; None is ``<UNK>`` too. Other arguments: `Vocabulary`'s.
     """
 
     def __init__(self, *args, oov_token: Optional[str] = UNK_TOKEN, **kwargs) -> None:
@@ -554,21 +468,13 @@ class BilmTfVocabulary(Vocabulary):
         # from the file equals the one a model archive reloads from AllenNLP's files.
         if not isinstance(self, other.__class__):
             return False
-        return {**self.__dict__, "bilm_tf_files": None} == {
-            **other.__dict__,
-            "bilm_tf_files": None,
-        }
+        return {**self.__dict__, "bilm_tf_files": None} == {**other.__dict__, "bilm_tf_files": None}
 
     @classmethod
-    def from_bilm_tf_file(
-        cls, vocabulary_file: str, namespace: str = DEFAULT_LM_NAMESPACE
-    ) -> "BilmTfVocabulary":
+    def from_bilm_tf_file(cls, vocabulary_file: str, namespace: str = DEFAULT_LM_NAMESPACE) -> "BilmTfVocabulary":
         """Reads ``vocabulary_file`` (see `read_bilm_tf_vocabulary`) into ``namespace``."""
         tokens = read_bilm_tf_vocabulary(vocabulary_file)
-        vocab = cls(
-            non_padded_namespaces=(*DEFAULT_NON_PADDED_NAMESPACES, namespace),
-            oov_token=UNK_TOKEN,
-        )
+        vocab = cls(non_padded_namespaces=(*DEFAULT_NON_PADDED_NAMESPACES, namespace), oov_token=UNK_TOKEN)
         for index, token in enumerate(tokens):
             vocab._token_to_index[namespace][token] = index
             vocab._index_to_token[namespace][index] = token
@@ -584,7 +490,5 @@ class BilmTfVocabulary(Vocabulary):
         oov_token: Optional[str] = UNK_TOKEN,
     ) -> "Vocabulary":
         """`Vocabulary.from_files`, with ``<UNK>`` as the OOV token unless another is given."""
-        return super().from_files(
-            directory, padding_token, UNK_TOKEN if oov_token is None else oov_token
-        )
+        return super().from_files(directory, padding_token, UNK_TOKEN if oov_token is None else oov_token)
 

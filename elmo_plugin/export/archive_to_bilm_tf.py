@@ -29,13 +29,9 @@ def export_to_bilm_tf(
 ) -> Dict[str, str]:
     """
     Writes ``options.json``, ``weights.hdf5`` and ``vocabulary.txt`` of the run's biLM (and
-    ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set (see
-    `write_bilm_tf_directory`); returns the path of each file by kind. The archive is read once
-    and the language model is not built.
-
-    The archive of a task model (any other model type) gives the biLM its ELMo embedder holds,
-    fine-tuned or not, as ``options.json`` + ``weights.hdf5``; ``embedder`` names the embedder
-    when it has several (see `elmo_plugin.models.task_model_bilm`).
+    ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set; returns the
+    path of each file by kind. A task model's archive gives the biLM its ELMo embedder holds
+    (``embedder`` names it when there are several).
     """
     # An ELMoForManyLangs model directory cannot be written in bilm-tf's format.
     refuse_bilm_tf_export(archive_file)

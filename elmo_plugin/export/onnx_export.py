@@ -2,25 +2,12 @@
 A pretrained biLM as one ONNX graph, for serving without PyTorch: what ``allennlp elmo-export
 MODEL OUT --format onnx`` writes.
 
-The graph takes the character ids ``(batch, tokens, ids per token)`` (int64; what
-``batch_to_ids`` gives: no sentence boundaries, padding rows all zero), with the batch and the
-token axes dynamic, and gives
-
-- ``layers`` ``(num_layers, batch, tokens, dim)`` (``--all``, the default), or ``top`` or
-  ``average`` ``(batch, tokens, dim)``, or ``mix`` ``(batch, tokens, dim)`` (a task model's
-  fine-tuned scalar mix), with the sentence boundaries removed and zeros at padding: what
-  `ElmoEmbedder` gives (its ``batch_to_embeddings`` has the layers second);
-- ``mask`` ``(batch, tokens)`` bool.
-
-It is stateless: every call starts from a zero LSTM state. The network is computed by
-`elmo_plugin.export.scan_forward` (the recurrence as one ONNX ``Scan`` per layer
-and direction, with the same step function as the eager biLM), exported by PyTorch's ONNX
-exporter (``dynamo=True``, opset 18). The exporter checks that the graph's input axes are still
-symbolic and refuses to write a model that would only take one batch size or sentence length.
-
-Beside the graph go ``options.json`` (the architecture, bilm-tf's format) and
-``character_ids.json``: how tokens become ids, as a table that a serving process reads without
-the plugin or PyTorch (examples/serve_onnx.py).
+The graph takes ``batch_to_ids``' character ids with dynamic batch and token axes and gives what
+`ElmoEmbedder` gives (``layers``, ``top``, ``average`` or a task model's ``mix``) and the ``mask``,
+statelessly (docs/serving.md). The recurrence is `elmo_plugin.export.scan_forward`'s, exported by
+PyTorch's ONNX exporter (``dynamo=True``), whose graph is refused if its input axes were pinned.
+Beside it go ``options.json`` and ``character_ids.json``, how tokens become ids, for a serving
+process without the plugin (examples/serve_onnx.py).
 """
 import contextlib
 import json
@@ -90,9 +77,7 @@ class ExportedElmo(nn.Module):
         their sentence boundaries, which its layer norm, if it has one, counts), without dropout.
     """
 
-    def __init__(
-        self, bilm: ElmoBiLm, output: str = "all", scalar_mix: Optional[ScalarMix] = None
-    ) -> None:
+    def __init__(self, bilm: ElmoBiLm, output: str = "all", scalar_mix: Optional[ScalarMix] = None) -> None:
         super().__init__()
         if output not in OUTPUTS:
             raise ConfigurationError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
@@ -155,9 +140,7 @@ def character_id_table(bilm: ElmoBiLm) -> Dict[str, Any]:
                 EOS_TOKEN: list(scheme.end_of_sentence_ids),
             },
         }
-    raise ConfigurationError(
-        f"cannot write the character ids of {type(scheme).__name__} as a table for serving"
-    )
+    raise ConfigurationError(f"cannot write the character ids of {type(scheme).__name__} as a table for serving")
 
 
 def example_ids(bilm: ElmoBiLm) -> torch.Tensor:
@@ -181,10 +164,8 @@ def symbolic_input_axes(model_path: str) -> List[bool]:
 
 
 def check_dynamic_axes(model_path: str, shown_path: str) -> None:
-    """
-    `ConfigurationError` unless the graph's input has symbolic batch and token axes: an exporter
-    that pins them writes a graph that takes only the example's shape and says nothing.
-    """
+    """`ConfigurationError` unless the graph's input has symbolic batch and token axes (an exporter
+    that pins them writes a graph that takes only the example's shape, silently)."""
     symbolic = symbolic_input_axes(model_path)
     if len(symbolic) != 3 or not (symbolic[0] and symbolic[1]):
         axes = ", ".join(dim.dim_param or str(dim.dim_value) for dim in _input_axes(model_path))
@@ -196,10 +177,8 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
 
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
-    """
-    The exporter's graph passes log every rewrite at INFO (hundreds of lines under AllenNLP's
-    logging) and warn of their own deprecations: only their warnings and errors are shown.
-    """
+    """Only the exporter's warnings and errors (its passes log every rewrite at INFO and warn of
+    their own deprecations)."""
     loggers = [logging.getLogger(name) for name in ("onnx_ir", "onnxscript", "torch.onnx")]
     levels = [each.level for each in loggers]
     try:
@@ -255,11 +234,7 @@ def load_exported_module(
     bilm = choose_bilm(elmo_bilms(task), embedder, source)
     mix = None
     if scalar_mix is not None:
-        mixes = [
-            module.scalar_mixes
-            for module in task.modules()
-            if isinstance(module, Elmo) and module.bilm is bilm
-        ]
+        mixes = [module.scalar_mixes for module in task.modules() if isinstance(module, Elmo) and module.bilm is bilm]
         available = mixes[0] if mixes else []
         if not 0 <= scalar_mix < len(available):
             raise ConfigurationError(
@@ -283,8 +258,7 @@ def export_onnx(
 ) -> Dict[str, str]:
     """
     Writes ``elmo.onnx``, ``options.json`` and ``character_ids.json`` of ``model`` (see
-    `load_exported_module`) into ``output_directory`` as one set (`atomic_directory`: an earlier
-    export there is replaced whole, a directory holding anything else is refused); returns the
+    `load_exported_module`) into ``output_directory`` as one set (`atomic_directory`); returns the
     path of each file by kind.
     """
     try:
@@ -306,16 +280,9 @@ def export_onnx(
         try:
             with torch.no_grad(), _quiet_exporter():
                 torch.onnx.export(
-                    module,
-                    (ids,),
-                    graph_path,
-                    dynamo=True,
-                    opset_version=OPSET,
-                    input_names=[INPUT_NAME],
-                    output_names=[module.output_name, MASK_NAME],
-                    dynamic_shapes=({0: batch, 1: tokens},),
-                    external_data=False,
-                    verbose=False,
+                    module, (ids,), graph_path, dynamo=True, opset_version=OPSET, input_names=[INPUT_NAME],
+                    output_names=[module.output_name, MASK_NAME], dynamic_shapes=({0: batch, 1: tokens},),
+                    external_data=False, verbose=False,
                 )
         except Exception as error:  # the exporter's own errors have no common class
             if is_write_failure(error):

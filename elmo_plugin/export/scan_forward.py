@@ -1,29 +1,13 @@
 """
-The biLM's forward written for export (``allennlp elmo-export --format onnx``): the computation
-of `ElmoBiLm.forward` for a stateless frozen biLM, in operations whose shapes follow the input's
-and never its values, so that one exported graph runs at any batch and sentence length.
-
-Why another way to run the same network: the eager paths choose their work from the data (the
-batch shrinks as sentences end, distinct tokens are encoded once, tokens are chunked by their
-length, Python loops run as many steps as the longest sentence), and an exporter that traces
-them records one example's choices: ``torch.onnx.export`` unrolls the time loop at the example's
-length and pins the token axis (docs/implementation.md). Here instead
-
-- the character encoder runs over every real position of the batch (gathered by the mask;
-  padded positions stay zero, as `ElmoBiLm.encode_tokens` leaves them), each distinct token once
-  (``torch.unique`` over the id rows, ONNX's ``Unique``), its convolutions ``nn.Conv1d`` over the
-  character windows up to the batch's longest token
-  (`character_convolutions.leading_max_pooled_convolutions`, equal to the plain definition);
-- each LSTM layer's recurrence is one ``scan`` over time (PyTorch's scan, a private prototype
-  that the ONNX exporter writes as an ONNX ``Scan``, imported only when this runs) over every row
-  of the batch, each step the step of the eager definition (`lstm_recurrence.projected_lstm_step`);
-  a row whose sentence has ended keeps its state and outputs zeros (masking, where the eager loop
-  shrinks the batch). A finished row's step is still computed, and the serving side sorts
-  sentences by length (examples/serve_onnx.py) so that little of that is wasted.
-
-What is computed is `ElmoBiLm`'s: tests compare this with the eager biLM on every configuration
-(clips binding, skip connections, one to several layers, ELMoForManyLangs' word ids) and the
-exported graph, run by ONNX Runtime, with both (tests/export/test_onnx_export.py).
+The biLM's forward written for export (``allennlp elmo-export --format onnx``): `ElmoBiLm.forward`
+of a stateless frozen biLM in operations whose shapes follow the input's and never its values, so
+that one exported graph runs at any batch and sentence length. The eager paths choose their work
+from the data (a shrinking batch, distinct tokens, Python loops over time), which an exporter
+records for one example only. Here the character encoder runs over every real position (each
+distinct token once, ``torch.unique``), and each LSTM layer is one ``scan`` over time (PyTorch's
+private prototype, imported only when this runs; written as an ONNX ``Scan``) with the eager
+step (`lstm_recurrence.projected_lstm_step`), a finished row keeping its state and giving zeros.
+tests/export/test_onnx_export.py compares it with the eager biLM on every configuration.
 """
 from typing import List, Tuple
 
@@ -41,11 +25,8 @@ def masked_recurrence(input_gates: torch.Tensor, running: torch.Tensor, h0: torc
                       c0: torch.Tensor, weights: LstmWeights) -> Tuple[torch.Tensor, ...]:
     """
     The recurrence of `lstm_recurrence.reference_recurrence` over every row at every step, time
-    major: ``input_gates`` ``(time, batch, 4 * cell)``, ``running`` ``(time, batch)`` bool (True
-    while the row's sentence lasts; left-aligned rows, so each row runs a prefix of the steps),
-    ``h0`` ``(batch, projection)``, ``c0`` ``(batch, cell)``. Returns the outputs ``(time, batch,
-    projection)``, zero where a row does not run, and each row's final ``h``, ``c`` (its state
-    after its own last step; the initial state for a row of length 0).
+    major; ``running`` ``(time, batch)`` is True while a row's sentence lasts. Returns the outputs,
+    zero where a row does not run, and each row's state after its own last step.
     """
     from torch._higher_order_ops import scan  # private: imported only by an export
 
@@ -65,11 +46,8 @@ def masked_recurrence(input_gates: torch.Tensor, running: torch.Tensor, h0: torc
 
 
 def run_layer_masked(layer, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """
-    `ProjectedLstmLayer.forward`'s outputs ``(batch, time, projection)``, zero at padded
-    positions, from a zero initial state, for ``inputs`` ``(batch, time, input_size)`` and
-    ``mask`` ``(batch, time)`` (left-aligned rows).
-    """
+    """`ProjectedLstmLayer.forward`'s outputs, zero at padded positions, from a zero initial state,
+    for ``inputs`` ``(batch, time, input_size)`` and a left-aligned ``mask``."""
     batch_size = inputs.size(0)
     h0, c0 = layer.zero_state(batch_size, inputs)
     # The input half of the gates for every position at once, as the eager run does for the
@@ -82,10 +60,7 @@ def run_layer_masked(layer, inputs: torch.Tensor, mask: torch.Tensor) -> torch.T
 
 
 def run_bilstm_masked(bilstm, inputs: torch.Tensor, mask: torch.Tensor) -> List[torch.Tensor]:
-    """
-    `ElmoBiLstm.forward` (stateless, without dropout) with `run_layer_masked` for each layer:
-    one ``(batch, time, 2 * projection)`` tensor per layer.
-    """
+    """`ElmoBiLstm.forward` (stateless, without dropout) with `run_layer_masked` for each layer."""
     lengths = mask.sum(dim=1)
     directions = []
     for layers, direction_inputs in (
@@ -112,10 +87,9 @@ def bilm_layers_masked(
     bilm, character_ids: torch.Tensor
 ) -> Tuple[List[torch.Tensor], torch.Tensor]:
     """
-    `ElmoBiLm.forward` of a stateless biLM in evaluation mode, for export: ``character_ids``
-    ``(batch, tokens, ids per token)`` without sentence boundaries. Returns the ``num_layers``
-    layers ``(batch, tokens + 2, 2 * projection)``, zero at padded positions, and the ``(batch,
-    tokens + 2)`` mask, both with the sentence boundaries, as `ElmoBiLm.forward` gives them.
+    `ElmoBiLm.forward` of a stateless biLM in evaluation mode, for export: the ``num_layers``
+    layers ``(batch, tokens + 2, 2 * projection)``, zero at padding, and the mask, both with the
+    sentence boundaries, for ``character_ids`` without them.
     """
     ids, mask = add_sentence_boundaries(
         character_ids, character_mask(character_ids), bilm._bos_ids, bilm._eos_ids

@@ -3,29 +3,11 @@ Turning raw text files into the tokenized corpus format (one sentence per line, 
 by single spaces) that ``bilm_corpus`` and ``allennlp elmo-vocab`` read: `tokenize_corpus`, the
 library behind ``allennlp elmo-tokenize``.
 
-- Input files (every file matching the glob, in sorted order) are read as UTF-8 (`decoded_lines`:
-  a bad byte is an error naming ``file:line``, before any output is written), one sentence (or
-  review, or paragraph) per line.
-- Output: one file per input file, with the same base name, in the output directory; one output
-  line per kept input line, in input order. With ``lines_per_file=N``, input file ``NAME.txt``
-  becomes ``NAME.000.txt``, ``NAME.001.txt`` ..., part ``k`` holding what was kept of input lines
-  ``k*N+1`` to ``(k+1)*N`` (so a part may have fewer than N lines; the number has at least 3
-  digits, more when there are more than 1000 parts, so that the names sort in order).
-- Lines: blank lines are skipped; lines without a Hangul character are skipped unless
-  ``keep_non_korean``; lines giving fewer than ``min_tokens`` tokens are skipped. Each reason is
-  counted. Tokens never contain whitespace (`token_text_without_whitespace`) and no output line
-  is empty.
-- Parallel: lines are tokenized in chunks by ``workers`` processes and written in order, so the
-  output does not depend on the number of workers; one large file is parallelised too.
-- Resumable: each output file is written under a temporary name (``.NAME.*.tmp``) and renamed
-  when complete, so an output file that exists is complete; a rerun skips it (logging that it
-  does) and redoes everything else. The settings that change the output (tokenizer and its
-  parameters, ``min_tokens``, ``keep_non_korean``, ``lines_per_file``) are recorded in
-  ``tokenize_summary.json`` in the output directory when a run starts; a rerun with other
-  settings into the same directory is an error instead of a silently mixed corpus.
-- Summary: lines read, written, skipped by reason, tokens written, for the whole output (the
-  counts of skipped complete files are recomputed from their input and output without
-  tokenizing), written to ``tokenize_summary.json``.
+One output file per input file (or per ``lines_per_file`` lines of it: ``NAME.000.txt`` ...), one
+line per kept input line, in input order whatever the number of ``workers``. Blank, non-Korean
+(unless ``keep_non_korean``) and too short lines are skipped and counted. Each output file appears
+only complete, so a rerun skips the finished ones; ``tokenize_summary.json`` records the settings
+(a rerun with others is refused) and the counts. docs/korean.md describes the command.
 """
 import glob
 import importlib.metadata
@@ -67,7 +49,6 @@ _CANONICAL_TOKENIZER = {"korean": "mecab_ko"}
 # input is streamed, never read whole).
 CHUNK_LINES = 256
 _TASKS_IN_FLIGHT_PER_WORKER = 4
-
 
 
 @dataclass
@@ -128,9 +109,7 @@ class TokenizeSummary:
             "num_output_files_resumed": self.num_resumed,
             "totals": asdict(self.totals),
             "seconds": round(self.seconds, 3),
-            "lines_per_second_this_run": (
-                round(self.lines_tokenized / self.seconds, 1) if self.seconds > 0 else None
-            ),
+            "lines_per_second_this_run": round(self.lines_tokenized / self.seconds, 1) if self.seconds > 0 else None,
             "files": [
                 {
                     "input": part.input_file,
@@ -156,10 +135,8 @@ def _package_versions() -> Dict[str, Optional[str]]:
 
 
 class LineProcessor:
-    """
-    Turns raw lines into output lines: skips blank, non-Korean (unless ``keep_non_korean``) and
-    too-short lines, joins the tokens of the others with single spaces.
-    """
+    """Turns raw lines into output lines: skips blank, non-Korean (unless ``keep_non_korean``) and
+    too-short lines, joins the tokens of the others with single spaces."""
 
     def __init__(self, tokenizer: Tokenizer, min_tokens: int, keep_non_korean: bool) -> None:
         self.tokenizer = tokenizer
@@ -195,11 +172,7 @@ class LineProcessor:
             # The Korean tokenizers already guarantee this; it also protects the format from
             # any other tokenizer.
             tokens = [
-                text
-                for text in (
-                    token_text_without_whitespace(token.text)
-                    for token in self.tokenizer.tokenize(line)
-                )
+                text for text in (token_text_without_whitespace(token.text) for token in self.tokenizer.tokenize(line))
                 if text
             ]
             if len(tokens) < self.min_tokens:
@@ -256,15 +229,10 @@ def _part_names(input_file: str, num_lines: int, lines_per_file: Optional[int]) 
 
 def _count_lines(path: str) -> int:
     """Lines in ``path``; also checks that all of it is UTF-8 (error naming ``path:line``)."""
-    num_lines = 0
-    for _ in decoded_lines(path):
-        num_lines += 1
-    return num_lines
+    return sum(1 for _ in decoded_lines(path))
 
 
-def _plan(
-    input_files: List[str], output_dir: str, lines_per_file: Optional[int]
-) -> List[OutputPart]:
+def _plan(input_files: List[str], output_dir: str, lines_per_file: Optional[int]) -> List[OutputPart]:
     parts: List[OutputPart] = []
     source_of: Dict[str, str] = {}
     for input_file in input_files:
@@ -362,10 +330,9 @@ def tokenize_corpus(
     # Raises
 
     `ConfigurationError`
-        If no file matches the glob, an input is not UTF-8 (naming ``file:line``; checked before
-        anything is written), two inputs share a base name, an output would overwrite an
-        input, ``output_dir`` holds a run with other settings, or the tokenizer parameters are
-        wrong. `ImportError` if the tokenizer's package is not installed.
+        For no input, bad UTF-8 (``file:line``, before anything is written), clashing names,
+        another run's settings in ``output_dir`` or bad parameters. `ImportError` without the
+        tokenizer's package.
     """
     started = time.perf_counter()
     if workers < 1:
@@ -374,12 +341,8 @@ def tokenize_corpus(
         raise ConfigurationError(f"lines_per_file must be at least 1, got {lines_per_file}")
     if min_tokens < 1:
         raise ConfigurationError(f"min_tokens must be at least 1, got {min_tokens}")
-    tokenizer_config = {
-        **(tokenizer_params or {}),
-        "type": _CANONICAL_TOKENIZER.get(tokenizer, tokenizer),
-    }
     settings = {
-        "tokenizer": tokenizer_config,
+        "tokenizer": {**(tokenizer_params or {}), "type": _CANONICAL_TOKENIZER.get(tokenizer, tokenizer)},
         "min_tokens": min_tokens,
         "keep_non_korean": keep_non_korean,
         "lines_per_file": lines_per_file,
@@ -403,9 +366,7 @@ def tokenize_corpus(
             if lines_per_file:
                 source += f" from line {part.first_line + 1}"
             logger.info(
-                "skipping %s: %s is complete (from an earlier run; delete it to redo it)",
-                source,
-                part.output_file,
+                "skipping %s: %s is complete (from an earlier run; delete it to redo it)", source, part.output_file
             )
 
     pool = None
@@ -414,12 +375,8 @@ def tokenize_corpus(
         # memory, say), the run fails with BrokenProcessPool instead of waiting forever.
         pool = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(processor,))
     try:
-        with Tqdm.tqdm(
-            total=sum(part.num_lines for part in parts if not part.resumed),
-            unit=" lines",
-            desc="tokenizing",
-            disable=not progress,
-        ) as bar:
+        total = sum(part.num_lines for part in parts if not part.resumed)
+        with Tqdm.tqdm(total=total, unit=" lines", desc="tokenizing", disable=not progress) as bar:
             parts_of: Dict[str, List[OutputPart]] = {}
             for part in parts:
                 parts_of.setdefault(part.input_file, []).append(part)
@@ -440,25 +397,13 @@ def tokenize_corpus(
     totals = LineCounts()
     for part in parts:
         totals.add(part.counts)
-    summary = TokenizeSummary(
-        output_dir=output_dir,
-        settings=settings,
-        parts=parts,
-        totals=totals,
-        num_input_files=len(input_files),
-        seconds=time.perf_counter() - started,
-    )
+    summary = TokenizeSummary(output_dir, settings, parts, totals, len(input_files), time.perf_counter() - started)
     _write_json(summary_path, summary.to_json())
     return summary
 
 
 def _write_part(
-    part: OutputPart,
-    lines: Iterator[str],
-    processor: LineProcessor,
-    pool: Optional[Any],
-    workers: int,
-    bar: Any,
+    part: OutputPart, lines: Iterator[str], processor: LineProcessor, pool: Optional[Any], workers: int, bar: Any
 ) -> None:
     def write(handle: Any, result: Tuple[List[str], LineCounts]) -> None:
         output, counts = result

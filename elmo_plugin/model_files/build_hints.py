@@ -1,10 +1,7 @@
 """
-Naming the ``make`` target that builds a missing biLM.
-
-The +ELMo task configs (training_configs/tasks/*_elmo.jsonnet) load the biLMs that the
-Makefile's pretraining targets export into the repository's ``build/`` folder. Run before those
-targets, training stopped at "options file not found" with no hint of what would create the file.
-`with_build_hint` adds the target to that error.
+Naming the ``make`` target that builds a missing biLM: the +ELMo task configs load the biLMs that
+the Makefile's pretraining targets export into ``build/``, and `with_build_hint` adds the target
+to the "options file not found" of a run started before them.
 """
 import os
 from typing import Optional

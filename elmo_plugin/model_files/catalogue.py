@@ -23,16 +23,14 @@ DEFAULT_MODEL = "original"
 @dataclass(frozen=True)
 class PublishedModel:
     """
-    An English ELMo model published by AllenNLP (trained on the 1B Word Benchmark; ``original-5.5b``
-    on 5.5B tokens of Wikipedia and news).
+    An English ELMo model published by AllenNLP.
 
     # Parameters
 
     name : `str`
         The name to give ``--model`` / ``model=``.
     architecture : `str`
-        AllenNLP's name of the files, e.g. ``2x4096_512_2048cnn_2xhighway`` (2 LSTM layers of 4096
-        cells projected to 512, 2048 character filters, 2 highway layers).
+        AllenNLP's name of the files, e.g. ``2x4096_512_2048cnn_2xhighway``.
     parameters : `str`
         The number of parameters, as published ("93.6M").
     output_dim : `int`
@@ -93,10 +91,8 @@ def models_url_note(location: str) -> str:
 
 
 def describe_published_models(cache_dir: Optional[PathLike] = None) -> str:
-    """
-    The table that ``allennlp elmo --list-models`` prints: each published model's name, size,
-    whether it is cached, and its URLs (under `models_url()`).
-    """
+    """The table of ``allennlp elmo --list-models``: each published model's name, size, whether it
+    is cached, and its URLs."""
     cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
     base_url = models_url()
     lines = [

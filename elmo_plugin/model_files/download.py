@@ -3,16 +3,9 @@ Downloading model files: through AllenNLP's ``cached_path`` into its cache direc
 (``$ALLENNLP_CACHE_ROOT/cache``, by default ``~/.allennlp/cache``), once, with a progress bar,
 and checked before use.
 
-``cached_path`` writes to a temporary file that only becomes the cache entry when the transfer is
-complete, so a download cut halfway is never used. On top of that every downloaded file is
-checked (an options file must be JSON with the ELMo keys, a weight file a complete HDF5 file with
-bilm-tf's groups): a server that answers with an HTML page, or a file cut short without the
-transfer noticing, is an error that names the URL, and the bad cache entry is deleted so that
-the next run downloads again.
-
-Files that never change (the published models) are used from the cache without asking the
-server (which also makes them work offline). With no connection and nothing cached the error is
-one line that names the URL; the caller adds how to pass local files instead (`DownloadError`).
+Every downloaded file is checked (an HTML page or a file cut short is an error naming the URL,
+and the bad cache entry is deleted so that the next run downloads again). Files that never change
+(the published models) are used from the cache without asking the server, offline too.
 """
 import contextlib
 import glob
@@ -58,11 +51,8 @@ KINDS = {
 
 
 class DownloadError(ConfigurationError):
-    """
-    A file that could not be had: one line naming the location and why. ``offline`` says that
-    the server could not be reached, so the caller can say how to use local files instead
-    (in the spelling of its own arguments).
-    """
+    """A file that could not be had: one line naming the location and why; ``offline``: the server
+    could not be reached (the caller says how to use local files instead)."""
 
     def __init__(self, message: str, offline: bool = False) -> None:
         super().__init__(message)
@@ -95,12 +85,8 @@ def file_problem(path: str, kind: str) -> Optional[str]:
 
 
 def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False) -> str:
-    """
-    The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is (checked
-    when it is read), a remote file downloaded through ``cached_path`` and checked.
-    ``immutable`` files are taken from the cache without asking the server whether they changed.
-    Raises `DownloadError`.
-    """
+    """The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is, a remote
+    file downloaded and checked (``immutable`` ones from the cache, unasked). Raises `DownloadError`."""
     location = os.fspath(location)
     if not is_remote(location):
         if location.startswith("file://"):
@@ -119,9 +105,7 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
             except _NotTheExpectedFile as problem:
                 # Perhaps stored by a tool that does not check (AllenNLP's own Elmo shares these
                 # URLs and the cache): replace it.
-                logger.warning(
-                    "The cached copy of %s is damaged (%s); downloading it again", location, problem
-                )
+                logger.warning("The cached copy of %s is damaged (%s); downloading it again", location, problem)
                 _remove_cache_entry(cached)
 
     if urlparse(location).scheme in ("http", "https"):
@@ -144,9 +128,7 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
         raise DownloadError(
             f"downloading {location} failed ({_short_reason(error)}); nothing was cached, so the "
             f"next run downloads it again",
-            offline=isinstance(
-                error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
-            ),
+            offline=isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)),
         ) from None
     try:
         _check_download(path, kind)
@@ -160,12 +142,8 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
 
 
 def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
-    """
-    One quick HEAD request before ``cached_path`` (which retries a dead connection for about 30
-    seconds): no connection gives the cached copy if there is one (what ``cached_path`` would
-    do, at once) or the offline error; 404 is an error at once. Anything else is left to
-    ``cached_path``, with its retries.
-    """
+    """One quick HEAD request before ``cached_path`` (which retries a dead connection for about 30
+    seconds): no connection gives the cached copy or the offline error at once, and so does 404."""
     try:
         response = requests.head(location, allow_redirects=True, timeout=_PROBE_TIMEOUT)
     except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as error:
@@ -176,9 +154,7 @@ def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
                 f"cache ({cache_dir})",
                 offline=True,
             ) from None
-        logger.warning(
-            "Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached
-        )
+        logger.warning("Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached)
         try:
             _check_download(cached, kind)
         except _NotTheExpectedFile as problem:
@@ -195,10 +171,8 @@ def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
 
 
 def _short_reason(error: BaseException) -> str:
-    """
-    The innermost cause of a download error, on one line: ``Connection refused`` rather than
-    requests' ``HTTPConnectionPool(host=...): Max retries exceeded ... (Caused by ...)``.
-    """
+    """The innermost cause of a download error, on one line (``Connection refused``, not requests'
+    ``HTTPConnectionPool(...): Max retries exceeded ...``)."""
     innermost = error
     seen = set()
     while id(innermost) not in seen:
@@ -236,9 +210,7 @@ def _check_download(path: str, kind: str) -> None:
     with open(path, "rb") as handle:
         start = handle.read(512)
     if start.lstrip()[:1] == b"<":
-        raise _NotTheExpectedFile(
-            "the server sent an HTML or XML page (an error or login page?) instead of the file"
-        )
+        raise _NotTheExpectedFile("the server sent an HTML or XML page (an error or login page?) instead of the file")
     _CHECKS[kind](path)
 
 
@@ -296,11 +268,8 @@ def cached_copy(location: str, cache_dir: str) -> Optional[str]:
 
 
 def _remove_cache_entry(path: str) -> None:
-    """
-    Deletes a cache entry the way AllenNLP's ``remove_cache_entries`` does: ``cached_path``
-    stores ``CACHE_DIR/sha256(url)[.sha256(etag)]`` with its metadata in ``PATH.json`` and its
-    lock in ``PATH.lock``.
-    """
+    """Deletes a cache entry as AllenNLP's ``remove_cache_entries`` does: the file, ``PATH.json`` and
+    ``PATH.lock``."""
     for stale in (path, path + ".json"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(stale)

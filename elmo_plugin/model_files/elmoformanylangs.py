@@ -3,43 +3,14 @@ ELMoForManyLangs model directories (HIT-SCIR, https://github.com/HIT-SCIR/ELMoFo
 44 languages), read into the plugin's `ElmoBiLm` so that they load wherever a model is named
 (``--model DIR``, ``ElmoEmbedder(model=DIR)``, ``Elmo(model=DIR)``, ``elmo_token_embedder``).
 
-A model directory holds (what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` reads):
-
-- ``config.json``: the training arguments; its ``config_path`` names the options file
-  (``cnn_50_100_512_4096_sample.json``), looked for as its code does: the path as given, relative
-  to the directory; then its file name in the directory; then the options files the package
-  ships (`PACKAGED_OPTIONS`, the same content).
-- the options: ``encoder`` (``elmo``: ``projection_dim``, ``dim`` (cell), ``n_layers``,
-  ``cell_clip``, ``proj_clip``) and ``token_embedder`` (``cnn``: ``filters``, ``n_highway``,
-  ``activation``, ``char_dim``, ``word_dim``, ``max_characters_per_token``).
-- ``char.dic`` and, if ``word_dim > 0``, ``word.dic``: ``token<TAB>id`` lines, read as its code
-  does (``line.strip().split('\\t')``; a line left with one field is the ideographic space
-  U+3000, which ``strip`` removed).
-- ``token_embedder.pkl``: the state dict of its ``ConvTokenEmbedder``: ``word_emb_layer`` and
-  ``char_emb_layer`` embeddings, ``convolutions``, ``highways`` (AllenNLP's ``Highway``: each
-  layer one ``Linear(F, 2F)``, the non-linear half first, then the gate, and
-  ``y = g * x + (1 - g) * relu(...)``), ``projection`` over ``[word vector; highway output]``.
-- ``encoder.pkl``: the state dict of its ``ElmobiLm``: ``{forward,backward}_layer_{l}`` in
-  AllenNLP's ``LstmCellWithProjection`` layout (``input_linearity`` (4C, in), ``state_linearity``
-  (4C, P) with the bias, ``state_projection`` (P, C); gates i, f, g, o; no forget bias added at
-  run time); skip connections from the second layer on.
-
-The conversion to our modules (whose conventions are TensorFlow's, see
-`elmo_plugin.model_files.bilm_tf.weights`): embeddings get the zero mask row 0 in front (ids are
-+1-shifted); the highway and the LSTM are AllenNLP 0.x's, converted as AllenNLP's own biLM is
-(`elmo_plugin.model_files.allennlp_conventions`: the highway gate becomes bilm-tf's "carry", the
-LSTM gate blocks are reordered to i, g, f, o, the matrices transposed to ``(in, out)``, and 1.0
-taken off the forget bias that our layer adds back). Characters are ids of ``char.dic``
-(`elmo_plugin.data.elmoformanylangs_character_ids`, with the swapped begin/end-of-word ids of its
-code). Its output layers are the same as ELMo's: the token vector twice, then each LSTM layer.
-
-Differences from its ``Embedder`` that are deliberate: ours is stateless (its ``ElmobiLm`` is
-stateful: each batch of 64 sentences, and each later call, starts from the LSTM state the
-previous batch left, so its vectors for a sentence depend on what was embedded before; ours are
-those of a fresh ``Embedder`` on a first batch), and ours does not sort or batch the sentences
-itself (`ElmoEmbedder` does). The training dropout of its LSTM (recurrent, on the outputs) is not
-reproduced: these models load for prediction and as frozen (or fine-tuned without LSTM dropout)
-feature extractors.
+A model directory holds what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` reads: ``config.json``
+(whose ``config_path`` names the options file, found as its code finds it), ``char.dic`` and
+``word.dic`` (``token<TAB>id``), ``token_embedder.pkl`` and ``encoder.pkl`` (state dicts in AllenNLP
+0.x's layout, converted as AllenNLP's own biLM is: `elmo_plugin.model_files.allennlp_conventions`).
+Embeddings get the zero mask row 0 in front (ids are +1-shifted); characters are ids of
+``char.dic`` (`elmo_plugin.data.elmoformanylangs_character_ids`). Unlike its stateful ``Embedder``,
+ours is stateless: its vectors are those of a fresh ``Embedder`` on a first batch
+(docs/elmoformanylangs.md lists the differences).
 """
 import codecs
 import json
@@ -91,22 +62,11 @@ _SIGNATURE_FILES = (TOKEN_EMBEDDER_NAME, ENCODER_NAME, CHARACTER_DICTIONARY_NAME
 # its Embedder falls back to when the model directory lacks the file config.json names (the
 # released models do not ship one). Both have the same content there.
 _RELEASED_OPTIONS: Dict[str, Any] = {
-    "encoder": {
-        "name": "elmo",
-        "projection_dim": 512,
-        "cell_clip": 3,
-        "proj_clip": 3,
-        "dim": 4096,
-        "n_layers": 2,
-    },
+    "encoder": {"name": "elmo", "projection_dim": 512, "cell_clip": 3, "proj_clip": 3, "dim": 4096, "n_layers": 2},
     "token_embedder": {
-        "name": "cnn",
-        "activation": "relu",
+        "name": "cnn", "activation": "relu",
         "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-        "n_highway": 2,
-        "word_dim": 100,
-        "char_dim": 50,
-        "max_characters_per_token": 50,
+        "n_highway": 2, "word_dim": 100, "char_dim": 50, "max_characters_per_token": 50,
     },
     "classifier": {"name": "sampled_softmax", "n_samples": 8192},
     "dropout": 0.1,
@@ -118,12 +78,8 @@ PACKAGED_OPTIONS: Dict[str, Dict[str, Any]] = {
 
 
 def is_elmoformanylangs_directory(path: PathLike) -> bool:
-    """
-    Whether ``path`` is (meant to be) an ELMoForManyLangs model directory: it holds one of
-    ``token_embedder.pkl``, ``encoder.pkl``, ``char.dic``, or a ``config.json`` with a
-    ``config_path``. A directory recognised so that lacks other files is reported as such by
-    `ElmoForManyLangsModel`, naming them.
-    """
+    """Whether ``path`` is (meant to be) an ELMoForManyLangs model directory: it holds one of
+    ``token_embedder.pkl``, ``encoder.pkl``, ``char.dic``, or a ``config.json`` with a ``config_path``."""
     directory = os.fspath(path)
     if not os.path.isdir(directory):
         return False
@@ -143,11 +99,8 @@ def is_elmoformanylangs_directory(path: PathLike) -> bool:
 @dataclass
 class ElmoForManyLangsOptions:
     """
-    The architecture of an ELMoForManyLangs model (its options file), checked.
-
-    ``source`` names where it was read from, for errors; ``word_dim`` 0 means no word embedding
-    (``cnn_0_...``-style options), ``cell_clip`` and ``proj_clip`` None mean no clipping (its code
-    skips a clip value of 0 or null).
+    The architecture of an ELMoForManyLangs model (its options file), checked. ``word_dim`` 0: no
+    word embedding; clips None: no clipping (its code skips a clip of 0 or null).
     """
 
     filters: List[Tuple[int, int]]
@@ -207,23 +160,17 @@ class ElmoForManyLangsOptions:
                 f"{source}: token_embedder.activation must be 'relu' or 'tanh', got {activation!r}"
             )
         try:
-            filters = [
-                (int(width), int(count))
-                for width, count in need(embedder, "token_embedder", "filters")
-            ]
+            filters = [(int(width), int(count)) for width, count in need(embedder, "token_embedder", "filters")]
         except (TypeError, ValueError):
-            raise ConfigurationError(
-                f"{source}: token_embedder.filters must be a list of [width, count] pairs"
-            ) from None
+            message = f"{source}: token_embedder.filters must be a list of [width, count] pairs"
+            raise ConfigurationError(message) from None
         return cls(
             filters=filters,
             char_dim=char_dim,
             word_dim=int(embedder.get("word_dim") or 0),
             n_highway=int(embedder.get("n_highway") or 0),
             activation=activation,
-            max_characters_per_token=int(
-                need(embedder, "token_embedder", "max_characters_per_token")
-            ),
+            max_characters_per_token=int(need(embedder, "token_embedder", "max_characters_per_token")),
             projection_dim=int(need(encoder, "encoder", "projection_dim")),
             cell_dim=int(need(encoder, "encoder", "dim")),
             n_layers=int(need(encoder, "encoder", "n_layers")),
@@ -262,16 +209,12 @@ def _read_json(path: str) -> Any:
 
 
 def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
-    """
-    The options of the model in ``directory``, found as ``elmoformanylangs``' ``Embedder`` finds
-    them (see the module documentation).
-    """
+    """The options of the model in ``directory``: ``config_path`` as given, relative to the directory,
+    its file name in the directory, then the options files the package ships, as its code looks."""
     directory = os.fspath(directory)
     config_file = os.path.join(directory, CONFIG_NAME)
     if not os.path.isfile(config_file):
-        raise ConfigurationError(
-            f"{config_file}: missing; an ELMoForManyLangs model directory needs its config.json"
-        )
+        raise ConfigurationError(f"{config_file}: missing; an ELMoForManyLangs model directory needs its config.json")
     config = _read_json(config_file)
     if not isinstance(config, dict) or not isinstance(config.get("config_path"), str):
         raise ConfigurationError(
@@ -279,10 +222,8 @@ def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
             "(cnn_50_100_512_4096_sample.json)"
         )
     config_path = config["config_path"]
-    candidates = [os.path.join(directory, config_path)]
     name = os.path.basename(config_path)
-    candidates.append(os.path.join(directory, name))
-    for candidate in candidates:
+    for candidate in (os.path.join(directory, config_path), os.path.join(directory, name)):
         if os.path.isfile(candidate):
             return ElmoForManyLangsOptions.from_dict(_read_json(candidate), source=candidate)
     if name in PACKAGED_OPTIONS:
@@ -291,8 +232,7 @@ def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
             config_file, config_path, directory, name,
         )
         return ElmoForManyLangsOptions.from_dict(
-            PACKAGED_OPTIONS[name],
-            source=f"elmoformanylangs' packaged {name} (named by {config_file})",
+            PACKAGED_OPTIONS[name], source=f"elmoformanylangs' packaged {name} (named by {config_file})"
         )
     raise ConfigurationError(
         f"{config_file}: its config_path {config_path!r} is neither in {directory} nor one of "
@@ -303,11 +243,8 @@ def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
 
 def read_dictionary(path: PathLike) -> Dict[str, int]:
     """
-    A ``char.dic`` or ``word.dic``, parsed as its code parses it: lines split the way
-    ``codecs.open`` splits them, ``strip()``-ed and split at tabs; a line left with one field maps
-    U+3000 (the ideographic space that ``strip`` removed) to its id; a later line wins over an
-    earlier one with the same entry. A line that its code could not read is an error naming the
-    file and the line.
+    A ``char.dic`` or ``word.dic``, parsed as its code parses it (``codecs.open`` lines, ``strip()``-ed,
+    split at tabs; a line left with one field is U+3000, which ``strip`` removed; a later line wins).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -320,15 +257,11 @@ def read_dictionary(path: PathLike) -> Dict[str, int]:
                 if len(fields) == 1:
                     fields.insert(0, "\u3000")
                 if len(fields) != 2:
-                    raise ConfigurationError(
-                        f"{path}:{number}: expected 'entry<TAB>id', got {line.rstrip()!r}"
-                    )
+                    raise ConfigurationError(f"{path}:{number}: expected 'entry<TAB>id', got {line.rstrip()!r}")
                 try:
                     dictionary[fields[0]] = int(fields[1])
                 except ValueError:
-                    raise ConfigurationError(
-                        f"{path}:{number}: the id {fields[1]!r} is not an integer"
-                    ) from None
+                    raise ConfigurationError(f"{path}:{number}: the id {fields[1]!r} is not an integer") from None
     except UnicodeDecodeError as error:
         raise ConfigurationError(f"{path}: not UTF-8 ({error})") from None
     return dictionary
@@ -348,9 +281,7 @@ def _load_state_dict(path: str) -> Dict[str, torch.Tensor]:
             f"{path}: not a readable PyTorch state dict ({type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else 'no detail'}); is the file complete?"
         ) from None
-    if not isinstance(state, dict) or not all(
-        isinstance(value, torch.Tensor) for value in state.values()
-    ):
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ConfigurationError(f"{path}: does not hold a state dict (names -> tensors)")
     return {key: value.float() for key, value in state.items()}
 
@@ -381,20 +312,12 @@ def _check_shapes(
 
 
 def _check_dictionary_fits(
-    dictionary_path: str,
-    dictionary: Dict[str, int],
-    weights_path: str,
-    weight: torch.Tensor,
-    what: str,
+    dictionary_path: str, dictionary: Dict[str, int], weights_path: str, weight: torch.Tensor, what: str
 ) -> None:
     rows = weight.size(0)
     out_of_range = [entry for entry, index in dictionary.items() if not 0 <= index < rows]
     if len(dictionary) != rows or out_of_range:
-        detail = (
-            f"; e.g. {out_of_range[0]!r} has id {dictionary[out_of_range[0]]}"
-            if out_of_range
-            else ""
-        )
+        detail = f"; e.g. {out_of_range[0]!r} has id {dictionary[out_of_range[0]]}" if out_of_range else ""
         raise ConfigurationError(
             f"{dictionary_path}: {len(dictionary)} entries, but the {what} embedding in "
             f"{weights_path} has {rows} rows (ids 0-{rows - 1}){detail}: this dictionary does not "
@@ -409,10 +332,8 @@ def _with_mask_row(weight: torch.Tensor) -> torch.Tensor:
 
 class ElmoForManyLangsModel:
     """
-    An ELMoForManyLangs model directory, read and checked: `options`, its dictionaries
-    (`char_to_id`, and `word_to_id` for a model with a word embedding), and (with
-    ``weights=True``) `state`, the state dict of our `ElmoBiLm` with its own character and word
-    ids (`ElmoBiLm.from_stored` builds it).
+    An ELMoForManyLangs model directory, read and checked: `options`, `char_to_id`, `word_to_id`
+    (None without a word embedding) and `state`, the state dict of our `ElmoBiLm`.
 
     # Parameters
 
@@ -431,9 +352,7 @@ class ElmoForManyLangsModel:
         self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
         self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
         char_to_id = read_dictionary(self.character_dictionary_path)
-        word_to_id = (
-            read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
-        )
+        word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
         for path, dictionary, required in (
             (self.character_dictionary_path, char_to_id, REQUIRED_CHARACTERS),
             (self.word_dictionary_path, word_to_id, REQUIRED_WORDS),
@@ -466,10 +385,7 @@ class ElmoForManyLangsModel:
         # mismatch of dictionary and weights is reported as that.
         n_filters = options.n_filters
         expected: Dict[str, Tuple[int, ...]] = {}
-        for name, dim in (
-            ("char_emb_layer", options.char_dim),
-            ("word_emb_layer", options.word_dim),
-        ):
+        for name, dim in (("char_emb_layer", options.char_dim), ("word_emb_layer", options.word_dim)):
             if dim > 0:
                 key = f"{name}.embedding.weight"
                 rows = embedder[key].size(0) if key in embedder and embedder[key].dim() == 2 else -1
@@ -486,19 +402,13 @@ class ElmoForManyLangsModel:
         _check_shapes(embedder_path, embedder, expected, source)
 
         _check_dictionary_fits(
-            self.character_dictionary_path,
-            self.char_to_id,
-            embedder_path,
-            embedder["char_emb_layer.embedding.weight"],
-            "character",
+            self.character_dictionary_path, self.char_to_id, embedder_path,
+            embedder["char_emb_layer.embedding.weight"], "character",
         )
         if self.has_word_embedding:
             _check_dictionary_fits(
-                self.word_dictionary_path,
-                self.word_to_id,
-                embedder_path,
-                embedder["word_emb_layer.embedding.weight"],
-                "word",
+                self.word_dictionary_path, self.word_to_id, embedder_path,
+                embedder["word_emb_layer.embedding.weight"], "word",
             )
 
         # Ours: every layer's input is the projection's width.
@@ -517,9 +427,7 @@ class ElmoForManyLangsModel:
         _check_shapes(encoder_path, encoder, expected, source)
         return self._convert(embedder, encoder)
 
-    def _convert(
-        self, embedder: Dict[str, torch.Tensor], encoder: Dict[str, torch.Tensor]
-    ) -> Dict[str, torch.Tensor]:
+    def _convert(self, embedder: Dict[str, torch.Tensor], encoder: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Their state dicts -> the state dict of our `ElmoBiLm` (see the module documentation)."""
         options = self.options
         state: Dict[str, torch.Tensor] = {
@@ -533,18 +441,12 @@ class ElmoForManyLangsModel:
             state[names.projection(kind)] = embedder[f"projection.{kind}"]
         state.update(highways_from_allennlp(embedder, _HIGHWAYS, options.n_highway))
         state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.cell_dim))
-        return with_format_version(
-            {name: value.contiguous() for name, value in state.items()}
-        )
+        return with_format_version({name: value.contiguous() for name, value in state.items()})
 
 
 def refuse_bilm_tf_export(path: PathLike) -> None:
-    """
-    `ConfigurationError` (one line) if ``path`` is an ELMoForManyLangs model: the bilm-tf format
-    cannot hold it, because its characters are ids of its own vocabulary, not bilm-tf's 261 UTF-8
-    byte ids, and (in the released models) it has a word embedding, for which the format has no
-    place.
-    """
+    """`ConfigurationError` (one line) if ``path`` is an ELMoForManyLangs model, which the bilm-tf
+    format cannot hold (its characters are ids of its own vocabulary; its word embedding)."""
     if is_elmoformanylangs_directory(path):
         raise ConfigurationError(
             f"{os.fspath(path)} is an ELMoForManyLangs model, which the bilm-tf format cannot "

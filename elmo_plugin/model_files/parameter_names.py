@@ -7,23 +7,7 @@ HDF5 file (`elmo_plugin.model_files.bilm_tf.weights`), AllenNLP's state dict
 (`elmo_plugin.model_files.allennlp_layout`), ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`)
 and the record of the layout's version (`elmo_plugin.model_files.bilm_state`).
 ``tests/model_files/test_parameter_names.py`` checks `state_dict_keys` against
-``ElmoBiLm(options).state_dict()``.
-
-(F: total filters, D: character embedding size, P: projection size, C: cell size; every LSTM
-layer's input is P wide.)
-
-| name | shape |
-|---|---|
-| ``character_encoder.char_embedding.weight`` | (character ids + 1, D); row 0, the id of padding positions, stays zero |
-| ``character_encoder.word_embedding.weight`` | (word ids + 1, word dim): ELMoForManyLangs models with words only |
-| ``character_encoder.convolutions.{i}.weight``, ``.bias`` | (count, D, width), (count,) |
-| ``character_encoder.highway.layers.{k}.weight``, ``.bias`` | (2F, F), (2F,): the transform rows, then the carry gate's |
-| ``character_encoder.projection.weight``, ``.bias`` | (P, F), (P,): where F differs from P (bilm-tf), always in ELMoForManyLangs models |
-| ``lstm.{forward,backward}_layers.{l}.input_weight`` | (P, 4C), TensorFlow's (in, out) and gate order i, j, f, o |
-| ``lstm.{...}_layers.{l}.recurrent_weight`` | (P, 4C) |
-| ``lstm.{...}_layers.{l}.bias`` | (4C,), without the forget bias of 1.0 added at run time |
-| ``lstm.{...}_layers.{l}.projection_weight`` | (C, P) |
-| ``format_version`` | the version of this layout (a buffer, not a parameter) |
+``ElmoBiLm(options).state_dict()``; docs/implementation.md ("Weight layouts") tabulates them.
 """
 from typing import List, Optional
 

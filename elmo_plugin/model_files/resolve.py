@@ -1,29 +1,9 @@
 """
 Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo`,
-``elmo_token_embedder`` and ``allennlp elmo-export``, so that a model is named the same way
-everywhere. It turns what the user named into files on this machine (`ModelFiles`): what is in
-them is `elmo_plugin.model_files.stored_bilm`'s to read, and `ElmoBiLm.from_model`'s to build
-into a biLM.
-
-A model is one of (`MODEL_FORMS`, which help texts and errors list)
-
-- nothing: the published English "Original" model, AllenNLP 0.9's default;
-- the name of a published English model (`elmo_plugin.model_files.catalogue`), downloaded from
-  AllenNLP's bucket, or from the mirror that ``$ELMO_MODELS_URL`` names, on first use;
-- a local directory with ``options.json`` and ``weights.hdf5`` (what ``allennlp elmo-export``
-  writes) or ``model.hdf5`` (an NLPL model unpacked); a directory with one ``*options.json`` and
-  one ``*weights.hdf5``, such as published files downloaded by hand, works too;
-- a ZIP of such a directory, as the NLPL repository distributes ELMo models (a path, or a URL
-  to download), unpacked once into the cache (`elmo_plugin.model_files.zip_model`);
-- a ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` training run;
-- an ELMoForManyLangs model directory (``config.json``, ``char.dic``, ``word.dic``,
-  ``token_embedder.pkl``, ``encoder.pkl``; `elmo_plugin.model_files.elmoformanylangs`);
-- or, winning over all of these, an explicit ``options_file`` and ``weight_file`` (anything
-  AllenNLP's ``cached_path`` takes: paths, ``http(s)://``, ``s3://``, ``hf://`` ...).
-
-A published model is resolved and checked once per process: asked for again (by `Elmo`, a
-config's ``elmo_output_dim``, an embedder), it is the same files, as long as they are unchanged
-on disk. Downloads and their checks are `elmo_plugin.model_files.download`'s.
+``elmo_token_embedder`` and ``allennlp elmo-export``. It turns what the user named, one of
+`MODEL_FORMS` (docs/models.md's table), or an explicit ``options_file`` and ``weight_file``, which
+win, into files on this machine (`ModelFiles`), which `elmo_plugin.model_files.stored_bilm` reads.
+A published model is resolved and checked once per process, as long as its files are unchanged.
 """
 import glob
 import logging
@@ -46,6 +26,7 @@ from elmo_plugin.model_files.catalogue import (
 )
 from elmo_plugin.model_files.download import DownloadError, default_cache_dir, fetch, is_remote
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
+from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module
 from elmo_plugin.model_files.zip_model import (
     ZIP_WEIGHTS_NAME,
     is_zip_model,
@@ -62,6 +43,7 @@ MODEL_FORMS = (
     f"an NLPL ZIP ({OPTIONS_NAME}, {ZIP_WEIGHTS_NAME})",
     "an elmo_bilm model.tar.gz or serialization directory",
     "an ELMoForManyLangs model directory",
+    "a TF-Hub ELMo module's directory (saved_model.pb, variables/)",
 )
 
 
@@ -102,12 +84,8 @@ PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """
-    A model resolved to files on this machine (downloaded first if need be): either a bilm-tf
-    ``options_file`` and ``weight_file``, or the ``archive_file`` (``model.tar.gz`` or
-    serialization directory) of an ``elmo_bilm`` run. ``description`` says where it came from,
-    for logs. `elmo_plugin.model_files.stored_bilm.read_stored_bilm` reads it.
-    """
+    """A model resolved to files on this machine: a bilm-tf ``options_file`` and ``weight_file``, an
+    ``elmo_bilm`` run's ``archive_file``, or one of the directories below; ``description`` for logs."""
 
     options_file: Optional[str] = None
     weight_file: Optional[str] = None
@@ -115,6 +93,8 @@ class ModelFiles:
     description: str = ""
     # An ELMoForManyLangs model directory (`elmo_plugin.model_files.elmoformanylangs`).
     elmoformanylangs_directory: Optional[str] = None
+    # A TF-Hub module or SavedModel directory (`elmo_plugin.model_files.tf_hub.elmo_module`).
+    tf_hub_directory: Optional[str] = None
 
 
 class IncompleteFilePairError(ConfigurationError):
@@ -126,10 +106,7 @@ def check_file_pair(
     weight_file: Optional[PathLike],
     argument_names: ArgumentNames = PYTHON_ARGUMENTS,
 ) -> None:
-    """
-    `IncompleteFilePairError` naming the missing one when only one of ``options_file`` and
-    ``weight_file`` is given: each is useless without the other.
-    """
+    """`IncompleteFilePairError` naming the missing one when only one of the two files is given."""
     if (options_file is None) == (weight_file is None):
         return
     missing = argument_names.weight_file if weight_file is None else argument_names.options_file
@@ -198,8 +175,8 @@ _RESOLVED: Dict[Tuple[Optional[str], ...], Tuple[ModelFiles, Tuple[Tuple[int, in
 
 
 def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
-    """The size and modification time of each file: a file replaced or repaired in the cache
-    (by another process) since it was checked is resolved and checked again."""
+    """The size and modification time of each file: one replaced in the cache since it was checked is
+    checked again."""
     signature = []
     for path in (files.options_file, files.weight_file):
         try:
@@ -212,8 +189,7 @@ def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
 
 def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool:
     """Whether ``files`` are a published model's, which never change: only those are kept for the
-    process. Other remote files may change (their server is asked each time), and local ones are
-    found again at no cost."""
+    process (other remote files may change, local ones are found again at no cost)."""
     model, options_file, weight_file, archive_file = request
     if archive_file is not None or files.options_file is None:
         return False
@@ -274,8 +250,8 @@ def _resolve(
 def _fetch(
     location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames, immutable: bool = False
 ) -> str:
-    """`fetch`, with the download's error completed for the user: where the published models
-    are looked for, and how to pass local files instead when the server cannot be reached."""
+    """`fetch`, its error completed with where the published models are looked for and, offline, how
+    to pass local files instead."""
     location = os.fspath(location)
     try:
         return fetch(location, kind, cache_dir, immutable=immutable or is_published_url(location))
@@ -291,9 +267,7 @@ def _fetch(
 
 def _log_ignored_model(model, winner: str, argument_names: ArgumentNames) -> None:
     if model is not None:
-        logger.warning(
-            "%s %s is not used: %s name the model", argument_names.model, os.fspath(model), winner
-        )
+        logger.warning("%s %s is not used: %s name the model", argument_names.model, os.fspath(model), winner)
 
 
 def _local_model(name: str, cache_dir: str, argument_names: ArgumentNames) -> ModelFiles:
@@ -325,11 +299,11 @@ def _local_model(name: str, cache_dir: str, argument_names: ArgumentNames) -> Mo
 
 def _directory_model(directory: str, description: Optional[str] = None) -> ModelFiles:
     """The model in a local directory; ``description``: what it was unpacked from, if it was."""
+    if is_tf_hub_module(directory):
+        return ModelFiles(tf_hub_directory=directory, description=f"{directory} (TF-Hub module)")
     # ELMoForManyLangs model directories first: they hold a config.json too.
     if is_elmoformanylangs_directory(directory):
-        return ModelFiles(
-            elmoformanylangs_directory=directory, description=f"{directory} (ELMoForManyLangs)"
-        )
+        return ModelFiles(elmoformanylangs_directory=directory, description=f"{directory} (ELMoForManyLangs)")
     options = os.path.join(directory, OPTIONS_NAME)
     weights = os.path.join(directory, weights_name_in(directory))
     if os.path.isfile(options) and os.path.isfile(weights):
@@ -343,12 +317,10 @@ def _directory_model(directory: str, description: Optional[str] = None) -> Model
     options_files = glob.glob(os.path.join(glob.escape(directory), "*" + OPTIONS_NAME))
     weight_files = glob.glob(os.path.join(glob.escape(directory), "*" + WEIGHTS_NAME))
     if len(options_files) == 1 and len(weight_files) == 1:
-        return ModelFiles(
-            options_file=options_files[0], weight_file=weight_files[0], description=directory
-        )
+        return ModelFiles(options_file=options_files[0], weight_file=weight_files[0], description=directory)
     raise ConfigurationError(
         f"{directory} holds no ELMo model: expected {OPTIONS_NAME} and {WEIGHTS_NAME} (what "
         f"allennlp elmo-export writes) or {ZIP_WEIGHTS_NAME} (an NLPL model), the config.json of "
-        "an elmo_bilm training run, or an ELMoForManyLangs model (config.json, char.dic, "
-        "token_embedder.pkl, encoder.pkl)"
+        "an elmo_bilm training run, a TF-Hub module (saved_model.pb, variables/) or an "
+        "ELMoForManyLangs model (config.json, char.dic, token_embedder.pkl, encoder.pkl)"
     )

@@ -1,9 +1,6 @@
 """
-A biLM as its files store it: what `elmo_plugin.modules.bilm.ElmoBiLm` is built from (the
-options, and for an ELMoForManyLangs model its dictionaries) and the state dict it loads, read
-from any model that `elmo_plugin.model_files.resolve` names. Building the biLM is the class's own
-(`ElmoBiLm.from_stored`, which `ElmoBiLm.from_model` and `from_files` call): the model files know
-nothing of the network.
+A biLM as its files store it, read from any model that `elmo_plugin.model_files.resolve` names:
+what `ElmoBiLm.from_stored` builds the network from (the model files know nothing of it).
 """
 import logging
 import os
@@ -24,6 +21,7 @@ from elmo_plugin.model_files.resolve import (
     ModelFiles,
     resolve_model,
 )
+from elmo_plugin.model_files.tf_hub.elmo_module import read_tf_hub_module
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +39,9 @@ class StoredBilm:
     options : `BilmOptions`
         Its architecture.
     state : `Dict[str, torch.Tensor]`, optional
-        Its state dict, in the current layout (`elmo_plugin.model_files.parameter_names`) or in
-        one that `ElmoBiLm.load_state_dict` converts as it loads (an archive of an earlier
-        version, see `elmo_plugin.model_files.bilm_state`). None: no weights (a random
-        initialisation).
+        Its state dict, in a layout `ElmoBiLm.load_state_dict` reads; None: no weights.
     elmoformanylangs : `ElmoForManyLangsModel`, optional
-        For an ELMoForManyLangs model: its dictionaries, from which its own character and word
-        ids and its token encoder's sizes come.
+        For an ELMoForManyLangs model: its dictionaries (its own character and word ids).
     """
 
     options: BilmOptions
@@ -89,6 +83,9 @@ def read_stored_bilm(
     logger.info("Loading the ELMo biLM: %s", files.description)
     if files.elmoformanylangs_directory is not None:
         return read_elmoformanylangs_bilm(files.elmoformanylangs_directory)
+    if files.tf_hub_directory is not None:
+        module = read_tf_hub_module(files.tf_hub_directory)
+        return StoredBilm(module.options, module.state)
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return read_archive_bilm(archive)
@@ -112,6 +109,9 @@ def read_stored_options(files: ModelFiles) -> BilmOptions:
     needs to know the biLM's width."""
     if files.elmoformanylangs_directory is not None:
         return read_options(files.elmoformanylangs_directory).to_bilm_options()
+    if files.tf_hub_directory is not None:
+        # Its options come from its variables' shapes: reading them is reading the module.
+        return read_tf_hub_module(files.tf_hub_directory).options
     if files.archive_file is not None:
         with open_model_archive(files.archive_file) as archive:
             return _archive_options(archive)
@@ -137,11 +137,8 @@ def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
 def read_archive_bilm(
     archive: ModelArchive, weights: Optional[Dict[str, torch.Tensor]] = None
 ) -> StoredBilm:
-    """
-    The biLM of an ``elmo_bilm`` training run, open as ``archive`` (`open_model_archive`): its
-    options from the config, its part of the weights (``weights``, the archive's state dict, if
-    the caller has read it already). The language model's softmax is not read.
-    """
+    """The biLM of an ``elmo_bilm`` training run open as ``archive`` (``weights``: its state dict, if
+    the caller has read it already), without the softmax."""
     options = _archive_options(archive)
     if weights is None:
         weights = archive.load_weights()

@@ -1,16 +1,10 @@
 """
 A model in a ZIP archive, as the NLPL vector repository (http://vectors.nlpl.eu/repository/)
-distributes ELMo and simple_elmo loads it: ``options.json`` and ``model.hdf5`` (bilm-tf's
-options and weights), optionally ``vocab.txt`` and ``meta.json``, at the top of the archive (or
-in its one folder). ``weights.hdf5`` is taken where ``model.hdf5`` is missing, so that a zipped
-``allennlp elmo-export`` directory works too.
-
-The archive is unpacked once into the cache, into a folder named by its content (each member's
-name, CRC-32 and size, as the ZIP records them: read from its directory, without reading the
-members), so that a copy of the same ZIP elsewhere, or under another name, is not unpacked again.
-Unpacking runs under a file lock (another process wanting the same model waits for it instead of
-unpacking too) into a temporary folder that becomes the cache entry only when complete and
-checked, so no process ever reads a half-unpacked model.
+distributes ELMo: ``options.json`` and ``model.hdf5`` (or ``weights.hdf5``), optionally
+``vocab.txt`` and ``meta.json``, at the top of the archive or in its one folder. It is unpacked
+once into the cache, into a folder named by the ZIP directory's names, CRC-32s and sizes (a copy
+elsewhere is not unpacked again), under a file lock and through a temporary folder, so no process
+reads a half-unpacked model.
 """
 import contextlib
 import glob
@@ -65,9 +59,7 @@ def unpacked_zip_model(path: str, cache_dir: str) -> str:
     # Raises
 
     `ConfigurationError`
-        On one line naming ``path``: a damaged ZIP, one without ``options.json`` or
-        ``model.hdf5`` (naming what is missing), or one whose files are not bilm-tf's; or a
-        cache that cannot be written (nothing is left there).
+        On one line naming ``path``: a damaged ZIP, missing or wrong files, or an unwritable cache.
     """
     try:
         with zipfile.ZipFile(path) as archive:

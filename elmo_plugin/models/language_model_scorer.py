@@ -1,29 +1,12 @@
 """
-The biLM as the language model it was trained to be: sentence scores (each direction's
-log-probability and perplexity) and lexical substitutes (the words both LMs expect at a
-position), what ``allennlp elmo-score`` writes.
+The biLM as the language model it was trained to be: sentence scores and lexical substitutes,
+what ``allennlp elmo-score`` writes, for a biLM whose softmax was kept (`load_language_model`).
 
-Only a biLM whose softmax was kept can do this (`load_language_model`): an ``elmo_bilm`` training
-run (``model.tar.gz`` or serialization directory), or its export with ``--include-softmax``
-(``softmax.hdf5`` and ``vocabulary.txt`` beside ``options.json`` and ``weights.hdf5``). The
-published bilm-tf files, ELMoForManyLangs models and TF-Hub modules hold the biLM without it.
-
-The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode (the
-plain definition it is tested against, `elmo_plugin.models.elmo_language_model`): each sentence
-becomes ``<S> tokens </S>`` and runs from a zero LSTM state (stateless: a sentence's score never
-depends on its neighbours or its batch); the forward LM's output at position ``p`` predicts the
-token at ``p + 1``, the backward LM's the one at ``p - 1``; each prediction's log-probability
-is the full softmax's (every word of the vocabulary), a word outside the vocabulary counting as
-``<UNK>``. So a sentence of ``n`` tokens has ``n + 1`` predictions per direction (the forward
-LM's of its tokens and ``</S>``, the backward LM's of its tokens and ``<S>``), and the
-perplexities of a file, weighted by these predictions (`CorpusScore`), are ``evaluate``'s
-``forward_ppl``, ``backward_ppl`` and ``ppl`` (their mean).
-
-Substitutes follow simple_elmo's ``get_elmo_substitutes``: for each token, the ``k`` words the
-forward LM expects there (from the words before it) and the ``k`` words the backward LM expects
-(from the words after it), without ``<S>`` and ``</S>``; here with their log-probabilities
-(simple_elmo gives the softmax's unnormalised scores, unsorted), best first, and with ``both``:
-the ``k`` words with the highest sum of the two log-probabilities, the words both LMs expect.
+The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode
+(`elmo_plugin.models.elmo_language_model`, the definition it is tested against): each sentence is
+``<S> tokens </S>`` from a zero state, scored by the full softmax, so ``n`` tokens make ``n + 1``
+predictions per direction. Substitutes follow simple_elmo's ``get_elmo_substitutes``, with
+log-probabilities, best first, and ``both``: the words with the highest sum of the two.
 """
 import itertools
 import json
@@ -89,13 +72,10 @@ class BilmLanguageModel:
 
     bilm : `ElmoBiLm`
         The biLM, stateless and frozen.
-    softmax_weight : `torch.Tensor`
-        ``(vocabulary size, projection_dim)``, shared by both directions.
-    softmax_bias : `torch.Tensor`
-        ``(vocabulary size,)``.
+    softmax_weight, softmax_bias : `torch.Tensor`
+        ``(vocabulary size, projection_dim)`` and ``(vocabulary size,)``, shared by both directions.
     vocabulary : `List[str]`
-        The words, in softmax row order (bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``
-        among them).
+        The words in softmax row order, ``<S>``, ``</S>``, ``<UNK>`` among them.
     description : `str`
         Where it was read from, for messages.
     """
@@ -131,10 +111,8 @@ def _no_softmax(model: str, what: str) -> ConfigurationError:
 def load_language_model(model: PathLike) -> BilmLanguageModel:
     """
     The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization
-    directory, or a directory that ``allennlp elmo-export --include-softmax`` wrote. Anything
-    else (a published model's name, bilm-tf files without ``softmax.hdf5``, a task model, an
-    ELMoForManyLangs model, a TF-Hub module) is one `ConfigurationError` saying that scoring
-    needs a model trained with its softmax; nothing is downloaded.
+    directory, or what ``allennlp elmo-export --include-softmax`` wrote. Anything else is one
+    `ConfigurationError` saying that scoring needs a model trained with its softmax.
     """
     name = os.fspath(model)
     if name.lower() in PUBLISHED_MODELS:
@@ -225,8 +203,29 @@ class Substitutes:
         }
 
 
+class _Perplexities:
+    """The perplexities of ``forward_log_prob`` and ``backward_log_prob`` over ``predictions`` per
+    direction; ``perplexity`` is their mean, as the training model (and ``evaluate``) reports ``ppl``."""
+
+    predictions: int
+    forward_log_prob: float
+    backward_log_prob: float
+
+    @property
+    def forward_perplexity(self) -> float:
+        return math.exp(-self.forward_log_prob / max(self.predictions, 1))
+
+    @property
+    def backward_perplexity(self) -> float:
+        return math.exp(-self.backward_log_prob / max(self.predictions, 1))
+
+    @property
+    def perplexity(self) -> float:
+        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
+
+
 @dataclass
-class SentenceScore:
+class SentenceScore(_Perplexities):
     """
     One sentence under the two language models: the natural-log probabilities of its
     ``predictions`` (its tokens and ``</S>`` forward, its tokens and ``<S>`` backward), and the
@@ -239,22 +238,9 @@ class SentenceScore:
     substitutes: Optional[List[Substitutes]] = None
 
     @property
-    def predictions(self) -> int:
+    def predictions(self) -> int:  # type: ignore[override]
         """Predictions per direction: the tokens and one sentence boundary."""
         return len(self.tokens) + 1
-
-    @property
-    def forward_perplexity(self) -> float:
-        return math.exp(-self.forward_log_prob / self.predictions)
-
-    @property
-    def backward_perplexity(self) -> float:
-        return math.exp(-self.backward_log_prob / self.predictions)
-
-    @property
-    def perplexity(self) -> float:
-        """The mean of the two directions' perplexities, as the training model reports ``ppl``."""
-        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
 
     def to_json(self) -> Dict[str, Any]:
         record: Dict[str, Any] = {
@@ -271,7 +257,7 @@ class SentenceScore:
 
 
 @dataclass
-class CorpusScore:
+class CorpusScore(_Perplexities):
     """
     The sums over sentences: the perplexity of a file as ``allennlp evaluate`` computes it,
     weighted by predictions (``exp`` of minus the total log-probability over the total number of
@@ -289,30 +275,10 @@ class CorpusScore:
         self.forward_log_prob += score.forward_log_prob
         self.backward_log_prob += score.backward_log_prob
 
-    @property
-    def forward_perplexity(self) -> float:
-        return math.exp(-self.forward_log_prob / max(self.predictions, 1))
-
-    @property
-    def backward_perplexity(self) -> float:
-        return math.exp(-self.backward_log_prob / max(self.predictions, 1))
-
-    @property
-    def perplexity(self) -> float:
-        """``evaluate``'s ``ppl``: the mean of the two directions' perplexities."""
-        return 0.5 * (self.forward_perplexity + self.backward_perplexity)
-
 
 class LanguageModelScorer:
     """
     Scores tokenized sentences with a biLM and its softmax (see the module documentation).
-
-    ```python
-    scorer = LanguageModelScorer("runs/bilm/model.tar.gz")
-    score = scorer.score([["the", "cat", "sat", "."]])[0]
-    score.forward_log_prob, score.backward_log_prob, score.perplexity
-    scorer.substitutes([["the", "cat", "sat", "."]], k=5)[0][1].both.words  # for "cat"
-    ```
 
     # Parameters
 
@@ -331,8 +297,9 @@ class LanguageModelScorer:
                 f"(torch {torch.__version__}); use -1 (--cuda-device -1) for the CPU"
             )
         self.device = torch.device("cuda", cuda_device) if cuda_device >= 0 else torch.device("cpu")
-        self.language_model = model if isinstance(model, BilmLanguageModel) else load_language_model(model)
-        language_model = self.language_model
+        self.language_model = language_model = (
+            model if isinstance(model, BilmLanguageModel) else load_language_model(model)
+        )
         self.bilm = language_model.bilm.to(self.device).eval()
         self.softmax_weight = language_model.softmax_weight.to(self.device)
         self.softmax_bias = language_model.softmax_bias.to(self.device)
@@ -494,10 +461,9 @@ class LanguageModelScorer:
         num_sentences: Optional[int] = None,
     ) -> CorpusScore:
         """
-        Scores a file of tokenized sentences (checked first, `check_scoring_files`, unless the
-        caller did and gives ``num_sentences``) into JSON lines, one per sentence in order
-        (``line``, 1-based, and `SentenceScore.to_json`), written to ``output_file`` whole or not
-        at all (`atomic_output`), or to stdout; returns the file's `CorpusScore`.
+        Scores a file of tokenized sentences (checked by `check_scoring_files` unless
+        ``num_sentences`` is given) into JSON lines, one per sentence, written to ``output_file``
+        whole or not at all, or to stdout; returns the file's `CorpusScore`.
         """
         if num_sentences is None:
             num_sentences = check_scoring_files(input_file, output_file)

@@ -24,11 +24,14 @@ from typing import Dict, List, Optional
 import numpy as np
 import pytest
 import torch
+from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
+from allennlp.modules.token_embedders import TokenEmbedder
 
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.model_files.resolve import describe_model_forms
 from elmo_plugin.model_files.tf_hub.checkpoint import (
     TENSORFLOW_EXTRA,
     TensorFlowCheckpoint,
@@ -37,6 +40,7 @@ from elmo_plugin.model_files.tf_hub.checkpoint import (
 )
 from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module, read_tf_hub_module
 from elmo_plugin.model_files.tf_hub.saved_model_graph import saved_model_nodes
+from elmo_plugin.modules.bilm import ElmoBiLm
 from tests.helpers import (
     FIXTURE_OPTIONS,
     FIXTURE_WEIGHTS,
@@ -152,6 +156,22 @@ def test_elmo_export_writes_the_bilm_tf_files(tmp_path, capsys):
     ).embed_batch(VARIED_BATCH)
     for mine, expected in zip(ours, theirs):
         np.testing.assert_array_equal(mine, expected)
+
+
+@pytest.mark.parametrize("kind", sorted(SMALL_MODULES))
+def test_a_module_is_a_model_wherever_a_model_is_taken(tmp_path, kind):
+    # Read directly, a module embeds as the directory it converts to.
+    assert run_export(SMALL_MODULES[kind], tmp_path / "bilm") == 0
+    converted = str(tmp_path / "bilm")
+    expected = ElmoEmbedder(model=converted).embed_batch(VARIED_BATCH)
+    for mine, theirs in zip(ElmoEmbedder(model=str(SMALL_MODULES[kind])).embed_batch(VARIED_BATCH), expected):
+        np.testing.assert_array_equal(mine, theirs)
+    assert_same_state(
+        ElmoBiLm.from_model(SMALL_MODULES[kind]).state_dict(), ElmoBiLm.from_model(converted).state_dict()
+    )
+    embedder = TokenEmbedder.from_params(Params({"type": "elmo_token_embedder", "model": str(SMALL_MODULES[kind])}))
+    assert embedder.get_output_dim() == 2 * SMALL_ARCHITECTURE["projection_dim"]
+    assert "TF-Hub" in describe_model_forms()
 
 
 @pytest.mark.slow

@@ -2,75 +2,13 @@
 ``bilm_corpus``: the dataset reader for pretraining the ELMo biLM.
 
 The data is a glob of tokenized text files: UTF-8, one sentence per line, tokens split on
-whitespace (``line.split()``), blank lines skipped and counted. Reading is lazy: files are
-streamed line by line, so a corpus larger than memory trains (give the data loader a
-``max_instances_in_memory``; without it AllenNLP's `MultiProcessDataLoader` caches every
-instance, and then also re-uses the first epoch's order for every epoch).
-
-Two modes:
-
-``"sentences"`` (default)
-    One `Instance` per sentence with one field ``"tokens"``: a `TextField` of the sentence's
-    tokens *without* ``<S>``/``</S>`` (the biLM adds the boundary characters and the model adds
-    their target ids), indexed by ``"elmo_characters"`` (`ElmoCharactersIndexer`, tensor
-    ``tokens["elmo_characters"]["elmo_tokens"]`` of shape (batch, num_tokens, max_chars)) and
-    ``"lm_targets"`` (`SingleIdTokenIndexer` on ``vocab_namespace``, tensor
-    ``tokens["lm_targets"]["tokens"]`` of shape (batch, num_tokens)).
-
-``"stream"`` (bilm-tf's packing, for stateful training with truncated back-propagation)
-    ``batch_size`` rows per direction, each a continuous stream of sentences, cut into windows
-    of ``unroll_steps`` tokens. The forward stream writes each sentence as ``<S> w1 ... wn </S>``;
-    the backward stream reads an *independently shuffled* pass over the same sentences, each
-    written reversed as ``</S> wn ... w1 <S>``. Within a sentence the inputs are all tokens but
-    the last and the targets all tokens but the first, so each sentence contributes n + 1
-    (input, next-token) pairs per direction: forward targets ``w1 ... wn </S>``, backward
-    targets ``wn ... w1 <S>``; the sentence's last token is never an input (it is followed by the
-    next sentence's first token in the same row). Every corpus token is a target exactly once
-    per direction per epoch. Fields per instance:
-
-    - ``"forward_tokens"``, ``"backward_tokens"``: the inputs, indexed like ``"tokens"`` above
-      (with the literal ``<S>``/``</S>`` tokens, which ``elmo_characters`` turns into the
-      sentence-boundary characters and ``lm_targets`` into their ids);
-    - ``"forward_targets"``, ``"backward_targets"``: the next token at each input position,
-      only the ``"lm_targets"`` indexer.
-
-    Every field is padded to exactly ``unroll_steps`` positions, so each batch has shapes
-    (batch_size, unroll_steps, max_chars) and (batch_size, unroll_steps).
-
-    Alignment: instances come out window step by window step, ``batch_size`` at a time; the
-    i-th instance of each group is row i. With a data loader of the same ``batch_size``,
-    ``shuffle: false`` and ``num_workers: 0``, row i of a batch continues row i of the previous
-    batch (the LSTM state can be carried). Rows draw their next sentence from the shared
-    (shuffled) sentence stream whenever they need one, as bilm-tf does; when the stream runs
-    out, a row finishes its last sentence and then gets empty windows (all positions masked)
-    until every row of both directions is done, so the number of instances is always a
-    multiple of ``batch_size`` and the last windows of an epoch are short or empty. Nothing is
-    dropped (bilm-tf drops the last incomplete batch).
-
-    MASKS: padding in the ``lm_targets`` tensors is id 0, which in a bilm-tf vocabulary is a
-    real token (``<S>`` in files built by ``allennlp elmo-vocab``, and the inputs contain
-    ``<S>``). Take the mask of a direction from its character ids:
-    ``(tokens["elmo_characters"]["elmo_tokens"] > 0).any(-1)``, not from
-    ``util.get_text_field_mask`` (which would use the ``lm_targets`` ids). The same holds for
-    targets, which share their inputs' mask position by position.
-
-Sharding (multi-process loading and distributed training): the reader shards itself
-(``manual_*_sharding``). The shards are the ``world_size * num_workers`` (rank, worker) pairs.
-With at least as many files (sorted by path) as shards, file i goes to shard ``i % shards``;
-otherwise every shard reads every file and keeps the lines whose (0-based) file index plus
-(0-based) line index is its shard id modulo the number of shards. Either way every line goes to
-exactly one shard; the assignment does not depend on the seed or the epoch. Stream mode keeps
-one set of streams per process and refuses ``num_workers > 0`` (a `ConfigurationError`):
-batches from several workers arrive interleaved, so rows would not continue from one batch to
-the next. In distributed training every rank has its own streams (and its own LSTM state).
-
-Shuffling (``shuffle: true``): each pass shuffles the order of this shard's files and then the
-sentence order through a buffer of ``shuffle_buffer_size`` sentences. The order depends only
-on ``seed``, the shard and the pass number: the reader counts its passes over each glob (per
-shard, in memory shared with forked or spawned loader workers, so that workers, which are new
-processes every epoch, count too); `set_epoch` pins the pass number instead, e.g. when
-resuming. ``seed: null`` draws a seed from Python's `random` when the reader is made
-(``allennlp train`` seeds `random` from the config's ``random_seed``, so runs still repeat).
+whitespace, blank lines skipped and counted, streamed line by line (give the data loader a
+``max_instances_in_memory``). ``"sentences"`` mode gives one instance per sentence (field
+``"tokens"``, without ``<S>``/``</S>``); ``"stream"`` mode gives bilm-tf's packed windows, ``batch_size``
+rows per direction that continue from batch to batch (``forward_tokens``, ``forward_targets``,
+``backward_tokens``, ``backward_targets``). Padding in the ``lm_targets`` ids is id 0, a real token:
+take masks from the character ids. The reader shards itself over ranks and loader workers, and its
+shuffle depends only on the seed, the shard and the pass; docs/implementation.md has the details.
 """
 import itertools
 import logging
@@ -148,14 +86,10 @@ def pack_windows(
     eos: Any = EOS_TOKEN,
 ) -> Iterator[List[Window]]:
     """
-    bilm-tf's packing of one direction. Yields, for each window step, ``batch_size``
-    ``(inputs, targets)`` pairs (row i first to last). Each row holds a stream of sentences,
-    written ``<S> tokens </S>`` (reversed as a whole when ``reverse``); a row that needs more
-    tokens takes the next sentence of ``sentences``. Inputs are the stream's tokens except each
-    sentence's last, targets the token after each input. Once ``sentences`` is exhausted rows
-    run dry and get short, then empty, windows; the generator stops after the last step in
-    which any row had data. The tokens may be anything (numbers for one), ``bos`` and ``eos``
-    then what stands for ``<S>`` and ``</S>``.
+    bilm-tf's packing of one direction: for each window step, ``batch_size`` ``(inputs, targets)``
+    pairs, each row a stream of ``<S> tokens </S>`` (reversed when ``reverse``) taking the next
+    sentence when it needs one; rows that run dry get short, then empty, windows. The tokens may
+    be anything (numbers), with ``bos`` and ``eos`` standing for ``<S>`` and ``</S>``.
     """
     pending: List[Optional[List[str]]] = [None] * batch_size  # the rest of each row's sentence
     exhausted = False
@@ -213,8 +147,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     max_characters_per_token : `int`, optional (default = `50`)
         For the ``elmo_characters`` indexer; must match the biLM's options.
     max_sentence_length : `int`, optional (default = `None`)
-        Sentences with more tokens are cut to this many (one warning per file, and a count at
-        the end of each pass).
+        Sentences with more tokens are cut to this many (a warning per file, a count per pass).
     shuffle : `bool`, optional (default = `True`)
         Shuffle the file order and, through a buffer, the sentence order of each pass.
     seed : `int`, optional (default = `None`)
@@ -222,8 +155,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     shuffle_buffer_size : `int`, optional (default = `10000`)
         Sentences held for shuffling.
     batch_size : `int`, optional (default = `None`)
-        Stream mode (required there): the number of rows; give the data loader the same
-        ``batch_size`` and ``shuffle: false``.
+        Stream mode (required): the rows; give the data loader the same and ``shuffle: false``.
     unroll_steps : `int`, optional (default = `20`)
         Stream mode: tokens per window.
     vocab_namespace : `str`, optional (default = `"lm_targets"`)
@@ -281,26 +213,19 @@ class BilmCorpusReader(ShardedDatasetReader):
         self._local_pass_counts: Dict[str, int] = {}
 
         self._sentence_indexers: Dict[str, TokenIndexer] = {
-            CHARACTERS_INDEXER: ElmoCharactersIndexer(
-                max_characters_per_token=max_characters_per_token
-            ),
+            CHARACTERS_INDEXER: ElmoCharactersIndexer(max_characters_per_token=max_characters_per_token),
             TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace),
         }
         # Stream fields are padded to exactly unroll_steps positions.
         min_length = unroll_steps if mode == "stream" else 0
         self._stream_input_indexers: Dict[str, TokenIndexer] = {
             CHARACTERS_INDEXER: ElmoCharactersIndexer(
-                max_characters_per_token=max_characters_per_token,
-                token_min_padding_length=min_length,
+                max_characters_per_token=max_characters_per_token, token_min_padding_length=min_length
             ),
-            TARGETS_INDEXER: SingleIdTokenIndexer(
-                namespace=vocab_namespace, token_min_padding_length=min_length
-            ),
+            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace, token_min_padding_length=min_length),
         }
         self._stream_target_indexers: Dict[str, TokenIndexer] = {
-            TARGETS_INDEXER: SingleIdTokenIndexer(
-                namespace=vocab_namespace, token_min_padding_length=min_length
-            ),
+            TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]
         }
 
     # -- pickling: the shared pass counter only travels to loader workers being started -------
@@ -319,17 +244,12 @@ class BilmCorpusReader(ShardedDatasetReader):
     # -- public API ---------------------------------------------------------------------------
 
     def set_epoch(self, epoch: Optional[int]) -> None:
-        """
-        Use ``epoch`` as the pass number of every following pass (shuffle order), instead of
-        counting passes; ``None`` goes back to counting.
-        """
+        """Use ``epoch`` as the pass number (shuffle order) of every following pass; ``None``: count."""
         self._epoch = epoch
 
     def text_to_instance(self, tokens: Sequence[Union[str, Token]]) -> Instance:  # type: ignore
-        """
-        A sentences-mode instance (field ``"tokens"``, indexers applied) for a tokenized
-        sentence, without ``<S>``/``</S>``; cut to ``max_sentence_length`` if that is set.
-        """
+        """A sentences-mode instance for a tokenized sentence without ``<S>``/``</S>``, cut to
+        ``max_sentence_length``."""
         texts = [token.text if isinstance(token, Token) else token for token in tokens]
         if not texts:
             raise ValueError("bilm_corpus: a sentence needs at least one token")
@@ -353,30 +273,19 @@ class BilmCorpusReader(ShardedDatasetReader):
     # -- reading ------------------------------------------------------------------------------
 
     def _read(self, file_path) -> Iterator[Instance]:
-        # An error about the data ends `allennlp train`; the plugin's train command then removes
-        # the serialization directory it made (`elmo_plugin.commands.train_command`).
-        yield from self._read_corpus(file_path)
-
-    def _read_corpus(self, file_path) -> Iterator[Instance]:
         if self.mode == "sentences":
             pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
-            for tokens in self._iter_sentences(
-                pattern, files, shard, num_shards, pass_number, "sentences", stats
-            ):
+            for tokens in self._iter_sentences(pattern, files, shard, num_shards, pass_number, "sentences", stats):
                 yield self._sentence_instance(tokens)
             return
         for forward_step, backward_step in self.stream_steps(file_path):
-            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(
-                forward_step, backward_step
-            ):
-                yield Instance(
-                    {
-                        FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
-                        FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
-                        BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
-                        BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
-                    }
-                )
+            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(forward_step, backward_step):
+                yield Instance({
+                    FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
+                    FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
+                    BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
+                    BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
+                })
 
     def _begin_pass(self, file_path):
         """The glob's files, this process's shard and the pass number of a new pass."""
@@ -407,10 +316,8 @@ class BilmCorpusReader(ShardedDatasetReader):
     ) -> Iterator[Tuple[List[Window], List[Window]]]:
         """
         Stream mode, one pass: for each window step, the ``batch_size`` windows of the forward
-        and of the backward streams (row i first), as `pack_windows` makes them; a direction
-        that has run dry gives empty windows. The instances of `read` are these, row by row;
-        the ``bilm_stream`` data loader makes its tensors from them directly, its sentences
-        first ``encode``-d (tokens to numbers: ``<S>`` and ``</S>`` too).
+        and the backward streams (`pack_windows`), the instances of `read` row by row; the
+        ``bilm_stream`` data loader reads them directly, its sentences ``encode``-d to numbers.
         """
         stream_pass = self.begin_stream_pass(file_path)
         forward = self.direction_windows(stream_pass, "forward", encode)
@@ -419,10 +326,8 @@ class BilmCorpusReader(ShardedDatasetReader):
         yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
 
     def begin_stream_pass(self, file_path) -> Tuple[Any, ...]:
-        """
-        Starts a pass of stream mode (the glob's files, this process's shard, the pass number),
-        for `direction_windows`: its two directions can then be packed apart, in two processes.
-        """
+        """Starts a pass of stream mode for `direction_windows`, whose two directions can then be
+        packed apart, in two processes."""
         if self.mode != "stream":
             raise ConfigurationError("bilm_corpus: stream batching needs mode 'stream'")
         assert self.batch_size is not None
@@ -452,20 +357,11 @@ class BilmCorpusReader(ShardedDatasetReader):
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
     def _iter_sentences(
-        self,
-        pattern: str,
-        files: List[str],
-        shard: int,
-        num_shards: int,
-        pass_number: int,
-        stream_name: str,
+        self, pattern: str, files: List[str], shard: int, num_shards: int, pass_number: int, stream_name: str,
         stats: Optional[PassStats],
     ) -> Iterator[List[str]]:
-        """
-        This shard's sentences for one pass, shuffled if asked. ``stats`` (None for the
-        backward stream, which reads the same lines again) collects counts, and its pass warns,
-        logs and checks for an empty corpus.
-        """
+        """This shard's sentences for one pass, shuffled if asked; ``stats`` (None for the backward
+        stream, which reads the same lines again) collects counts, and its pass logs them."""
         if len(files) >= num_shards:
             assigned = [(i, path) for i, path in enumerate(files) if i % num_shards == shard]
             by_line = False
@@ -475,13 +371,9 @@ class BilmCorpusReader(ShardedDatasetReader):
         key = f"{self.seed}|{stream_name}|{shard}/{num_shards}|{pass_number}"
         if self.shuffle:
             random.Random(f"{key}|files").shuffle(assigned)
-        sentences: Iterable[List[str]] = self._read_lines(
-            assigned, by_line, shard, num_shards, stats
-        )
+        sentences: Iterable[List[str]] = self._read_lines(assigned, by_line, shard, num_shards, stats)
         if self.shuffle:
-            sentences = buffered_shuffle(
-                sentences, self.shuffle_buffer_size, random.Random(f"{key}|sentences")
-            )
+            sentences = buffered_shuffle(sentences, self.shuffle_buffer_size, random.Random(f"{key}|sentences"))
         yield from sentences
         if stats is None:
             return
@@ -493,31 +385,17 @@ class BilmCorpusReader(ShardedDatasetReader):
                 )
             logger.warning(
                 "bilm_corpus: shard %d of %d (process rank x loader worker) got no sentences "
-                "from %s: fewer lines than shards",
-                shard,
-                num_shards,
-                pattern,
+                "from %s: fewer lines than shards", shard, num_shards, pattern,
             )
         logger.info(
             "bilm_corpus: read %d sentences (%d tokens) from %d file(s) of %s%s; skipped %d "
-            "blank line(s); cut %d sentence(s) to max_sentence_length=%s",
-            stats.sentences,
-            stats.tokens,
-            stats.files,
-            pattern,
-            f" (shard {shard} of {num_shards})" if num_shards > 1 else "",
-            stats.blank_lines,
-            stats.cut_sentences,
-            self.max_sentence_length,
+            "blank line(s); cut %d sentence(s) to max_sentence_length=%s", stats.sentences, stats.tokens,
+            stats.files, pattern, f" (shard {shard} of {num_shards})" if num_shards > 1 else "",
+            stats.blank_lines, stats.cut_sentences, self.max_sentence_length,
         )
 
     def _read_lines(
-        self,
-        assigned: List[Tuple[int, str]],
-        by_line: bool,
-        shard: int,
-        num_shards: int,
-        stats: Optional[PassStats],
+        self, assigned: List[Tuple[int, str]], by_line: bool, shard: int, num_shards: int, stats: Optional[PassStats]
     ) -> Iterator[List[str]]:
         counts = stats if stats is not None else PassStats()
         max_length = self.max_sentence_length
@@ -538,10 +416,7 @@ class BilmCorpusReader(ShardedDatasetReader):
                         logger.warning(
                             "bilm_corpus: %s:%d has %d tokens, cut to max_sentence_length=%d "
                             "(warned once per file; the total is logged after the pass)",
-                            path,
-                            line_number,
-                            len(tokens),
-                            max_length,
+                            path, line_number, len(tokens), max_length,
                         )
                         warned = True
                     tokens = tokens[:max_length]

@@ -11,13 +11,9 @@ from allennlp.data.dataset_readers.dataset_reader import DatasetReader, Distribu
 
 class ShardedDatasetReader(DatasetReader):
     """
-    A `DatasetReader` with AllenNLP's manual sharding always on (not registered itself).
-
-    Every reader of the plugin decides itself which instances each (rank, worker) shard makes:
-    by line or sentence (`shard_iterable`) or by file (``bilm_corpus``), so that no instance is
-    read twice or lost whatever the number of workers and ranks. So sharding is not a setting:
-    a ``manual_distributed_sharding`` or ``manual_multiprocess_sharding`` given in a config (say,
-    copied from another reader) is dropped rather than passed twice to `DatasetReader`.
+    A `DatasetReader` with AllenNLP's manual sharding always on (not registered itself): every
+    reader decides which instances each (rank, worker) shard makes, so sharding is not a setting,
+    and a ``manual_*_sharding`` given in a config is dropped rather than passed twice.
 
     # Parameters
 

@@ -67,21 +67,17 @@ class CharacterRowsIndexer(TokenIndexer):
 @replace_registration(TokenIndexer, "elmo_characters")
 class ElmoCharactersIndexer(CharacterRowsIndexer):
     """
-    Converts each token to its row of ELMo character ids (UTF-8 bytes framed by begin- and
-    end-of-word ids; see `elmo_plugin.data.character_ids`).
-
-    Registered as a `TokenIndexer` with name ``"elmo_characters"``, **replacing AllenNLP's own
-    ``ELMoTokenCharactersIndexer``** when elmo_plugin is loaded (a message is logged once). The
-    ids, the output key ``"elmo_tokens"`` and the parameters are the same as AllenNLP's, so
-    existing configs work unchanged; ``max_characters_per_token`` is new.
+    Converts each token to its row of ELMo character ids (`elmo_plugin.data.character_ids`).
+    Registered as ``"elmo_characters"``, **replacing AllenNLP's own ``ELMoTokenCharactersIndexer``**
+    when elmo_plugin is loaded: the ids, the key ``"elmo_tokens"`` and the parameters are AllenNLP's,
+    so existing configs work unchanged; ``max_characters_per_token`` is new.
 
     # Parameters
 
     namespace : `str`, optional (default = `"elmo_characters"`)
         Kept for compatibility; this indexer needs no vocabulary.
     tokens_to_add : `Dict[str, int]`, optional (default = `None`)
-        Special tokens mapped to one character id each (use an id below 261 that real text does
-        not produce, e.g. 1-32).
+        Special tokens mapped to one character id each (an id below 261 that text does not give).
     token_min_padding_length : `int`, optional (default = `0`)
         See `TokenIndexer`.
     max_characters_per_token : `int`, optional (default = `50`)

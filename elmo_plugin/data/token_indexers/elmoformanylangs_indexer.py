@@ -11,23 +11,11 @@ from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 @TokenIndexer.register("elmoformanylangs_characters")
 class ElmoForManyLangsCharactersIndexer(CharacterRowsIndexer):
     """
-    Converts each token to the row of ids of one ELMoForManyLangs model (HIT-SCIR's ELMo for 44
-    languages): its characters as ids of the model's ``char.dic`` (cut to
-    ``max_characters_per_token - 2`` characters, framed by the model's word-boundary ids), followed,
-    for models with a word embedding (``word_dim > 0``), by the token's id in ``word.dic``. Every
-    id is shifted by +1 so that padding tokens are all-zero rows. See
-    `elmo_plugin.data.elmoformanylangs_character_ids` for the exact rules (they are its code's).
-
-    Use it where a bilm-tf model would use ``elmo_characters``, with the same model directory as
-    the ``elmo_token_embedder``'s ``model``; the output key is the same (``"elmo_tokens"``):
-
-    ```jsonnet
-    "token_indexers": {"elmo": {"type": "elmoformanylangs_characters", "model": "ko.model"}}
-    ...
-    "elmo": {"type": "elmo_token_embedder", "model": "ko.model", "dropout": 0.5}
-    ```
-
-    Only the model's ``config.json``, options file and dictionaries are read, not its weights.
+    Converts each token to the row of ids of one ELMoForManyLangs model
+    (`elmo_plugin.data.elmoformanylangs_character_ids`), under the key ``"elmo_tokens"``: use it
+    where a bilm-tf model would use ``elmo_characters``, with the same model directory as the
+    ``elmo_token_embedder``'s ``model`` (docs/elmoformanylangs.md). Only the model's dictionaries
+    and options are read, not its weights.
 
     # Parameters
 

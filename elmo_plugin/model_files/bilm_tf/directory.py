@@ -1,9 +1,6 @@
 """
-Writing a biLM as a bilm-tf directory: ``options.json`` + ``weights.hdf5`` (+ ``vocabulary.txt``,
-+ ``softmax.hdf5``), which every ELMo loader reads: AllenNLP core's ``Elmo``, bilm-tf, and
-this plugin. This is the plugin's one bilm-tf writer. The directory is written as a set
-(`atomic_directory`): a reader sees the whole old
-export or the whole new one, never a mix.
+The plugin's one bilm-tf writer: ``options.json`` + ``weights.hdf5`` (+ ``vocabulary.txt``,
+``softmax.hdf5``), which every ELMo loader reads, written as a set (`atomic_directory`).
 """
 import os
 from typing import Dict, Optional, Sequence, Tuple
@@ -33,10 +30,8 @@ def write_bilm_tf_directory(
 ) -> Dict[str, str]:
     """
     Writes ``output_directory`` (replacing an earlier export there; any other file there is an
-    error) and returns the path of each file written by kind (``options``, ``weights``, and
-    ``vocabulary`` and ``softmax`` when given). LSTM scopes always use the
-    ``MultiRNNCell/Cell{l}`` names (also for one layer), which is what AllenNLP and other
-    loaders read.
+    error) and returns the path of each file written by kind. LSTM scopes always use the
+    ``MultiRNNCell/Cell{l}`` names (also for one layer), which AllenNLP and other loaders read.
 
     # Parameters
 
@@ -45,15 +40,11 @@ def write_bilm_tf_directory(
     bilm_state : `Dict[str, torch.Tensor]`
         The biLM's state dict (`ElmoBiLm.state_dict()`), written to ``weights.hdf5``.
     vocabulary : `Sequence[str]`, optional
-        The language model's vocabulary, one token per line, in id order (``vocabulary.txt``;
-        needed to go on training or to use the softmax, not to embed).
+        The language model's vocabulary in id order (``vocabulary.txt``).
     softmax : `Tuple[torch.Tensor, torch.Tensor]`, optional
-        The softmax weights ``(V, D)`` and bias ``(V,)``, written to ``softmax.hdf5`` as datasets
-        ``softmax/W`` and ``softmax/b``; needed to go on training and to score sentences
-        (``allennlp elmo-score``).
+        The softmax weights ``(V, D)`` and bias ``(V,)`` (``softmax.hdf5``: ``softmax/W``, ``softmax/b``).
     n_characters : `int`, optional (default = `262`)
-        Written into ``options.json``: 262 is what prediction-time loaders such as AllenNLP's
-        expect; bilm-tf's training code wants 261.
+        Written into ``options.json``: 262 for prediction-time loaders, 261 for bilm-tf's training.
     """
     final = {
         "options": os.path.join(output_directory, OPTIONS_NAME),

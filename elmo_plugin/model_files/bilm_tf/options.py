@@ -1,9 +1,6 @@
 """
-The bilm-tf ``options.json``: what a biLM looks like, read and checked in one place.
-
-Released option files often hold only the ``char_cnn`` and ``lstm`` sections; the training
-recipe keys (``batch_size``, ``unroll_steps``, ...) are kept in ``extra`` so that a file read and
-written again loses nothing.
+The bilm-tf ``options.json``: what a biLM looks like, read and checked in one place (the training
+recipe's keys are kept in ``extra``, so that a file read and written again loses nothing).
 """
 import json
 import os
@@ -18,11 +15,8 @@ from elmo_plugin.common.paths import PathLike
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 class SwappedModelFilesError(ConfigurationError):
-    """
-    An HDF5 file given as the options (the weight file in the options' place). The message
-    spells the arguments as Python does; `elmo_plugin.model_files.stored_bilm.read_stored_bilm`
-    spells them as the caller does (``--options-file`` for ``allennlp elmo``).
-    """
+    """An HDF5 file given as the options (the weight file in the options' place), the arguments
+    spelled as the caller spells them."""
 
     def __init__(
         self, path: str, options_name: str = "options_file", weights_name: str = "weight_file"

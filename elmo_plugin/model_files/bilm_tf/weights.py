@@ -1,24 +1,7 @@
 """
 bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM
-(`elmo_plugin.modules.bilm.ElmoBiLm`; its parameter names are
-`elmo_plugin.model_files.parameter_names`').
-
-The file holds TensorFlow's variables by scope:
-
-| dataset | shape | our parameter |
-|---|---|---|
-| ``char_embed`` | (261, char_dim) | ``character_encoder.char_embedding.weight`` rows 1..261 (row 0 is the all-zero mask id) |
-| ``CNN/W_cnn_{i}`` | (1, width, char_dim, count) | ``character_encoder.convolutions.{i}.weight`` (count, char_dim, width) |
-| ``CNN/b_cnn_{i}`` | (count,) | ``character_encoder.convolutions.{i}.bias`` |
-| ``CNN_high_{i}/W_transform``, ``W_carry`` | (F, F) each, (in, out) | ``character_encoder.highway.layers.{i}.weight`` (2F, F): transform rows, then carry rows |
-| ``CNN_high_{i}/b_transform``, ``b_carry`` | (F,) each | ``character_encoder.highway.layers.{i}.bias`` |
-| ``CNN_proj/W_proj``, ``b_proj`` | (F, P), (P,) | ``character_encoder.projection.weight`` (P, F), ``.bias`` |
-| ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` | (in + P, 4C) | ``lstm.{forward,backward}_layers.{l}.input_weight`` (in, 4C) and ``recurrent_weight`` (P, 4C) |
-| ``.../LSTMCell/B`` | (4C,) | ``lstm.{...}_layers.{l}.bias`` |
-| ``.../LSTMCell/W_P_0`` | (C, P) | ``lstm.{...}_layers.{l}.projection_weight`` (C, P) |
-
-(F: total filters, P: projection size, C: cell size; direction d = 0 forward, 1 backward.)
-The biLM keeps TensorFlow's conventions (gate order i, j, f, o; the highway gate as "carry";
+(`elmo_plugin.modules.bilm.ElmoBiLm`; docs/implementation.md, "Weight layouts", maps the datasets
+to its parameters). The biLM keeps TensorFlow's conventions (gate order i, j, f, o; the highway gate as "carry";
 the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at run time), so the
 conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
 """
@@ -99,11 +82,9 @@ def read_bilm_tf_weights(
     weight_file: PathLike, options: BilmOptions, options_source: str = "the options"
 ) -> Dict[str, torch.Tensor]:
     """
-    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from
-    ``options`` (every parameter, by name, and the layout's ``format_version``; see the module
-    documentation), for its ``load_state_dict``. Raises
-    `ConfigurationError` naming the file, the dataset and both shapes if the file does not fit the
-    options, and naming the datasets the options leave unused.
+    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from ``options``.
+    Raises `ConfigurationError` naming the file, the dataset and both shapes if the file does not
+    fit the options, and naming the datasets the options leave unused.
     """
     path = os.fspath(weight_file)
     if not os.path.isfile(path):
@@ -125,11 +106,8 @@ def read_bilm_tf_weights(
 def bilm_tf_state_dict(
     arrays: Mapping[str, Any], options: BilmOptions, path: str, options_source: str = "the options"
 ) -> Dict[str, torch.Tensor]:
-    """
-    `read_bilm_tf_weights` for the datasets of a weight file already in memory (numpy arrays, or
-    h5py datasets, by their HDF5 names): the state dict of an `ElmoBiLm` built from ``options``.
-    ``path`` names where they came from in errors.
-    """
+    """`read_bilm_tf_weights` for datasets already in memory (numpy arrays or h5py datasets, by
+    their HDF5 names); ``path`` names where they came from in errors."""
     state: Dict[str, torch.Tensor] = {}
     reader = _WeightReader(arrays, path, options_source)
     char_dim = options.char_embedding_dim

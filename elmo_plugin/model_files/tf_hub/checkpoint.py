@@ -1,25 +1,12 @@
 """
-A TensorFlow checkpoint's variables, read without TensorFlow: what a SavedModel (and a TF-Hub
-module, which is one) keeps in ``variables/``. A checkpoint is TensorFlow's "tensor bundle":
-
-- ``PREFIX.index``: a LevelDB table (the SSTable format: data blocks of prefix-compressed keys,
-  an index block, a 48-byte footer) mapping each checkpoint key to a ``BundleEntryProto``
-  (``tensorflow/core/protobuf/tensor_bundle.proto``: dtype, shape, shard, offset, size, CRC);
-  the empty key holds the ``BundleHeaderProto`` (number of shards, byte order);
-- ``PREFIX.data-SSSSS-of-NNNNN``: the tensors' bytes, little-endian, at those offsets.
-
-Checkpoints written in graph mode (TF1 SavedModels, the TF1 Hub format of ``google/elmo`` and
-DeepPavlov's modules) are keyed by the variables' names. Those of TensorFlow 2
-(``tf.saved_model.save``) are keyed by object paths (``.../.ATTRIBUTES/VARIABLE_VALUE``) and
-name the variables in the object graph stored under ``_CHECKPOINTABLE_OBJECT_GRAPH``
-(``TrackableObjectGraph``, ``trackable_object_graph.proto``), which is read here too, so that
-both give the variables by name.
-
-What this reader does not read (compressed table blocks, partitioned variables, a byte order other
-than little-endian ...) is read with TensorFlow, where it is installed (`read_checkpoint`,
-``reader="tensorflow"``; the ``tf-hub`` extra), and is otherwise one error naming the file and
-the extra. The entries' CRC32C checksums are not verified here (TensorFlow's reader does); the
-sizes and offsets are.
+A TensorFlow checkpoint's variables, read without TensorFlow: what a SavedModel (a TF-Hub module)
+keeps in ``variables/``. ``PREFIX.index`` is a LevelDB table mapping each key to a
+``BundleEntryProto`` (dtype, shape, shard, offset, size; the empty key the ``BundleHeaderProto``),
+``PREFIX.data-SSSSS-of-NNNNN`` the tensors' little-endian bytes. Graph-mode checkpoints are keyed
+by the variables' names, TensorFlow 2's by object paths, named in the object graph under
+``_CHECKPOINTABLE_OBJECT_GRAPH``, which is read too. What this reader does not read (compressed
+blocks, partitioned variables, big-endian tensors) needs TensorFlow (the ``tf-hub`` extra); the
+CRC32C checksums are not verified here, the sizes and offsets are.
 """
 import os
 import struct
@@ -156,14 +143,14 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
 
 class TensorFlowCheckpoint:
     """
-    The checkpoint whose files start with ``prefix`` (``DIRECTORY/variables/variables``), its
-    index read at once, its tensors when asked for (`read`).
+    The checkpoint whose files start with ``prefix``, its index read at once, its tensors when
+    asked for (`read`).
 
     # Raises
 
     `ConfigurationError`
-        Naming the file, for a missing or damaged index or data file; `UnsupportedCheckpointError`
-        (a `ConfigurationError`) for what only TensorFlow reads.
+        Naming the file, for a missing or damaged file; `UnsupportedCheckpointError` for what only
+        TensorFlow reads.
     """
 
     def __init__(self, prefix: str) -> None:
@@ -289,10 +276,8 @@ def read_checkpoint(prefix: str, reader: str = "auto") -> Dict[str, np.ndarray]:
     prefix : `str`
         The checkpoint's files without their endings (``DIRECTORY/variables/variables``).
     reader : `str`, optional (default = `"auto"`)
-        ``"builtin"``: `TensorFlowCheckpoint`, no TensorFlow needed; ``"tensorflow"``:
-        TensorFlow's ``tf.train.load_checkpoint`` (the ``tf-hub`` extra; the reference the
-        built-in reader is tested against); ``"auto"``: the built-in reader, and TensorFlow's for
-        what only it reads, where it is installed.
+        ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``, the
+        reference it is tested against) or ``"auto"``: the built-in reader, else TensorFlow's.
     """
     if reader not in READERS:
         raise ConfigurationError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")

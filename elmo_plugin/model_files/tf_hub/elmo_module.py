@@ -1,33 +1,9 @@
 """
-A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3`` (the published
-English "Original" biLM), DeepPavlov's Russian modules, and any SavedModel whose variables carry
-bilm-tf's names (`read_tf_hub_module`; ``allennlp elmo-export HUB_DIR OUT`` writes the result
-with the one bilm-tf writer).
-
-A module is a SavedModel (``saved_model.pb`` and ``variables/``; the TF1 Hub format adds
-``tfhub_module.pb``) built from bilm-tf's inference graph, so its variables are bilm-tf's, under
-the scope ``bilm/``, with TensorFlow's own names for the LSTM cells:
-
-| the module's variable | the bilm-tf weight file's dataset |
-|---|---|
-| ``bilm/char_embed`` (262, char_dim): row 0 the padding id | ``char_embed`` (261, char_dim) |
-| ``bilm/CNN/W_cnn_{i}``, ``b_cnn_{i}`` | ``CNN/W_cnn_{i}``, ``b_cnn_{i}`` |
-| ``bilm/CNN_high_{k}/W_carry``, ``b_carry``, ``W_transform``, ``b_transform`` | the same under ``CNN_high_{k}`` |
-| ``bilm/CNN_proj/W_proj``, ``b_proj`` | ``CNN_proj/W_proj``, ``b_proj`` |
-| ``bilm/RNN_{d}/RNN/MultiRNNCell/Cell{l}/rnn/lstm_cell/kernel`` | ``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0`` |
-| ``.../rnn/lstm_cell/bias`` | ``.../LSTMCell/B`` |
-| ``.../rnn/lstm_cell/projection/kernel`` | ``.../LSTMCell/W_P_0`` |
-| ``aggregation/weights`` (layers,), ``aggregation/scaling`` () | none: the module's layer mix |
-
-(These are ``google/elmo/2``'s and ``/3``'s names, as TensorFlow logs them when it loads the
-module; DeepPavlov builds its modules with a copy of bilm-tf's graph, the same names.)
-
-The options come from the variables' shapes (character embedding size, filters, highway layers,
-projection, LSTM size and layers) and from the graph: the activation that follows the character
-convolutions and the span of their max-pool (the characters per token). The LSTM's clips and
-skip connections are in no variable and in no attribute the graph keeps by name; they are
-bilm-tf's, with which every ELMo module was trained: cell and projection clip 3, skip
-connections on (`ASSUMED`). What was taken rather than read is listed in `TfHubElmo.notes`.
+A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3``, DeepPavlov's
+modules, any SavedModel built from bilm-tf's graph, whose variables are bilm-tf's under ``bilm/``
+(docs/models.md maps the names). The options come from the variables' shapes and from the graph
+(the CNN's activation, the max-pool's span); the clips and skip connections are stored nowhere
+and are bilm-tf's (`ASSUMED`), listed in `TfHubElmo.notes` with what else was taken, not read.
 """
 import logging
 import os
@@ -48,7 +24,6 @@ from elmo_plugin.model_files.tf_hub.saved_model_graph import SAVED_MODEL_NAME, G
 logger = logging.getLogger(__name__)
 
 VARIABLES_PREFIX = os.path.join("variables", "variables")
-BILM_SCOPE = "bilm/"
 LAYER_MIX = ("aggregation/weights", "aggregation/scaling")
 # bilm-tf's values of what no module stores (see the module documentation).
 ASSUMED = {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}
@@ -78,17 +53,9 @@ def is_tf_hub_module(path: PathLike) -> bool:
 @dataclass
 class TfHubElmo:
     """
-    The biLM of a TF-Hub module.
-
-    # Parameters
-
-    options : `BilmOptions`
-        Its architecture (n_characters 262, as the module's padded character embedding).
-    state : `Dict[str, torch.Tensor]`
-        Its weights as `ElmoBiLm`'s state dict.
-    notes : `List[str]`
-        The options taken from bilm-tf rather than read from the module, and the module's
-        layer mix, which the bilm-tf format has no place for; one line each.
+    The biLM of a TF-Hub module: its ``options`` (n_characters 262), its ``state`` (`ElmoBiLm`'s
+    state dict), and ``notes``, one line for each option taken from bilm-tf rather than read, and
+    for the module's layer mix, which the bilm-tf format has no place for.
     """
 
     options: BilmOptions
@@ -216,17 +183,14 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
     # Parameters
 
     directory : `PathLike`
-        The module, unpacked (``saved_model.pb``, ``variables/``; what ``tfhub.dev`` or Kaggle
-        Models serve as a ``.tar.gz``).
+        The module, unpacked (``saved_model.pb``, ``variables/``).
     reader : `str`, optional (default = `"auto"`)
-        How the checkpoint is read: see `elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`.
-        TensorFlow is needed only for checkpoints the built-in reader does not read.
+        How the checkpoint is read (`elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`).
 
     # Raises
 
     `ConfigurationError`
-        Naming the directory, for a directory that is not a SavedModel, a module that is not a
-        character-based biLM, or variables whose shapes do not fit together.
+        Naming the directory, for what is not a SavedModel of a character-based biLM.
     """
     directory = os.fspath(directory)
     if not is_tf_hub_module(directory):

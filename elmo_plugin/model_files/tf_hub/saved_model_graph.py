@@ -1,9 +1,6 @@
 """
-The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow: their
-names, types and attributes. A TF-Hub module keeps in its graph what no variable holds, such as
-the character CNN's activation and how many characters its max-pool spans
-(`elmo_plugin.model_files.tf_hub.elmo_module`).
-
+The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow: a TF-Hub
+module keeps there what no variable holds (the character CNN's activation and max-pool span).
 Fields read (``saved_model.proto``, ``meta_graph.proto``, ``graph.proto``, ``node_def.proto``,
 ``function.proto``, ``attr_value.proto``): SavedModel.meta_graphs 2; MetaGraphDef.graph_def 2;
 GraphDef.node 1 and .library 2 (FunctionDefLibrary.function 1, FunctionDef.node_def 3: the

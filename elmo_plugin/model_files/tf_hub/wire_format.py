@@ -1,9 +1,7 @@
 """
 Protocol Buffers' wire format, read without the message classes: what TensorFlow's files are
-made of (a checkpoint's index entries, a SavedModel's graph). The plugin reads a handful of
-fields of a handful of messages (`elmo_plugin.model_files.tf_hub.checkpoint`,
-`elmo_plugin.model_files.tf_hub.saved_model_graph`), by number, as the ``.proto`` files define
-them; TensorFlow's own message classes would need TensorFlow.
+made of: a handful of fields of a handful of messages, by number, as the ``.proto`` files define
+them (TensorFlow's message classes would need TensorFlow).
 
 A message is a sequence of fields, each a key (the field's number and wire type, a varint) and
 a value: a varint (type 0), 8 bytes (type 1), a length and that many bytes (type 2: strings,

@@ -1,13 +1,8 @@
 """
-What the dataset readers of the ELMo downstream tasks have in common: ``token_tag_conll``,
-``conllu_tagging``, ``conllu_sentence_genre``, ``sentiment_tsv`` and ``universal_propbank_srl``.
-
-They all make one instance per sentence, row or predicate, with the words in a ``tokens``
-`TextField` and a ``metadata`` `MetadataField` ``{"words": [...], ...}``, labelled either per
-token (a `SequenceLabelField`, for allennlp-models' taggers) or per instance (a `LabelField`,
-for allennlp's ``basic_classifier``). `ShardedTaskReader` holds that shared part, so that the
-readers differ only in how they parse their files, and every task gives its models the same
-fields with the same sharding and indexing.
+What the dataset readers of the ELMo downstream tasks have in common: one instance per sentence,
+row or predicate, with a ``tokens`` `TextField` and a ``metadata`` ``{"words": [...], ...}``,
+labelled per token (for allennlp-models' taggers) or per instance (for ``basic_classifier``), with
+the same sharding and indexing; the readers differ only in how they parse their files.
 """
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -24,10 +19,9 @@ def tokens_and_metadata(
     tokens: Sequence[Union[str, Token]], **metadata: Any
 ) -> Tuple[TextField, Dict[str, Any]]:
     """
-    The ``tokens`` `TextField` (strings become `Token`\\ s; `Token`\\ s are used as they are,
-    so a tokenizer's offsets and tags survive) and the metadata dict ``{"words": [...]}`` plus
-    ``metadata``. The dict is returned unwrapped, for a reader that adds to it (the SRL reader
-    adds the gold tags only when it has them).
+    The ``tokens`` `TextField` (`Token`\\ s used as they are, so a tokenizer's offsets and tags
+    survive) and the metadata dict ``{"words": [...]}`` plus ``metadata``, unwrapped for a reader
+    that adds to it.
     """
     text_field = TextField(
         [token if isinstance(token, Token) else Token(token) for token in tokens]
@@ -42,11 +36,9 @@ def no_instance_error(
     hint: Optional[str] = "is it empty or in another format?",
 ) -> ConfigurationError:
     """
-    The error for a file that gave nothing to train or evaluate on,
-    ``path: no {what} in the file{detail}; {hint}`` (without ``; {hint}`` for ``hint=None``).
-    Raised on the file as a whole (not on one shard's share of it, which may be empty): an
-    empty or wrongly formatted file would otherwise give an empty data set, noticed later, if
-    at all, by an error that does not name the file.
+    ``path: no {what} in the file{detail}; {hint}``, for a file that gave nothing to train or
+    evaluate on, raised on the whole file (one shard's share may be empty), so that an empty or
+    wrongly formatted file is named rather than an empty data set noticed later.
     """
     message = f"{path}: no {what} in the file{detail}"
     return ConfigurationError(f"{message}; {hint}" if hint else message)
@@ -54,23 +46,18 @@ def no_instance_error(
 
 class ShardedTaskReader(ShardedDatasetReader):
     """
-    The base of the task readers (not registered itself): the ``token_indexers``, the
-    ``label_namespace`` of the labels, sharding always on, `apply_token_indexers`, and the
-    tagging and classification instances.
-
-    A subclass implements ``_read``, passing what it parsed through `shard_iterable`, and
-    ``text_to_instance``, usually with `tagging_instance` or `classification_instance`.
+    The base of the task readers (not registered): a subclass implements ``_read``, passing what it
+    parsed through `shard_iterable`, and ``text_to_instance``, with `tagging_instance` or
+    `classification_instance`.
 
     # Parameters
 
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
         How to index the tokens.
     label_namespace : `str`, optional (default = `"labels"`)
-        Vocabulary namespace of the labels or tags (the default of allennlp's
-        ``basic_classifier`` and allennlp-models' taggers).
+        Vocabulary namespace of the labels or tags (the default of the taggers and the classifier).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir`` (see
-        `ShardedDatasetReader`: the reader always shards itself).
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader always shards itself.
     """
 
     def __init__(
@@ -97,11 +84,7 @@ class ShardedTaskReader(ShardedDatasetReader):
         tags: Optional[List[str]],
         **metadata: Any,
     ) -> Instance:
-        """
-        Fields ``tokens``, ``metadata`` (``{"words": [...]}`` plus ``metadata``) and, unless
-        ``tags`` is `None` (predicting), ``tags``: one tag per token in ``label_namespace``,
-        what allennlp-models' ``crf_tagger`` and ``simple_tagger`` take.
-        """
+        """Fields ``tokens``, ``metadata`` and, unless predicting, ``tags`` (one per token)."""
         text_field, metadata_dict = tokens_and_metadata(tokens, **metadata)
         fields: Dict[str, Field] = {"tokens": text_field, "metadata": MetadataField(metadata_dict)}
         if tags is not None:
@@ -114,11 +97,7 @@ class ShardedTaskReader(ShardedDatasetReader):
         label: Optional[str],
         **metadata: Any,
     ) -> Instance:
-        """
-        Fields ``tokens``, ``metadata`` (``{"words": [...]}`` plus ``metadata``) and, unless
-        ``label`` is `None` (predicting), ``label`` in ``label_namespace``: what allennlp's
-        ``basic_classifier`` takes.
-        """
+        """Fields ``tokens``, ``metadata`` and, unless predicting, ``label``."""
         text_field, metadata_dict = tokens_and_metadata(tokens, **metadata)
         fields: Dict[str, Field] = {"tokens": text_field, "metadata": MetadataField(metadata_dict)}
         if label is not None:

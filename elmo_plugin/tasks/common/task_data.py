@@ -1,13 +1,8 @@
 """
-Opening a task config's data file, with one error that says where the data comes from when it
-is missing.
-
-The task configs (training_configs/tasks/) read their data under their ``data_root`` argument,
-by default ``../shared/data`` beside the repository: a folder of the project's machines that a
-user does not have. Without it ``cached_path`` ended training in a FileNotFoundError traceback.
-`task_data_path` instead raises one `ConfigurationError` naming the file, the ``data_root``
-argument, the public source of that data set, and how to rerun (``allennlp train`` has created
-its serialization directory before any reader runs, so a rerun needs ``-f`` or another ``-s``).
+Opening a task config's data file: the task configs read their data under ``data_root``, by
+default ``../shared/data``, which a user does not have; `task_data_path` raises one
+`ConfigurationError` naming the file, ``data_root``, the data set's public source and how to
+rerun (``allennlp train`` has made its serialization directory by then: ``-f`` or another ``-s``).
 """
 import re
 from typing import Optional, Tuple

@@ -134,18 +134,12 @@ def morpheme_tags(
 
 def read_klue_ner(path: str) -> Iterator[KlueSentence]:
     """
-    Yields the sentences of a KLUE-NER file in either of its two layouts:
-
-    - KLUE's own (``klue-ner-v1.1_*.tsv``): comment lines ``## ...``; a sentence is a line
-      ``## <id><TAB><text with <entity:TYPE> markup>``, then one ``character<TAB>tag`` line per
-      character, spaces included, then a blank line;
-    - CoNLL (``character<TAB>tag``, blank line between sentences), where ``▁`` (U+2581) stands
-      for a space, as in ``../shared/data/ko/ner/klue/conll``.
+    Yields the sentences of a KLUE-NER file, in KLUE's own layout (``## <id><TAB><text>``, then one
+    ``character<TAB>tag`` line per character, spaces included) or CoNLL's (``▁`` for a space).
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a line that is not ``character<TAB>tag``, and
-    for an unknown tag.
+    `ConfigurationError` ``path:line: ...`` for a line that is not ``character<TAB>tag``.
     """
     sentence_id: Optional[str] = None
     chars: List[str] = []
@@ -178,11 +172,8 @@ def read_klue_ner(path: str) -> Iterator[KlueSentence]:
 
 
 def select_part(items: List, start: Optional[float], end: Optional[float]) -> List:
-    """
-    The items from ``start``% to ``end``% (`None`: 0 and 100) of a fixed permutation of
-    ``items`` (seed `PART_SEED`), returned in their file order. ``[:90%]`` and ``[90%:]`` of the
-    same file are disjoint and together are the whole file.
-    """
+    """The items from ``start``% to ``end``% (`None`: 0 and 100) of a fixed permutation of ``items``,
+    in their file order: ``[:90%]`` and ``[90%:]`` are disjoint and together the whole file."""
     order = list(range(len(items)))
     random.Random(PART_SEED).shuffle(order)
     low = round(len(items) * (start or 0) / 100)
@@ -193,23 +184,15 @@ def select_part(items: List, start: Optional[float], end: Optional[float]) -> Li
 @DatasetReader.register("klue_ner")
 class KlueNerReader(ShardedTaskReader):
     """
-    Reads KLUE-NER (`read_klue_ner`: KLUE's ``.tsv`` or the ``character<TAB>tag`` CoNLL layout)
-    into one instance per sentence: ``tokens`` (the morphemes of ``tokenizer``), ``tags`` (their
-    BIO tags, `morpheme_tags`) and ``metadata`` ``{"words", "text", "token_spans",
-    "gold_spans", "sentence_id"}``, what ``character_span_crf_tagger`` (an allennlp-models
-    ``crf_tagger`` scored on characters) takes.
-
-    A path may end in ``[A%:B%]`` to read part of a file, e.g. ``train.tsv[:90%]`` for training
-    and ``train.tsv[90%:]`` for model selection (KLUE's shared split has no validation set): the
-    sentences from A% to B% of a fixed permutation (`select_part`).
-
-    Registered as a `DatasetReader` with name "klue_ner".
+    Reads KLUE-NER (`read_klue_ner`) into one instance per sentence, with the fields
+    ``character_span_crf_tagger`` takes: ``tokens`` (morphemes), ``tags`` (`morpheme_tags`) and
+    ``metadata`` (with the text, the token and the gold character spans). A path may end in
+    ``[A%:B%]`` to read part of a file (`select_part`; KLUE's split has no validation set).
 
     # Parameters
 
     tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)
-        The morpheme tokenizer; its tokens must carry character offsets (``idx``/``idx_end``),
-        as the registered Korean tokenizers' do. Use the biLM's tokenizer.
+        The biLM's morpheme tokenizer; its tokens must carry character offsets (``idx``).
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
     label_namespace : `str`, optional (default = `"labels"`)
     **kwargs
@@ -217,11 +200,8 @@ class KlueNerReader(ShardedTaskReader):
     """
 
     def __init__(
-        self,
-        tokenizer: Optional[Tokenizer] = None,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        label_namespace: str = "labels",
-        **kwargs,
+        self, tokenizer: Optional[Tokenizer] = None, token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        label_namespace: str = "labels", **kwargs,
     ) -> None:
         super().__init__(token_indexers=token_indexers, label_namespace=label_namespace, **kwargs)
         self._tokenizer = tokenizer or MecabKoTokenizer()
@@ -244,12 +224,8 @@ class KlueNerReader(ShardedTaskReader):
         stats = MorphemeTagStats()
         for sentence in self.shard_iterable(sentences):
             where = f"{path}:{sentence.line}: "
-            yield self.text_to_instance(
-                sentence.text,
-                char_tags_to_spans(sentence.char_tags, where),
-                sentence.sentence_id,
-                stats,
-            )
+            spans = char_tags_to_spans(sentence.char_tags, where)
+            yield self.text_to_instance(sentence.text, spans, sentence.sentence_id, stats)
         if stats.sentences:
             logger.info(
                 "%s: %d sentences, %d morphemes, %d entities; %d morphemes cross an entity "
@@ -268,26 +244,15 @@ class KlueNerReader(ShardedTaskReader):
         return tokens, spans
 
     def text_to_instance(  # type: ignore
-        self,
-        text: str,
-        gold_spans: Optional[List[CharSpan]] = None,
-        sentence_id: Optional[str] = None,
+        self, text: str, gold_spans: Optional[List[CharSpan]] = None, sentence_id: Optional[str] = None,
         stats: Optional[MorphemeTagStats] = None,
     ) -> Instance:
-        """
-        ``text`` is a sentence; ``gold_spans`` its entities as character spans (left out when
-        predicting).
-        """
+        """``text`` is a sentence; ``gold_spans`` its entities as character spans (none when predicting)."""
         tokens, spans = self.tokenize(text)
         if not tokens:
             raise ConfigurationError(f"the sentence {sentence_id or text[:40]!r} has no morpheme")
         tags = None if gold_spans is None else morpheme_tags(spans, gold_spans, stats)
         return self.tagging_instance(
-            tokens,
-            tags,
-            text=text,
-            token_spans=spans,
-            gold_spans=gold_spans,
-            sentence_id=sentence_id,
+            tokens, tags, text=text, token_spans=spans, gold_spans=gold_spans, sentence_id=sentence_id
         )
 

@@ -1,7 +1,6 @@
 """
-KLUE-NER's scores, on character spans: a tagger that works on other units (morphemes) maps its
-predicted entities back to the characters they cover and is scored as KLUE scores a character
-tagger, so that its numbers are comparable with published KLUE-NER results.
+KLUE-NER's scores on character spans, so that a tagger of other units (morphemes) gives numbers
+comparable with published KLUE-NER results.
 """
 from collections import Counter
 from typing import Dict, List, Sequence, Set, Tuple
@@ -23,18 +22,11 @@ def span_char_tags(length: int, spans: Sequence[CharSpan]) -> List[str]:
 @Metric.register("klue_ner_f1")
 class KlueNerF1(Metric):
     """
-    KLUE-NER's two scores (KLUE, Park et al. 2021, section 3.4; its baseline's
-    ``klue_ner_entity_macro_f1`` and ``klue_ner_char_macro_f1``), from gold and predicted entities
-    given as character spans of each sentence's text:
-
-    - ``entity_macro_f1`` (KLUE's main NER score): an entity counts when its type and exact
-      character span match (seqeval's strict IOB2 mode); F1 per entity type, averaged over the
-      types that occur in gold or prediction;
-    - ``char_macro_f1``: the BIO tag of every non-space character (KLUE's tokens are the
-      characters without spaces), F1 per tag other than ``O``, averaged over the tags that occur;
-    - ``entity_micro_f1``, ``entity_precision``, ``entity_recall``: the pooled entity counts.
-
-    Registered as a `Metric` with name "klue_ner_f1".
+    KLUE-NER's scores (KLUE, Park et al. 2021, section 3.4), from gold and predicted entities as
+    character spans: ``entity_macro_f1`` (KLUE's main score: exact type and span, F1 per type
+    averaged over the types that occur), ``char_macro_f1`` (the BIO tag of every non-space
+    character, F1 per tag other than ``O``), and ``entity_micro_f1``, ``entity_precision``,
+    ``entity_recall`` from the pooled counts.
     """
 
     def __init__(self) -> None:

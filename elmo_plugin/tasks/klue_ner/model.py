@@ -1,9 +1,6 @@
 """
-``character_span_crf_tagger``: allennlp-models' ``crf_tagger`` on tokens that are not the units
-a data set is scored on. It tags tokens (e.g. Mecab morphemes, the Korean biLM's units) and is
-also scored on the characters: its predicted entities are mapped back to the character spans
-their tokens cover and compared with the gold character spans (`KlueNerF1`), as KLUE-NER scores
-character taggers.
+``character_span_crf_tagger``: allennlp-models' ``crf_tagger`` tagging tokens (Mecab morphemes)
+and scored on the characters they cover, as KLUE-NER scores character taggers (`KlueNerF1`).
 """
 from typing import Any, Dict, List, Optional
 
@@ -17,10 +14,8 @@ from elmo_plugin.tasks.klue_ner.metric import CharSpan, KlueNerF1
 
 
 def token_tags_to_char_spans(tags: List[str], token_spans: List[List[int]]) -> List[CharSpan]:
-    """
-    The entities of BIO ``tags`` (one per token) as character spans: from the start of an
-    entity's first token to the end of its last (spaces between them included), in text order.
-    """
+    """The entities of BIO ``tags`` (one per token) as character spans, from an entity's first
+    token's start to its last token's end, in text order."""
     return sorted(
         (token_spans[first][0], token_spans[last][1], kind)
         for kind, (first, last) in bio_tags_to_spans(tags)
@@ -30,13 +25,9 @@ def token_tags_to_char_spans(tags: List[str], token_spans: List[List[int]]) -> L
 @Model.register("character_span_crf_tagger")
 class CharacterSpanCrfTagger(CrfTagger):
     """
-    A `CrfTagger` (all its parameters, e.g. ``label_encoding: "BIO"``) that also reports
-    KLUE-NER's character-level scores (`KlueNerF1`: ``entity_macro_f1``, ``char_macro_f1``,
-    ``entity_micro_f1``, ...) from the ``metadata`` of the ``klue_ner`` reader: ``token_spans``
-    (each token's character span) and ``gold_spans`` (the gold entities' character spans).
-    Use ``+entity_macro_f1`` as the trainer's ``validation_metric`` to select on KLUE's score.
-
-    Registered as a `Model` with name "character_span_crf_tagger".
+    A `CrfTagger` (all its parameters) that also reports KLUE-NER's character-level scores
+    (`KlueNerF1`) from the ``klue_ner`` reader's ``token_spans`` and ``gold_spans``; select on
+    ``+entity_macro_f1``, KLUE's score.
     """
 
     def __init__(self, *args, **kwargs) -> None:

@@ -26,28 +26,15 @@ Row = Tuple[int, Optional[str], str, str]
 @DatasetReader.register("sentiment_tsv")
 class SentimentTsvReader(ShardedTaskReader):
     """
-    Reads a TSV file for text classification: one instance per row, the text tokenized by
-    ``tokenizer``. The first line is the header, naming the columns (at least ``text_column``
-    and ``label_column``; other columns are ignored, ``id_column`` goes into the metadata).
-    Fields are split on TAB only, with no quoting (a ``"`` is an ordinary character), and every
-    row must have as many fields as the header. The file is read as UTF-8 (`decoded_lines`: a
-    byte that is not UTF-8 is an error naming ``path:line``; a byte order mark is dropped),
-    lazily, row by row.
-
-    Rows whose text gives no token (blank text) are skipped and counted; empty lines are skipped
-    and counted too. The counts are logged after each pass over the file.
-
-    Fields: ``tokens`` (`TextField` of the tokens), ``label`` (`LabelField`, the label column's
-    text, e.g. ``"0"``/``"1"``) and ``metadata`` (`MetadataField`
-    ``{"words": [...], "id": ...}``), which is what allennlp's ``basic_classifier`` takes.
-
-    Registered as a `DatasetReader` with name "sentiment_tsv".
+    Reads a TSV file with a header for text classification, one instance per row, the text
+    tokenized by ``tokenizer``, with the fields allennlp's ``basic_classifier`` takes: ``tokens``,
+    ``label`` and ``metadata`` (``{"words", "id"}``). Fields are split on TAB only, without
+    quoting; rows whose text gives no token and empty lines are skipped and counted.
 
     # Parameters
 
     tokenizer : `Tokenizer`, optional (default = `MecabKoTokenizer()`, i.e. ``{"type": "korean"}``)
-        Splits the text into tokens: ``korean`` (= ``mecab_ko``) or ``kiwi`` for Korean
-        morphemes, or any AllenNLP tokenizer.
+        Splits the text into tokens (``korean``, ``kiwi``, or any AllenNLP tokenizer).
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
         How to index the tokens.
     text_column : `str`, optional (default = `"text"`)
@@ -55,24 +42,19 @@ class SentimentTsvReader(ShardedTaskReader):
     label_column : `str`, optional (default = `"label"`)
         The header name of the label column. An empty label is an error.
     id_column : `Optional[str]`, optional (default = `"id"`)
-        The header name of a column whose value goes into the metadata as ``"id"``; `None` in
-        the metadata when the header has no such column (or ``id_column`` is `None`).
+        The header name of the column that goes into the metadata as ``"id"`` (`None` without it).
     max_tokens : `Optional[int]`, optional (default = `None`)
-        Keep at most this many tokens of each text (the first ones); `None` keeps all. The
-        number of texts cut is logged after each pass.
+        Keep at most this many tokens of each text; the texts cut are counted.
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the labels (``basic_classifier``'s default).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        rows itself over data-loader workers and distributed ranks (`shard_iterable`); the
-        file is parsed and checked by every shard, and each shard tokenizes only its own rows.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself
+        (every shard checks the whole file and tokenizes only its own rows).
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a header without ``text_column`` or
-    ``label_column`` (or with a column name twice), a row with another number of fields than
-    the header, and an empty label; ``path: ...`` for a file without a header or without any row
-    that gives an instance.
+    `ConfigurationError` ``path:line: ...`` for a header without the columns (or with one twice),
+    a row of another width, and an empty label; ``path: ...`` for no header or no instance.
     """
 
     def __init__(
@@ -146,11 +128,8 @@ class SentimentTsvReader(ShardedTaskReader):
         )
 
     def _rows(self, path: str) -> Iterator[Row]:
-        """
-        The data rows of the file, checked: ``(line_number, id, text, label)``, 1-based line
-        numbers. Raises for a bad header or row, and at the end for a file without any row whose
-        text is not blank.
-        """
+        """The checked data rows ``(line_number, id, text, label)``; raises for a bad header or row,
+        and at the end for a file without any row whose text is not blank."""
         header: Optional[List[str]] = None
         text_index = label_index = 0
         id_index: Optional[int] = None
@@ -224,10 +203,8 @@ class SentimentTsvReader(ShardedTaskReader):
         label: Optional[str] = None,
         instance_id: Optional[str] = None,
     ) -> Instance:
-        """
-        ``text`` is the raw text (tokenized here, and cut to ``max_tokens``) or its tokens
-        (strings or `Token`\\ s, used as they are); ``label`` is left out when predicting.
-        """
+        """``text`` is the raw text (tokenized here, cut to ``max_tokens``) or its tokens (used as
+        they are); ``label`` is left out when predicting."""
         if isinstance(text, str):
             tokens: Sequence[Union[str, Token]] = self._tokenizer.tokenize(text)
             if self.max_tokens is not None:

@@ -60,9 +60,7 @@ class FrameConversion:
     cut_spans: int
 
 
-def propbank_frame_to_bio(
-    heads: Sequence[int], predicate: int, labels: Sequence[str]
-) -> FrameConversion:
+def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence[str]) -> FrameConversion:
     """
     Turns one predicate's head-based UP labels into BIO span tags (the heuristic described in
     `UniversalPropBankSrlReader`).
@@ -135,73 +133,42 @@ def propbank_frame_to_bio(
 @DatasetReader.register("universal_propbank_srl")
 class UniversalPropBankSrlReader(ShardedTaskReader):
     """
-    Reads Universal PropBank CoNLL-U files (e.g. UP 1.0's ``en_ewt-up-{dev,test}.conllu``) for
-    span-based semantic role labelling, one instance per predicate, exactly as
-    allennlp-models' ``srl`` reader (`SrlReader`) does for CoNLL-2012: the fields are
+    Reads Universal PropBank CoNLL-U files (column 11 the predicate sense, column 11 + j the
+    labels of the j-th predicate) for span-based semantic role labelling, one instance per
+    predicate, with the fields of allennlp-models' ``srl`` reader (`SrlReader`) for CoNLL-2012:
+    ``tokens``, ``verb_indicator``, ``tags`` (BIO, ``labels`` namespace) and ``metadata``. A
+    sentence without predicates gives one all-``O`` instance, as `SrlReader`'s; sentences marked
+    ``# propbank = no-up`` are skipped (counts in ``last_read_stats``).
 
-    - ``tokens``: `TextField` of the words;
-    - ``verb_indicator``: `SequenceLabelField` of 0/1, 1 at the predicate;
-    - ``tags``: `SequenceLabelField` of BIO tags (``B-ARG0``, ``I-ARG0``, ``B-V``,
-      ``B-ARGM-TMP``, ``B-C-ARG1``, ``B-R-ARG0``, ``O``, ...) in the ``labels`` namespace;
-    - ``metadata``: ``{"words", "verb", "verb_index", "gold_tags"}``.
+    From heads to spans (a heuristic: dependency subtrees do not always match PropBank's
+    constituents), for each predicate:
 
-    A sentence without predicates gives one instance with an all-zero ``verb_indicator``, all
-    ``O`` tags and ``verb``/``verb_index`` `None`, as `SrlReader` does. Sentences marked
-    ``# propbank = no-up`` (left out of the PropBank release; they have no annotation) are
-    skipped; how many is logged at the end of the file (with the other counts in
-    ``last_read_stats``, a `PropBankReadStats`).
+    1. The predicate's word gets ``B-V`` (another label on its own row is dropped and counted).
+    2. Every other labelled word is an argument head; a ``V`` on another row (a phrasal verb's
+       particle) is read as ``C-V``, as the data labels it elsewhere; ``C-``/``R-`` labels stay.
+    3. In sentence order, a head's span is its dependency subtree, not descending into the
+       predicate or another argument head (arguments do not nest), cut to the contiguous run
+       around the head free of the predicate and of earlier spans (the rest: cut spans, ``O``).
 
-    The format: columns 1-10 are CoNLL-U (multiword-token lines and empty nodes are skipped),
-    column 11 is the predicate sense (a roleset such as ``come.03``, or ``_``), and column
-    11 + j holds the labels of the sentence's j-th predicate (j = 1, 2, ...; predicates
-    numbered in sentence order). A sentence with k predicates has 11 + k columns on every word
-    line; one without has 11 or 12 (the 12th empty).
-
-    From heads to spans (a heuristic: UP labels dependency heads, and dependency subtrees do
-    not always match PropBank's constituents). For each predicate:
-
-    1. The predicate's word gets ``B-V``, whatever its own row says (in a few source columns
-       it is not labelled ``V``; a different label there is dropped and counted).
-    2. Every other labelled word is an argument head. A ``V`` on another row (the particle of
-       a phrasal verb, in a few columns) is read as ``C-V``, the label the data uses for that
-       elsewhere. ``C-`` and ``R-`` labels are kept as they are (``B-C-ARG1``, ``B-R-ARG0``,
-       as in the CoNLL-2005/2012 data `SrlReader` reads).
-    3. The argument heads are taken in sentence order. The span of a head is its dependency
-       subtree (HEAD column, over the words), not descending into the predicate or into any
-       other argument head of this predicate (arguments do not nest: a relative pronoun under
-       its noun, or an adjunct under a predicate nominal, is an argument of its own), cut to
-       the maximal contiguous run of subtree words around the head that contains neither the
-       predicate nor a word already inside another argument's span. Words of a
-       non-contiguous subtree outside that run stay ``O`` (counted as cut spans).
-
-    The ``verb_indicator`` marks the predicate only: `SrlReader` marks every tag ending in
-    ``-V`` (so ``C-V`` words too), but the ``srl`` predictor marks just the verb, and marking
-    gold ``C-V`` words would give the model part of the answer.
-
-    Registered as a `DatasetReader` with name "universal_propbank_srl".
+    The ``verb_indicator`` marks the predicate only (`SrlReader` marks ``C-V`` words too, which
+    would give the model part of the answer; the ``srl`` predictor marks just the verb).
 
     # Parameters
 
     token_indexers : `Dict[str, TokenIndexer]`, optional (default = `{"tokens": SingleIdTokenIndexer()}`)
         How to index the words.
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        instances itself over data-loader workers and distributed ranks.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself.
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for CoNLL-U format errors (see
-    `read_conllu_sentences`), a word line whose number of columns does not fit the sentence's
-    predicates, or a HEAD that is not a word of the sentence; ``path: ...`` for a file that
-    gives no instance at all.
+    `ConfigurationError` ``path:line: ...`` for format errors, columns that do not fit the
+    sentence's predicates, or a HEAD outside the sentence; ``path: ...`` for no instance at all.
     """
 
-    def __init__(
-        self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, **kwargs
-    ) -> None:
-        # No label_namespace parameter: the srl model reads its tags from "labels". Passing it
-        # here makes a config's label_namespace an error (as any unknown parameter is) rather
-        # than a setting that would be silently ignored.
+    def __init__(self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, **kwargs) -> None:
+        # No label_namespace parameter: the srl model reads its tags from "labels", and a config's
+        # label_namespace is an error rather than a setting silently ignored.
         super().__init__(token_indexers, label_namespace="labels", **kwargs)
         self.last_read_stats = PropBankReadStats()
 
@@ -223,9 +190,7 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                 continue
             words = sentence.words
             heads = _heads(path, sentence)
-            predicates = [
-                index for index, row in enumerate(sentence.rows) if _has_sense(row)
-            ]
+            predicates = [index for index, row in enumerate(sentence.rows) if _has_sense(row)]
             _check_columns(path, sentence, len(predicates))
             if not predicates:
                 stats.sentences_without_predicate += 1
@@ -243,56 +208,33 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                 for index, label in conversion.dropped:
                     logger.debug(
                         "%s:%d: predicate %d's label %s on word %d gave no span",
-                        path,
-                        sentence.line_numbers[index],
-                        j + 1,
-                        label,
-                        index + 1,
+                        path, sentence.line_numbers[index], j + 1, label, index + 1,
                     )
                 verb_label = [0] * len(words)
                 verb_label[predicate] = 1
                 instances += 1
                 yield words, verb_label, conversion.tags
         if instances == 0:
-            raise no_instance_error(
-                path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)"
-            )
+            raise no_instance_error(path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)")
         logger.info(
             "%s: %d sentences, %d skipped as '# propbank = no-up', %d predicates, %d "
             "sentences without predicates; %d argument labels, %d dropped (on the predicate's "
             "own row), %d V labels on other rows read as C-V, %d spans cut short "
-            "(non-contiguous subtree)",
-            path,
-            stats.sentences,
-            stats.skipped_no_up,
-            stats.predicates,
-            stats.sentences_without_predicate,
-            stats.arguments,
-            stats.dropped_arguments,
-            stats.v_on_other_rows,
+            "(non-contiguous subtree)", path, stats.sentences, stats.skipped_no_up, stats.predicates,
+            stats.sentences_without_predicate, stats.arguments, stats.dropped_arguments, stats.v_on_other_rows,
             stats.cut_spans,
         )
 
     def text_to_instance(  # type: ignore
         self, tokens: List[Token], verb_label: List[int], tags: Optional[List[str]] = None
     ) -> Instance:
-        """
-        `SrlReader.text_to_instance` (non-BERT): ``verb_label`` is the 0/1 predicate
-        indicator (all zeros for a sentence without predicate); ``tags`` are the gold BIO tags,
-        left out when predicting.
-        """
+        """`SrlReader.text_to_instance` (non-BERT): ``verb_label`` the 0/1 predicate indicator, ``tags``
+        the gold BIO tags (none when predicting)."""
         text_field, metadata = tokens_and_metadata(tokens)
-        fields: Dict[str, Field] = {
-            "tokens": text_field,
-            "verb_indicator": SequenceLabelField(verb_label, text_field),
-        }
-        if all(value == 0 for value in verb_label):
-            metadata["verb"] = None
-            metadata["verb_index"] = None
-        else:
-            verb_index = verb_label.index(1)
-            metadata["verb"] = tokens[verb_index].text
-            metadata["verb_index"] = verb_index
+        fields: Dict[str, Field] = {"tokens": text_field, "verb_indicator": SequenceLabelField(verb_label, text_field)}
+        verb_index = verb_label.index(1) if 1 in verb_label else None
+        metadata["verb"] = None if verb_index is None else tokens[verb_index].text
+        metadata["verb_index"] = verb_index
         if tags:
             fields["tags"] = SequenceLabelField(tags, text_field)
             metadata["gold_tags"] = tags
@@ -318,19 +260,15 @@ def _heads(path: str, sentence: ConlluSentence) -> List[int]:
 
 
 def _check_columns(path: str, sentence: ConlluSentence, num_predicates: int) -> None:
-    """
-    Every word line must have exactly the columns of the sentence's predicates: with one label
-    column too few or too many, labels would silently go to the wrong predicate.
-    """
+    """Every word line must have exactly the columns of the sentence's predicates (one too few or too
+    many would give labels silently to the wrong predicate)."""
     for row, line_number in zip(sentence.rows, sentence.line_numbers):
         if num_predicates:
             ok = len(row) == SENSE + 1 + num_predicates
             expected = f"{SENSE + 1 + num_predicates}"
         else:
             # Without predicates: the sense column, and an empty 12th column (a trailing TAB).
-            ok = len(row) == SENSE + 1 or (
-                len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL
-            )
+            ok = len(row) == SENSE + 1 or (len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL)
             expected = f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
         if not ok:
             raise ConfigurationError(

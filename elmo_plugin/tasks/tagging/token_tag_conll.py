@@ -20,17 +20,14 @@ logger = logging.getLogger(__name__)
 
 def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]:
     """
-    Yields ``(tokens, tags)`` for every sentence of a ``token<TAB>tag`` file (UTF-8), lazily.
-
-    A blank or whitespace-only line ends a sentence (a line holding only a TAB counts as
-    blank: some releases separate sentences that way); several in a row are one break, and the
-    last sentence needs none. Tokens are kept exactly as written (no stripping), since some
-    data sets have tokens with invisible characters that are part of the token.
+    Yields ``(tokens, tags)`` for every sentence of a ``token<TAB>tag`` file (UTF-8), lazily. A
+    blank line (or one holding only a TAB, as some releases write) ends a sentence; tokens are kept
+    exactly as written, invisible characters included.
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a line that is not UTF-8, a non-blank line
-    that does not have exactly two TAB-separated columns, and an empty token or tag.
+    `ConfigurationError` ``path:line: ...`` for bad UTF-8, a line without exactly two columns,
+    and an empty token or tag.
     """
     tokens: List[str] = []
     tags: List[str] = []
@@ -62,25 +59,10 @@ def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]
 @DatasetReader.register("token_tag_conll")
 class TokenTagConllReader(ShardedTaskReader):
     """
-    Reads a sequence tagging file with one ``token<TAB>tag`` per line and a blank line after
-    every sentence (the last sentence may or may not have one), e.g.
-
-    ```
-    Ann<TAB>B-PER
-    lives<TAB>O
-    in<TAB>O
-    Paris<TAB>B-LOC
-
-    ...
-    ```
-
-    One instance per sentence, with the fields ``tokens`` (`TextField`), ``tags``
-    (`SequenceLabelField`) and ``metadata`` (`MetadataField` ``{"words": [...]}``), which is
-    what allennlp-models' ``crf_tagger`` takes. The tags are used as written: nothing converts
-    between tagging schemes, so give the ``crf_tagger`` the file's scheme (BIO for WikiANN and
-    WNUT-17) as its ``label_encoding``.
-
-    Registered as a `DatasetReader` with name "token_tag_conll".
+    Reads a sequence tagging file with one ``token<TAB>tag`` per line and a blank line after every
+    sentence, one instance per sentence, with the fields allennlp-models' ``crf_tagger`` takes:
+    ``tokens``, ``tags`` and ``metadata``. The tags are used as written: give the ``crf_tagger``
+    the file's scheme (BIO for WikiANN and WNUT-17) as its ``label_encoding``.
 
     # Parameters
 
@@ -89,13 +71,11 @@ class TokenTagConllReader(ShardedTaskReader):
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the tags (the taggers' default).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        sentences itself over data-loader workers and distributed ranks.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself.
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a malformed line (see
-    `read_token_tag_sentences`), and ``path: ...`` for a file without any sentence.
+    `ConfigurationError` ``path:line: ...`` for a malformed line, ``path: ...`` for no sentence.
     """
 
     def _read(self, file_path) -> Iterator[Instance]:
@@ -120,8 +100,5 @@ class TokenTagConllReader(ShardedTaskReader):
     def text_to_instance(  # type: ignore
         self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
     ) -> Instance:
-        """
-        ``tokens`` are strings or `Token`s; ``tags``, one per token, are left out when
-        predicting.
-        """
+        """``tokens`` are strings or `Token`s; ``tags`` are left out when predicting."""
         return self.tagging_instance(tokens, tags)

@@ -1,13 +1,7 @@
 """
-Dataset readers for CoNLL-U files (Universal Dependencies), for the ELMo downstream tasks:
-
-- ``conllu_tagging``: part-of-speech tagging (UPOS or XPOS), one instance per sentence;
-- ``conllu_sentence_genre``: sentence classification by the genre prefix of the ``sent_id``
-  comment (UD English-EWT: answers, email, newsgroup, reviews, weblog).
-
-Both, and the ``universal_propbank_srl`` reader, parse the files with `read_conllu_sentences`,
-so that every CoNLL-U file in the plugin is split, checked and reported on in the same way; the
-instances, sharding and indexing are `elmo_plugin.tasks.common.sharded_task_reader.ShardedTaskReader`'s.
+Dataset readers for CoNLL-U files (Universal Dependencies): ``conllu_tagging`` (part-of-speech
+tags) and ``conllu_sentence_genre`` (the genre prefix of ``sent_id``). They and
+``universal_propbank_srl`` parse every CoNLL-U file with `read_conllu_sentences`.
 """
 import os
 import re
@@ -40,15 +34,9 @@ _EMPTY_NODE_ID = re.compile(r"[0-9]+\.[0-9]+")
 @dataclass
 class ConlluSentence:
     """
-    One sentence of a CoNLL-U file.
-
-    start_line : the 1-based line number of the sentence's first line (a comment or a word).
-    comments : the ``# key = value`` comments, e.g. ``{"sent_id": "...", "text": "..."}``; a
-        comment without ``=`` (``# newpar``) is kept with the value `None`.
-    rows : the word lines (integer IDs 1, 2, ... in order), split on TAB; multiword-token lines
-        and empty nodes are left out. A row has at least 10 columns (more in extended formats
-        such as Universal PropBank).
-    line_numbers : the 1-based line number of each row, for error messages.
+    One sentence of a CoNLL-U file: its first line's number (1-based), its ``# key = value``
+    comments (``# newpar``: the value `None`), its word rows split on TAB (10 columns or more;
+    multiword tokens and empty nodes left out) and each row's line number.
     """
 
     start_line: int
@@ -63,19 +51,13 @@ class ConlluSentence:
 
 def read_conllu_sentences(path: Union[str, "os.PathLike[str]"]) -> Iterator[ConlluSentence]:
     """
-    Yields the sentences of the CoNLL-U file ``path`` (UTF-8) lazily, one at a time.
-
-    Sentences are separated by blank (or whitespace-only) lines; the last one needs none.
-    Comment lines (``#``) are collected into `ConlluSentence.comments`; multiword-token lines
-    (ID ``1-2``) and empty nodes (ID ``8.1``) are skipped, so the rows are exactly the words the
-    dependency tree (and every tagging task) is about.
+    Yields the sentences of the CoNLL-U file ``path`` (UTF-8) lazily, one at a time, separated by
+    blank lines; the rows are exactly the words of the dependency tree.
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a line that is not UTF-8, a word line with fewer
-    than 10 tab-separated columns, an ID that is neither an integer, a range nor a decimal,
-    integer IDs that do not run 1, 2, 3, ... within a sentence, and a sentence made of comments
-    only.
+    `ConfigurationError` ``path:line: ...`` for bad UTF-8, short word lines, bad or out of
+    sequence IDs, and a sentence of comments only.
     """
     path = os.fspath(path)
     sentence: Optional[ConlluSentence] = None
@@ -121,23 +103,15 @@ def read_conllu_sentences(path: Union[str, "os.PathLike[str]"]) -> Iterator[Conl
 
 def _finished(path: str, sentence: ConlluSentence) -> ConlluSentence:
     if not sentence.rows:
-        raise ConfigurationError(
-            f"{path}:{sentence.start_line}: comment lines without any word line after them"
-        )
+        raise ConfigurationError(f"{path}:{sentence.start_line}: comment lines without any word line after them")
     return sentence
 
 
 @DatasetReader.register("conllu_tagging")
 class ConlluTaggingReader(ShardedTaskReader):
     """
-    Reads a CoNLL-U file for part-of-speech tagging: one instance per sentence, over its words
-    (multiword-token lines and empty nodes are skipped; see `read_conllu_sentences`).
-
-    Fields: ``tokens`` (`TextField` of the word forms, column 2), ``tags`` (`SequenceLabelField`
-    of the ``tag_column``) and ``metadata`` (`MetadataField` ``{"words": [...]}``), which is
-    what allennlp-models' ``crf_tagger`` (and ``simple_tagger``) take.
-
-    Registered as a `DatasetReader` with name "conllu_tagging".
+    Reads a CoNLL-U file for part-of-speech tagging, one instance per sentence, with the fields
+    allennlp-models' ``crf_tagger`` takes: ``tokens``, ``tags`` and ``metadata``.
 
     # Parameters
 
@@ -149,22 +123,17 @@ class ConlluTaggingReader(ShardedTaskReader):
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the tags (the taggers' default).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        sentences itself over data-loader workers and distributed ranks.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself.
     """
 
     def __init__(
-        self,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        tag_column: str = "upos",
-        label_namespace: str = "labels",
-        **kwargs,
+        self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, tag_column: str = "upos",
+        label_namespace: str = "labels", **kwargs,
     ) -> None:
         super().__init__(token_indexers, label_namespace, **kwargs)
         if tag_column not in TAG_COLUMNS:
             raise ConfigurationError(
-                f"conllu_tagging: tag_column must be one of {sorted(TAG_COLUMNS)}, "
-                f"got {tag_column!r}"
+                f"conllu_tagging: tag_column must be one of {sorted(TAG_COLUMNS)}, got {tag_column!r}"
             )
         self.tag_column = tag_column
 
@@ -187,26 +156,16 @@ class ConlluTaggingReader(ShardedTaskReader):
     def text_to_instance(  # type: ignore
         self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
     ) -> Instance:
-        """
-        ``tokens`` are the words (strings or `Token`s); ``tags``, one per word, are left out
-        when predicting.
-        """
+        """``tokens`` are the words (strings or `Token`s); ``tags`` are left out when predicting."""
         return self.tagging_instance(tokens, tags)
 
 
 @DatasetReader.register("conllu_sentence_genre")
 class ConlluSentenceGenreReader(ShardedTaskReader):
     """
-    Reads a CoNLL-U file as a sentence classification task: the label of a sentence is the
-    genre prefix of its ``sent_id`` comment, the text before the first ``-`` (UD English-EWT's
-    ``sent_id = weblog-blogspot.com_..._ENG_..._172713-0001`` is a ``weblog`` sentence; the
-    EWT genres are answers, email, newsgroup, reviews and weblog).
-
-    Fields: ``tokens`` (`TextField` of the words; multiword-token lines and empty nodes are
-    skipped), ``label`` (`LabelField`) and ``metadata`` (`MetadataField`
-    ``{"words": [...], "sent_id": ...}``), which is what allennlp's ``basic_classifier`` takes.
-
-    Registered as a `DatasetReader` with name "conllu_sentence_genre".
+    Reads a CoNLL-U file as sentence classification: the label is the genre prefix of the
+    ``sent_id`` comment, the text before the first ``-`` (EWT's ``weblog-blogspot.com_...``), with
+    the fields allennlp's ``basic_classifier`` takes: ``tokens``, ``label`` and ``metadata``.
 
     # Parameters
 
@@ -215,14 +174,11 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
     label_namespace : `str`, optional (default = `"labels"`)
         Vocabulary namespace of the genre labels (``basic_classifier``'s default).
     **kwargs
-        `DatasetReader`'s ``max_instances`` and ``serialization_dir``. The reader shards the
-        sentences itself over data-loader workers and distributed ranks.
+        `DatasetReader`'s ``max_instances`` and ``serialization_dir``; the reader shards itself.
 
     # Raises
 
-    `ConfigurationError` ``path:line: ...`` for a sentence without a ``sent_id`` comment or with
-    one that has no ``-`` (no genre prefix), besides the file format errors of
-    `read_conllu_sentences`.
+    `ConfigurationError` ``path:line: ...`` for a sentence without a ``sent_id`` with a genre prefix.
     """
 
     def _read(self, file_path) -> Iterator[Instance]:
@@ -251,10 +207,7 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
             raise no_instance_error(path, "CoNLL-U sentences")
 
     def text_to_instance(  # type: ignore
-        self,
-        tokens: Sequence[Union[str, Token]],
-        label: Optional[str] = None,
-        sent_id: Optional[str] = None,
+        self, tokens: Sequence[Union[str, Token]], label: Optional[str] = None, sent_id: Optional[str] = None
     ) -> Instance:
         """``label`` (the genre) is left out when predicting."""
         return self.classification_instance(tokens, label, sent_id=sent_id)
