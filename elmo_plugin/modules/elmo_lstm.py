@@ -116,13 +116,16 @@ class ElmoBiLstm(nn.Module):
         h, c = state[0].detach(), state[1].detach()
         assert self._states is not None
         stored_h, stored_c = self._states[direction][layer]
-        if stored_h is not None and stored_h.size(0) > h.size(0):
-            # Rows this batch did not reach keep their state for later, larger batches.
-            stored_h, stored_c = stored_h.clone(), stored_c.clone()
-            stored_h[: h.size(0)] = h
-            stored_c[: c.size(0)] = c
-            h, c = stored_h, stored_c
-        self._states[direction][layer] = (h, c)
+        if (stored_h is None or stored_h.size(0) < h.size(0) or stored_h.dtype != h.dtype
+                or stored_h.device != h.device):
+            self._states[direction][layer] = (h.clone(), c.clone())
+            return
+        # Written in place, into the module's own buffers: a batch's outputs may live in memory
+        # that the next batch writes over (a CUDA graph's, a compiled graph's), and a captured
+        # step reads the state from the same addresses at every replay. Rows this batch did
+        # not reach keep their state for later, larger batches.
+        stored_h[: h.size(0)].copy_(h)
+        stored_c[: c.size(0)].copy_(c)
 
     def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
