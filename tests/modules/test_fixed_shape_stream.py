@@ -11,8 +11,12 @@ import pytest
 import torch
 
 from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
-from tests.models.test_elmo_language_model import STREAM_CORPUS, make_model, stream_mask
-from tests.models.test_elmo_language_model import vocab  # noqa: F401  (a fixture)
+from tests.models.test_elmo_language_model import (
+    STREAM_CORPUS,
+    make_model,
+    stream_mask,
+    vocab,  # noqa: F401  (a fixture)
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
