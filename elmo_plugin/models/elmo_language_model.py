@@ -241,16 +241,31 @@ class ElmoLanguageModel(Model):
         forward_targets: Optional[TextFieldTensors] = None,
         backward_tokens: Optional[TextFieldTensors] = None,
         backward_targets: Optional[TextFieldTensors] = None,
-        sampled: Optional[SampledCandidates] = None,
     ) -> Dict[str, torch.Tensor]:
         """
         Sentence mode: ``tokens`` (one sentence per row, no boundary tokens; the biLM adds
         ``<S>``/``</S>`` and starts from zero state). Stream mode: ``forward_tokens``/
         ``forward_targets`` and ``backward_tokens``/``backward_targets`` (windows of bilm-tf's
-        continuous streams; the LSTM state carries over between batches, row by row).
-        ``sampled``: the training step's negatives, drawn by the caller
-        (`SampledSoftmaxLoss.sample`; a captured step draws them outside its graph); by
-        default drawn here, once per batch for both directions.
+        continuous streams; the LSTM state carries over between batches, row by row). In
+        training the negatives are drawn here, once per batch for both directions.
+        """
+        return self.forward_with_negatives(
+            None, tokens, forward_tokens, forward_targets, backward_tokens, backward_targets
+        )
+
+    def forward_with_negatives(
+        self,
+        sampled: Optional[SampledCandidates],
+        tokens: Optional[TextFieldTensors] = None,
+        forward_tokens: Optional[TextFieldTensors] = None,
+        forward_targets: Optional[TextFieldTensors] = None,
+        backward_tokens: Optional[TextFieldTensors] = None,
+        backward_targets: Optional[TextFieldTensors] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """
+        `forward` with the training step's negatives drawn by the caller
+        (`SampledSoftmaxLoss.sample`; a captured step draws them outside its graph); None:
+        drawn here.
         """
         if self.training and sampled is None:
             sampled = self.softmax.sample(self._device())

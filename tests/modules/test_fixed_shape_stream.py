@@ -48,7 +48,7 @@ def train_steps(model, batches: List[Dict], seed: int = 5):
     for tensors in batches:
         model.zero_grad(set_to_none=True)
         sampled = model.softmax.sample(generator=generator)
-        loss = model(**tensors, sampled=sampled)["loss"]
+        loss = model.forward_with_negatives(sampled, **tensors)["loss"]
         loss.backward()
         losses.append(loss.detach())
         gradients.append({name: parameter.grad.clone()
