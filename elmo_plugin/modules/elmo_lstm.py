@@ -116,14 +116,24 @@ class ElmoBiLstm(nn.Module):
         h, c = state[0].detach(), state[1].detach()
         assert self._states is not None
         stored_h, stored_c = self._states[direction][layer]
+        if torch.compiler.is_compiling():
+            # Inside torch.compile, new tensors: written in place there, the state came out
+            # right but the backward pass of the next batch read the state after it, not the
+            # one it started from (wrong gradients from the second batch on; the slow test of
+            # tests/training/test_captured_step.py).
+            if stored_h is not None and stored_h.size(0) > h.size(0):
+                h = torch.cat([h, stored_h[h.size(0):]])
+                c = torch.cat([c, stored_c[c.size(0):]])
+            self._states[direction][layer] = (h, c)
+            return
         if (stored_h is None or stored_h.size(0) < h.size(0) or stored_h.dtype != h.dtype
                 or stored_h.device != h.device):
             self._states[direction][layer] = (h.clone(), c.clone())
             return
-        # Written in place, into the module's own buffers: a batch's outputs may live in memory
-        # that the next batch writes over (a CUDA graph's, a compiled graph's), and a captured
-        # step reads the state from the same addresses at every replay. Rows this batch did
-        # not reach keep their state for later, larger batches.
+        # Eagerly, written in place into the module's own buffers: a step captured as a CUDA
+        # graph reads the state from the same addresses at every replay, and a batch's outputs
+        # may live in memory that the next replay writes over. Rows this batch did not reach
+        # keep their state for later, larger batches.
         stored_h[: h.size(0)].copy_(h)
         stored_c[: c.size(0)].copy_(c)
 

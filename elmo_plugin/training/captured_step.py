@@ -119,9 +119,9 @@ class CapturedStep:
         return self._step_from_zero_gradients(*inputs)
 
     def _zero_gradients(self) -> None:
-        # In place: a graph replays the same gradient buffers. Never inside torch.compile: a
-        # .grad zeroed in a compiled graph was not seen by the backward pass after it, which
-        # added the step's gradients to the last step's (tests/training/test_captured_step.py).
+        # In place, one operation: a CUDA graph replays the same gradient buffers. Outside the
+        # compiled function under torch.compile, where the backward pass (a graph break) then
+        # accumulates into buffers the compiled code did not touch.
         gradients = [parameter.grad for parameter in self.parameters if parameter.grad is not None]
         if gradients:
             torch._foreach_zero_(gradients)
