@@ -105,6 +105,9 @@ class CapturedStep:
             parameter for group in optimizer.param_groups for parameter in group["params"]
             if parameter.requires_grad
         ]
+        if self.capture == "cuda_graph" and not all(
+                parameter.device.type == "cuda" for parameter in self.parameters):
+            raise ValueError("capture 'cuda_graph' needs the parameters on a CUDA device")
         self._compiled: Optional[Callable] = None
         self._graph: Optional[Any] = None  # torch.cuda.CUDAGraph once captured
         self._static_inputs: Optional[List[torch.Tensor]] = None

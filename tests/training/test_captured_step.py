@@ -103,6 +103,10 @@ def test_capture_settings_are_checked():
     assert check_capture_setting("compiled") == "compiled"
     with pytest.raises(ValueError, match="capture must be one of False, 'compiled', 'cuda_graph'"):
         check_capture_setting(True)
+    parameter = torch.nn.Parameter(torch.zeros(2))
+    with pytest.raises(ValueError, match="'cuda_graph' needs the parameters on a CUDA device"):
+        CapturedStep(lambda: parameter.sum(), torch.optim.Adagrad([parameter]),
+                     capture="cuda_graph")
 
 
 @pytest.mark.slow  # Inductor compiles the step on the CPU: minutes
