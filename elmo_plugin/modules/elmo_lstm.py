@@ -7,6 +7,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+from elmo_plugin.modules.execution.carried_state import carried_state
 from elmo_plugin.modules.execution.plan import ExecutionPlan
 from elmo_plugin.modules.projected_lstm import LstmState, ProjectedLstmLayer
 
@@ -113,29 +114,12 @@ class ElmoBiLstm(nn.Module):
         return h, c
 
     def _store_state(self, direction: int, layer: int, state: LstmState) -> None:
-        h, c = state[0].detach(), state[1].detach()
         assert self._states is not None
-        stored_h, stored_c = self._states[direction][layer]
-        if torch.compiler.is_compiling():
-            # Inside torch.compile, new tensors: written in place there, the state came out
-            # right but the backward pass of the next batch read the state after it, not the
-            # one it started from (wrong gradients from the second batch on; the slow test of
-            # tests/training/test_captured_step.py).
-            if stored_h is not None and stored_h.size(0) > h.size(0):
-                h = torch.cat([h, stored_h[h.size(0):]])
-                c = torch.cat([c, stored_c[c.size(0):]])
-            self._states[direction][layer] = (h, c)
-            return
-        if (stored_h is None or stored_h.size(0) < h.size(0) or stored_h.dtype != h.dtype
-                or stored_h.device != h.device):
-            self._states[direction][layer] = (h.clone(), c.clone())
-            return
-        # Eagerly, written in place into the module's own buffers: a step captured as a CUDA
-        # graph reads the state from the same addresses at every replay, and a batch's outputs
-        # may live in memory that the next replay writes over. Rows this batch did not reach
-        # keep their state for later, larger batches.
-        stored_h[: h.size(0)].copy_(h)
-        stored_c[: c.size(0)].copy_(c)
+        stored = self._states[direction][layer]
+        # Kept as `execution.carried_state` says (in place, for a captured step).
+        self._states[direction][layer] = carried_state(
+            None if stored[0] is None else stored, (state[0].detach(), state[1].detach())
+        )
 
     def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
