@@ -25,13 +25,14 @@ AllenNLP's at the first step.
 compiled once per precision): ``float32``; ``tf32``, float32 products in TF32 on a GPU (all
 sides; the same as float32 on a CPU); ``bfloat16``, all sides in bfloat16 autocast (our side as
 ``"mixed_precision": true`` trains). ``--mode``: the torch.compile mode (``reduce-overhead`` adds
-CUDA graphs on a GPU). ``--sides``: which paths (`SIDES`; the step captured whole as one CUDA
-graph joins them when it exists). ``--softmax``: the softmax's gradients, sparse rows as the
+CUDA graphs on a GPU). ``--sides``: which paths (`SIDES`; ``captured``: the step captured whole as
+one CUDA graph, after 3 eager warm-up steps). ``--softmax``: the softmax's gradients, sparse rows as the
 configs train (``dense_sparse_adagrad``) or dense. ``--json``: the rows, for
 ``benchmarks/gpu/day_report.py``.
 """
 import argparse
 import copy
+import dataclasses
 import json
 import logging
 import sys
@@ -56,6 +57,7 @@ from elmo_plugin.modules.execution.plan import (
     tf32_through_backward,
 )
 from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.training.captured_step import WARMUP_STEPS, CapturedStep
 from elmo_plugin.training.optimizers import DenseSparseAdagrad
 from elmo_plugin.training.trainer import clip_grad_norm
 
@@ -82,12 +84,52 @@ def make_step(bilm: torch.nn.Module, softmax: SampledSoftmaxLoss, reset: Callabl
     return step
 
 
-# The execution paths a row can time: name -> (the biLM it trains, its compile setting). The
-# step captured whole (one CUDA graph: forward, loss, backward, optimizer) is added here when
-# the execution plan has it.
+def fixed_shape_lm_loss(activations: List[torch.Tensor], mask: torch.Tensor,
+                        targets: torch.Tensor, softmax: SampledSoftmaxLoss,
+                        sampled) -> torch.Tensor:
+    """`lm_loss` with every position through the softmax and padding masked out of the means:
+    no shape from the data (the captured step's); the same value for full rows."""
+    top = activations[-1]
+    half = top.size(-1) // 2
+    pairs = (mask[:, :-1] & mask[:, 1:]).reshape(-1).to(top.dtype)
+    count = pairs.sum().clamp(min=1)
+    forward = softmax(top[:, :-1, :half].reshape(-1, half), targets[:, 1:].reshape(-1), sampled)
+    backward = softmax(top[:, 1:, half:].reshape(-1, half), targets[:, :-1].reshape(-1), sampled)
+    return ((forward * pairs).sum() / count + (backward * pairs).sum() / count) / 2
+
+
+def make_captured_step(bilm: ElmoBiLm, softmax: SampledSoftmaxLoss, plan: ExecutionPlan
+                       ) -> Callable:
+    """
+    The same step as `make_step`, as one `CapturedStep`: captured whole as a CUDA graph on a GPU
+    (after its warm-up steps), the same step function eagerly on a CPU; the plan's fixed shapes,
+    dense softmax gradients (a sparse gradient is no fixed shape), torch's Adagrad arithmetic.
+    """
+    softmax.sparse_gradients = False
+    plan = dataclasses.replace(plan, fixed_shape=True)
+    parameters = list(bilm.parameters()) + list(softmax.parameters())
+    optimizer = DenseSparseAdagrad([(str(k), p) for k, p in enumerate(parameters)], lr=0.2,
+                                   initial_accumulator_value=1.0)
+
+    def loss_of(ids: torch.Tensor, targets: torch.Tensor, sampled) -> torch.Tensor:
+        with running(plan):
+            output = bilm(ids, execution=plan)
+            loss = fixed_shape_lm_loss(output["activations"], output["mask"], targets, softmax,
+                                       sampled)
+        tf32_through_backward(plan, loss, parameters)
+        return loss
+
+    capture = "cuda_graph" if plan.device.type == "cuda" else False
+    return CapturedStep(loss_of, optimizer, max_norm=10.0, capture=capture)
+
+
+# The execution paths a row can time: name -> what it is. "captured": the step captured whole
+# as one CUDA graph (forward, loss, backward, clipping, Adagrad; `make_captured_step`), on a
+# CPU the same step function run eagerly.
 SIDES: Dict[str, str] = {
     "eager": "ours, eager",
     "compiled": "ours, LSTM recurrence compiled",
+    "captured": "ours, the step captured whole",
     "allennlp": "AllenNLP core's _ElmoBiLm, eager",
 }
 
@@ -174,20 +216,32 @@ def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial:
             theirs = copy.deepcopy(core).to(device).train()
             steps[side] = make_step(theirs, copy.deepcopy(softmax), theirs._elmo_lstm.reset_states,
                                     plan(False))
+        elif side == "captured":
+            ours = copy.deepcopy(initial).to(device).train()
+            steps[side] = make_captured_step(ours, copy.deepcopy(softmax), plan(False))
         else:
             ours = copy.deepcopy(initial).to(device).train()
             steps[side] = make_step(ours, copy.deepcopy(softmax), lambda: None,
                                     plan(args.mode if side == "compiled" else False))
     generator = torch.Generator(device=device).manual_seed(1)
     times: Dict[str, List[float]] = {name: [] for name in steps}
+    tokens: Dict[str, int] = {name: 0 for name in steps}
     losses: Dict[str, List[float]] = {name: [] for name in steps}
     first: Dict[str, float] = {}
-    tokens = 0
+    # Untimed first steps: one warm-up (and the compile) each; the captured side's eager warm-up
+    # steps and its capture too.
+    untimed = {name: WARMUP_STEPS + 1 if name == "captured" else 1 for name in steps}
+    if "captured" in steps and len(batches) <= untimed["captured"]:
+        raise SystemExit(f"--steps must be at least {WARMUP_STEPS + 1} with the captured side "
+                         f"(its first {WARMUP_STEPS} steps are eager, the next one captures)")
     for k, ids in enumerate(batches):
         ids = ids.to(device)
         targets = torch.randint(3, args.vocabulary_size, ids.shape[:2], device=device)
         targets = torch.nn.functional.pad(targets, (1, 1), value=1)
         sampled = softmax.sample(device, generator=generator)
+        # A tensor, so that a captured step takes it as an input (a number would be captured).
+        sampled = sampled._replace(num_tries=torch.as_tensor(sampled.num_tries, device=device,
+                                                             dtype=torch.float64))
         for name, step in steps.items():
             synchronize(device)
             start = time.perf_counter()
@@ -197,11 +251,10 @@ def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial:
             losses[name].append(float(loss))
             if k == 0:
                 first[name] = elapsed
-            else:
+            if k >= untimed[name]:
                 times[name].append(elapsed)
-        if k > 0:
-            tokens += int((ids > 0).any(-1).sum())
-    rate = {name: tokens / sum(values) for name, values in times.items()}
+                tokens[name] += int((ids > 0).any(-1).sum())
+    rate = {name: tokens[name] / sum(values) for name, values in times.items()}
     rows = []
     for name in steps:
         difference = max(abs(a - b) for a, b in zip(losses[name], losses["eager"]))
@@ -210,6 +263,8 @@ def time_sides(args, device: torch.device, batches: List[torch.Tensor], initial:
         rows.append(dict(
             side=name, tokens_per_second=rate[name], versus_eager=rate[name] / rate["eager"],
             # The compiled side's first step compiles; the eager side's first step is a warm-up.
+            # (The captured side's capture comes at its fourth step, inside the timed ones:
+            # `--steps` well above 3 for its rate.)
             compile_seconds=first[name] - first["eager"] if name == "compiled" else 0.0,
             loss_difference=difference, first_loss=losses[name][0],
         ))

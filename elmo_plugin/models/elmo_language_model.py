@@ -1,6 +1,7 @@
 """
 The biLM as an AllenNLP `Model`: what ``allennlp train training_configs/bilm.jsonnet`` trains.
 """
+import dataclasses
 import logging
 import math
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -24,7 +25,7 @@ from elmo_plugin.modules.execution.plan import (
     running,
     tf32_through_backward,
 )
-from elmo_plugin.modules.sampled_softmax_loss import SampledSoftmaxLoss
+from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates, SampledSoftmaxLoss
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,16 @@ class ElmoLanguageModel(Model):
         of hundreds of thousands of words the dense update of the softmax costs more than the
         rest of a step. In distributed training (DDP, whose all-reduce takes dense gradients
         only) the gradients stay dense, with one log line; ``dense_sparse_adagrad`` takes both.
+    fixed_shape_stream : `bool`, optional (default = `False`)
+        Train stream batches with a plan's ``fixed_shape``
+        (`elmo_plugin.modules.execution.plan.ExecutionPlan`): every row runs every step, no
+        lengths read by the host, no token deduplicated, no shape that depends on the data, so
+        that a training step never waits on the device inside the network either, and can be
+        captured whole (`elmo_plugin.training.captured_step`). The same losses and gradients as
+        the general path for full windows (every row ``unroll_steps`` tokens: all of a stream
+        epoch's but its last batches, where a stream runs dry); at the end of a pass, a row that
+        ran dry carries to the next batch a state that ran over its padding (its loss is
+        masked as always).
     check_vocabulary_order : `bool`, optional (default = `True`)
         Count the targets of the first 100,000 training tokens (or of the first epoch, if
         fewer) and stop with a `ConfigurationError` naming the vocabulary file and its first
@@ -116,8 +127,10 @@ class ElmoLanguageModel(Model):
         compile: Union[bool, str] = "auto",
         tf32: bool = False,
         sparse_softmax_gradients: bool = False,
+        fixed_shape_stream: bool = False,
     ) -> None:
         super().__init__(vocab)
+        self._fixed_shape_stream = fixed_shape_stream
         self._mixed_precision = mixed_precision
         try:
             self._compile = check_compile_setting(compile, "model.compile")
@@ -233,9 +246,29 @@ class ElmoLanguageModel(Model):
         Sentence mode: ``tokens`` (one sentence per row, no boundary tokens; the biLM adds
         ``<S>``/``</S>`` and starts from zero state). Stream mode: ``forward_tokens``/
         ``forward_targets`` and ``backward_tokens``/``backward_targets`` (windows of bilm-tf's
-        continuous streams; the LSTM state carries over between batches, row by row).
+        continuous streams; the LSTM state carries over between batches, row by row). In
+        training the negatives are drawn here, once per batch for both directions.
         """
-        sampled = self.softmax.sample(self._device()) if self.training else None
+        return self.forward_with_negatives(
+            None, tokens, forward_tokens, forward_targets, backward_tokens, backward_targets
+        )
+
+    def forward_with_negatives(
+        self,
+        sampled: Optional[SampledCandidates],
+        tokens: Optional[TextFieldTensors] = None,
+        forward_tokens: Optional[TextFieldTensors] = None,
+        forward_targets: Optional[TextFieldTensors] = None,
+        backward_tokens: Optional[TextFieldTensors] = None,
+        backward_targets: Optional[TextFieldTensors] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """
+        `forward` with the training step's negatives drawn by the caller
+        (`SampledSoftmaxLoss.sample`; a captured step draws them outside its graph); None:
+        drawn here.
+        """
+        if self.training and sampled is None:
+            sampled = self.softmax.sample(self._device())
         if self.training and self._sparse_softmax_gradients:
             self._choose_softmax_gradients()
         if tokens is None and (forward_tokens is None or backward_tokens is None):
@@ -243,7 +276,7 @@ class ElmoLanguageModel(Model):
                 "elmo_bilm needs either a 'tokens' field (sentences mode) or 'forward_tokens', "
                 "'forward_targets', 'backward_tokens', 'backward_targets' (stream mode)"
             )
-        plan = self._plan(self._device())
+        plan = self._plan(self._device(), stream=tokens is None)
         # The biLM is handed the plan; the rest of the pass (the softmax) runs under it.
         with running(plan):
             if tokens is not None:
@@ -269,13 +302,19 @@ class ElmoLanguageModel(Model):
     def _device(self) -> torch.device:
         return self.softmax.softmax_weight.device
 
-    def _plan(self, device: torch.device) -> ExecutionPlan:
+    def _plan(self, device: torch.device, stream: bool = False) -> ExecutionPlan:
         """
         How a forward pass runs on ``device``, decided on its first one there: in training with
         ``mixed_precision``'s bfloat16 products where the device has native bfloat16 (asked once
         per device; a device without it gets one warning, and training goes on in float32) and
-        ``compile``; in evaluation in float32, eagerly; ``tf32`` in both.
+        ``compile``, and for ``stream`` batches with ``fixed_shape_stream``'s fixed shapes; in
+        evaluation in float32, eagerly; ``tf32`` in both.
         """
+        if stream and self.training and self._fixed_shape_stream:
+            key = (device, True, "fixed_shape")
+            if key not in self._plans:
+                self._plans[key] = dataclasses.replace(self._plan(device), fixed_shape=True)
+            return self._plans[key]
         key = (device, self.training)
         if key not in self._plans:
             bfloat16 = self.training and self._mixed_precision and self._native_bfloat16.on(device)

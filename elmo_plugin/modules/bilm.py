@@ -18,7 +18,7 @@ from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, Mod
 from elmo_plugin.model_files.stored_bilm import StoredBilm, read_stored_bilm
 from elmo_plugin.modules.character_encoder import CharacterEncoder
 from elmo_plugin.modules.elmo_lstm import ElmoBiLstm
-from elmo_plugin.modules.execution.plan import ExecutionPlan
+from elmo_plugin.modules.execution.plan import ExecutionPlan, fixed_shape
 from elmo_plugin.modules.token_cache import TokenEncodingCache, unique_rows
 from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
@@ -257,8 +257,17 @@ class ElmoBiLm(nn.Module):
 
     def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
-        """Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions."""
+        """
+        Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions
+        (zero at the others). With a plan's ``fixed_shape`` every position is encoded, none
+        deduplicated or cached, and the masked ones are then set to zero: the same vectors,
+        with no shape that depends on the data.
+        """
         batch_size, num_tokens, num_chars = character_ids.shape
+        if fixed_shape(execution):
+            encoded = self.character_encoder(character_ids.reshape(-1, num_chars), execution)
+            encoded = encoded.view(batch_size, num_tokens, encoded.size(-1))
+            return torch.where(mask.unsqueeze(-1), encoded, encoded.new_zeros(()))
         flat_mask = mask.reshape(-1)
         flat_ids = character_ids.reshape(-1, num_chars)[flat_mask]
         if self._cache_usable():

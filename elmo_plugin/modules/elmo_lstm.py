@@ -7,6 +7,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+from elmo_plugin.modules.execution.carried_state import carried_state
 from elmo_plugin.modules.execution.plan import ExecutionPlan
 from elmo_plugin.modules.projected_lstm import LstmState, ProjectedLstmLayer
 
@@ -113,16 +114,12 @@ class ElmoBiLstm(nn.Module):
         return h, c
 
     def _store_state(self, direction: int, layer: int, state: LstmState) -> None:
-        h, c = state[0].detach(), state[1].detach()
         assert self._states is not None
-        stored_h, stored_c = self._states[direction][layer]
-        if stored_h is not None and stored_h.size(0) > h.size(0):
-            # Rows this batch did not reach keep their state for later, larger batches.
-            stored_h, stored_c = stored_h.clone(), stored_c.clone()
-            stored_h[: h.size(0)] = h
-            stored_c[: c.size(0)] = c
-            h, c = stored_h, stored_c
-        self._states[direction][layer] = (h, c)
+        stored = self._states[direction][layer]
+        # Kept as `execution.carried_state` says (in place, for a captured step).
+        self._states[direction][layer] = carried_state(
+            None if stored[0] is None else stored, (state[0].detach(), state[1].detach())
+        )
 
     def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:

@@ -33,6 +33,7 @@ DECLARED = {
     "elmo_plugin.export.scan_forward.masked_recurrence",
     "elmo_plugin.modules.execution.character_convolutions.max_pooled_convolutions",
     "elmo_plugin.modules.execution.character_convolutions.leading_max_pooled_convolutions",
+    "elmo_plugin.modules.execution.character_convolutions.every_window_max_pooled_convolutions",
 }
 CLIPS = (1.0, 0.5)
 PACKED = [5, 5, 4, 2, 2, 1]  # rows ending at different steps, and a sixth of length 0

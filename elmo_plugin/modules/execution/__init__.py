@@ -12,6 +12,7 @@ weights' copies in the products' dtype, kept between calls), `linear` (the highw
 projection products), `character_convolutions` (the max-pooled convolutions over the windows
 that can differ), `lstm_layer` and `lstm_recurrence` (one LSTM layer's run: the step defined
 once, its in-place loop for training and inference, the hand-written backward), `compiled_step`
-(the plain recurrence under ``torch.compile`` for batches without padding). Each fast path names
+(the plain recurrence under ``torch.compile`` for batches without padding), `carried_state` (the
+LSTM state kept from one stream batch to the next). Each fast path names
 the plain definition it must equal (`fast_paths`), and one test runs every pair.
 """

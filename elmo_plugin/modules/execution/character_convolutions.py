@@ -12,7 +12,12 @@ import torch
 from torch import nn
 
 from elmo_plugin.modules.execution.fast_paths import fast_path
-from elmo_plugin.modules.execution.plan import ExecutionPlan, products_dtype, products_in
+from elmo_plugin.modules.execution.plan import (
+    ExecutionPlan,
+    fixed_shape,
+    products_dtype,
+    products_in,
+)
 
 # Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
 # (rows, total filters) intermediate to 64 MB at 2048 filters.
@@ -122,8 +127,11 @@ def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: Character
     wholly-padding window fits before the end), and the bias can be added after the max
     (rounding is monotone, so this is exact). Tokens are sorted by their non-padding length
     and processed in chunks, so a chunk computes as many window positions as its longest
-    token needs.
+    token needs. A plan with ``fixed_shape`` computes every window instead
+    (`every_window_max_pooled_convolutions`): the lengths are then not read by the host.
     """
+    if fixed_shape(plan):
+        return every_window_max_pooled_convolutions(character_ids, convolutions, plan)
     num_tokens, num_chars = character_ids.shape
     max_width = max(width for width, _ in convolutions.filters)
     kernel = _fused_kernel(convolutions)
@@ -232,3 +240,39 @@ def leading_max_pooled_convolutions(
     last_start = convolutions.padding_starts(num_chars, character_ids.device)
     has_padding_window = lengths.unsqueeze(1) <= last_start.unsqueeze(0)
     return torch.where(has_padding_window, torch.maximum(pooled, padding_value), pooled)
+
+
+@fast_path(reference_max_pooled_convolutions, gradients=True)
+def every_window_max_pooled_convolutions(
+    character_ids: torch.Tensor, convolutions: CharacterConvolutions,
+    plan: Optional[ExecutionPlan] = None,
+) -> torch.Tensor:
+    """
+    `reference_max_pooled_convolutions`' numbers (to float rounding) as one matrix multiply over
+    every window of every token, in the plan's products dtype, with shapes fixed by the input's
+    alone: no token's length is read by the host, no sorting, no chunks (a plan's
+    ``fixed_shape``: stream training, a step that never waits on the device and that a CUDA
+    graph can replay). About five times the windows `max_pooled_convolutions` computes for
+    English words, in one large product. A window that runs off the token's end for a filter's
+    width is left out of that filter's max (set to minus infinity, so that the max routes no
+    gradient to it).
+    """
+    num_tokens, num_chars = character_ids.shape
+    max_width = max(width for width, _ in convolutions.filters)
+    kernel = _fused_kernel(convolutions)
+    device_type = character_ids.device.type
+    narrowed = products_in(products_dtype(plan, device_type, kernel.dtype), device_type,
+                           kernel.dtype)
+    embedded = convolutions.embed(character_ids)  # (tokens, chars, dim)
+    # Zeros past the last character feed only the zero taps of narrower kernels, or windows
+    # that are invalid for the filter and excluded below.
+    embedded = nn.functional.pad(embedded, (0, 0, 0, max_width - 1))
+    windows = embedded.unfold(1, max_width, 1)  # (tokens, chars, dim, max_width)
+    with narrowed:
+        values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
+            num_tokens, num_chars, kernel.size(0))
+    last_start = convolutions.padding_starts(num_chars, character_ids.device)
+    starts = torch.arange(num_chars, device=character_ids.device).unsqueeze(1)
+    valid = starts <= last_start.unsqueeze(0)  # (windows, filters)
+    values = torch.where(valid, values, values.new_tensor(float("-inf")))
+    return _MaxOverWindows.apply(values) + torch.cat(list(convolutions.biases))

@@ -17,7 +17,12 @@ from elmo_plugin.modules.execution.lstm_recurrence import (
     recurrence_loop,
     training_recurrence,
 )
-from elmo_plugin.modules.execution.plan import ExecutionPlan, products_dtype, products_in
+from elmo_plugin.modules.execution.plan import (
+    ExecutionPlan,
+    fixed_shape,
+    products_dtype,
+    products_in,
+)
 from elmo_plugin.modules.execution.weight_copies import kept_copy
 
 LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (batch, cell))
@@ -37,21 +42,26 @@ def run_layer(
     projection_size = weights.projection.size(1)
     if batch_size == 0 or num_steps == 0:
         return inputs.new_zeros(batch_size, num_steps, projection_size), (h, c)
-    lengths = mask.sum(dim=1)
-    if int(lengths.max()) == 0:
-        return inputs.new_zeros(batch_size, num_steps, projection_size), (h, c)
-    # Rows longest first, so that the rows still running at any step are a prefix of the
-    # batch: each step then multiplies only those rows, and padding costs nothing (as in
-    # PyTorch's PackedSequence). Batches of 64 consecutive held-out sentences were 70-81%
-    # padding.
-    sorted_lengths, order = lengths.sort(descending=True, stable=True)
-    in_order = bool((order == torch.arange(batch_size, device=order.device)).all())
-    if not in_order:
-        inputs, h, c = inputs[order], h[order], c[order]
-    # Rebuilt from the lengths, so that it agrees with the step sizes however it was given.
-    positions = torch.arange(num_steps, device=lengths.device).unsqueeze(0)
-    mask = positions < sorted_lengths.unsqueeze(1)
-    step_sizes = rows_per_step(sorted_lengths.tolist())
+    if fixed_shape(plan):
+        # Every row runs every step (the plan says so; the mask is not read): no lengths on
+        # the host, no sorting, no packing.
+        in_order, step_sizes = True, [batch_size] * num_steps
+    else:
+        lengths = mask.sum(dim=1)
+        if int(lengths.max()) == 0:
+            return inputs.new_zeros(batch_size, num_steps, projection_size), (h, c)
+        # Rows longest first, so that the rows still running at any step are a prefix of the
+        # batch: each step then multiplies only those rows, and padding costs nothing (as in
+        # PyTorch's PackedSequence). Batches of 64 consecutive held-out sentences were 70-81%
+        # padding.
+        sorted_lengths, order = lengths.sort(descending=True, stable=True)
+        in_order = bool((order == torch.arange(batch_size, device=order.device)).all())
+        if not in_order:
+            inputs, h, c = inputs[order], h[order], c[order]
+        # Rebuilt from the lengths, so that it agrees with the step sizes however it was given.
+        positions = torch.arange(num_steps, device=lengths.device).unsqueeze(0)
+        mask = positions < sorted_lengths.unsqueeze(1)
+        step_sizes = rows_per_step(sorted_lengths.tolist())
     time_major = inputs.transpose(0, 1)
     full = len(step_sizes) == num_steps and step_sizes[-1] == batch_size
     # The real positions, step by step, each step's rows a prefix: (real positions, input).

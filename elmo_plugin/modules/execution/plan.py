@@ -48,22 +48,40 @@ class ExecutionPlan:
     tf32 : `bool`, optional (default = `None`)
         On a CUDA device, float32 products in TF32 (True) or plain float32 (False) while the plan
         runs (`float32_products`, `tf32_through_backward`); None leaves the process's setting.
+    fixed_shape : `bool`, optional (default = `False`)
+        Every row of every batch runs every step (stream training's windows, ``unroll_steps``
+        tokens in each row): no lengths are read by the host and no shape depends on the data:
+        the LSTM runs every row every step without sorting or packing, the token encoder encodes
+        every position without deduplicating tokens, and the character convolutions compute
+        every window (`character_convolutions.every_window_max_pooled_convolutions`). What is
+        computed is the same (tests/modules/test_fixed_shape_stream.py). A batch with padding
+        at the end of its rows (a stream that ran dry, at the end of a pass) gets the same
+        outputs at its real positions; the state its padded rows carry on to the next batch has
+        then run over the padding, where the other paths keep the state after each row's last
+        token.
     """
 
     device: torch.device
     products: Optional[torch.dtype] = None
     compile_mode: Optional[str] = None
     tf32: Optional[bool] = None
+    fixed_shape: bool = False
 
     @classmethod
     def build(cls, device: Union[torch.device, str], products: Optional[torch.dtype] = None,
-              compile: Union[bool, str] = False, tf32: Optional[bool] = None) -> "ExecutionPlan":
+              compile: Union[bool, str] = False, tf32: Optional[bool] = None,
+              fixed_shape: bool = False) -> "ExecutionPlan":
         """The plan of ``device`` for a ``compile`` setting, and ``tf32`` only on CUDA (whose
         flag it is: oneDNN's own precision setting is not touched)."""
         device = torch.device(device)
         mode = {False: None, True: "default", "auto": COMPILED_BY_DEFAULT.get(device.type)}.get(
             check_compile_setting(compile), compile)
-        return cls(device, products, mode, tf32 if device.type == "cuda" else None)
+        return cls(device, products, mode, tf32 if device.type == "cuda" else None, fixed_shape)
+
+
+def fixed_shape(plan: Optional[ExecutionPlan]) -> bool:
+    """Whether ``plan`` runs every row every step (`ExecutionPlan`'s ``fixed_shape``)."""
+    return plan is not None and plan.fixed_shape
 
 
 def products_dtype(plan: Optional[ExecutionPlan], device_type: str, parameters: torch.dtype

@@ -1,0 +1,217 @@
+"""
+A training step as one function of tensors with fixed shapes, run eagerly, compiled whole, or
+captured whole as a CUDA graph: forward, loss, backward, gradient norm clipping and Adagrad's
+update, the optimizer's own state updated in place (so that a checkpoint is AllenNLP's).
+
+Why: the biLM's step on a GPU waits on the host, not on arithmetic (thousands of kernel
+launches a step, docs/gpu.md); a CUDA graph replays them all with one launch. A graph replays
+the memory addresses it captured, so everything the step reads or writes lives at fixed
+addresses: its inputs are copied into static buffers, the gradients are zeroed in place, not set
+to None, the LSTM state carried between stream batches is written in place into the module's
+buffers (`elmo_plugin.modules.elmo_lstm.ElmoBiLstm`), the negatives are drawn outside the graph
+and passed in, and nothing in the step reads a value on the host or makes a shape from data (the
+model's ``fixed_shape_stream``, dense softmax gradients, `adagrad_update`).
+
+On a CPU the same step function runs eagerly or under ``torch.compile`` (which makes no CUDA
+graph there); tests/training/test_captured_step.py checks that both give the same losses over
+several steps, and that every tensor the step makes has the same shape at every step. The CUDA
+graph itself is only `CapturedStep._on_cuda_graph`'s few lines, run on a GPU by
+``bash benchmarks/gpu/session.sh day`` (``benchmarks/training_compiled.py``'s ``captured`` side).
+"""
+import logging
+from typing import Any, Callable, List, Optional, Sequence, Union
+
+import torch
+from torch.utils import _pytree as pytree
+
+logger = logging.getLogger(__name__)
+
+# How a step runs: eagerly (False), compiled whole with torch.compile ("compiled"), or captured
+# whole as one CUDA graph and replayed ("cuda_graph", CUDA devices only).
+CAPTURE_SETTINGS = (False, "compiled", "cuda_graph")
+# Eager steps before a CUDA graph is captured: the optimizer's state, autograd's and the
+# libraries' lazy initialisations exist by then, and the gradients are allocated.
+WARMUP_STEPS = 3
+
+
+def check_capture_setting(setting: Union[bool, str], name: str = "capture") -> Union[bool, str]:
+    """``setting`` if it is one of `CAPTURE_SETTINGS`, else a `ValueError` naming them."""
+    if setting in CAPTURE_SETTINGS and setting is not True:
+        return setting
+    choices = ", ".join(repr(choice) for choice in CAPTURE_SETTINGS)
+    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+
+
+def adagrad_update(parameters: Sequence[torch.Tensor], sums: Sequence[torch.Tensor], lr: float,
+                   eps: float, foreach: bool) -> None:
+    """
+    torch's Adagrad update of ``parameters`` from their ``.grad`` (``lr_decay`` and
+    ``weight_decay`` 0), with torch's arithmetic, operation for operation: its single-tensor
+    path or its ``foreach`` path (torch's default on a GPU), which round differently. Fixed
+    shapes, no host read, no step counter (its ``lr`` does not depend on it without
+    ``lr_decay``): what a CUDA graph can replay. The accumulators ``sums`` are updated in place.
+    """
+    grads = [parameter.grad for parameter in parameters]
+    if foreach:
+        torch._foreach_addcmul_(list(sums), grads, grads, 1)
+        std = torch._foreach_sqrt(list(sums))
+        torch._foreach_add_(std, eps)
+        scaled = torch._foreach_mul(grads, -lr)
+        torch._foreach_addcdiv_(list(parameters), scaled, std)
+        return
+    for parameter, grad, state_sum in zip(parameters, grads, sums):
+        state_sum.addcmul_(grad, grad, value=1)
+        std = state_sum.sqrt().add_(eps)
+        parameter.addcdiv_(grad, std, value=-lr)
+
+
+class CapturedStep:
+    """
+    One training step of ``loss_function`` (the inputs, tensors in any nesting, to a 0-dim
+    loss), then the gradients clipped to a global norm of ``max_norm`` (torch's
+    ``clip_grad_norm_``) and ``optimizer``'s update (`adagrad_update`), run as ``capture``
+    says. Calling it runs a step and returns the loss, detached (a tensor on the device: read it
+    when logging).
+
+    # Parameters
+
+    loss_function : `Callable[..., torch.Tensor]`
+        The forward pass and loss; its tensors' shapes must depend on its inputs' shapes only.
+    optimizer : `torch.optim.Adagrad`
+        Its parameters, hyperparameters and state (the accumulators, the step counts) are used
+        and updated as its own ``step`` would; ``lr_decay`` and ``weight_decay`` must be 0, and
+        the gradients dense.
+    max_norm : `float`, optional
+        Clip the gradients to this global norm; None: no clipping.
+    capture : `Union[bool, str]`, optional (default = `False`)
+        False: the step runs eagerly, the reference; ``"compiled"``: the step function under
+        ``torch.compile`` (forward, backward and update; any device); ``"cuda_graph"``: captured
+        as one ``torch.cuda.CUDAGraph`` after `WARMUP_STEPS` eager steps, then replayed (CUDA
+        only). A call with other shapes than the captured ones, or with values other than
+        tensors that differ from the captured ones, runs eagerly, with one warning.
+    """
+
+    def __init__(self, loss_function: Callable[..., torch.Tensor], optimizer: torch.optim.Adagrad,
+                 max_norm: Optional[float] = None, capture: Union[bool, str] = False) -> None:
+        self.capture = check_capture_setting(capture)
+        for group in optimizer.param_groups:
+            if group["lr_decay"] != 0 or group["weight_decay"] != 0 or group["maximize"]:
+                raise ValueError("a captured step's Adagrad takes no lr_decay, weight_decay or "
+                                 "maximize")
+        self.loss_function = loss_function
+        self.optimizer = optimizer
+        self.max_norm = max_norm
+        self.parameters: List[torch.Tensor] = [
+            parameter for group in optimizer.param_groups for parameter in group["params"]
+            if parameter.requires_grad
+        ]
+        if self.capture == "cuda_graph" and not all(
+                parameter.device.type == "cuda" for parameter in self.parameters):
+            raise ValueError("capture 'cuda_graph' needs the parameters on a CUDA device")
+        self._compiled: Optional[Callable] = None
+        self._graph: Optional[Any] = None  # torch.cuda.CUDAGraph once captured
+        self._static_inputs: Optional[List[torch.Tensor]] = None
+        self._static_loss: Optional[torch.Tensor] = None
+        self._static_others: List[Any] = []
+        self._other_shapes_warned = False
+        self.steps = 0
+
+    def step(self, *inputs: Any) -> torch.Tensor:
+        """The step itself, eager: what the other ways of running it must equal."""
+        self._zero_gradients()
+        return self._step_from_zero_gradients(*inputs)
+
+    def _zero_gradients(self) -> None:
+        # In place, one operation: a CUDA graph replays the same gradient buffers. Outside the
+        # compiled function under torch.compile, where the backward pass (a graph break) then
+        # accumulates into buffers the compiled code did not touch.
+        gradients = [parameter.grad for parameter in self.parameters if parameter.grad is not None]
+        if gradients:
+            torch._foreach_zero_(gradients)
+
+    def _step_from_zero_gradients(self, *inputs: Any) -> torch.Tensor:
+        loss = self.loss_function(*inputs)
+        loss.backward()
+        trained = [parameter for parameter in self.parameters if parameter.grad is not None]
+        if any(parameter.grad.is_sparse for parameter in trained):
+            raise ValueError("a captured step needs dense gradients (the softmax's "
+                             "sparse_gradients off)")
+        if self.max_norm is not None:
+            torch.nn.utils.clip_grad_norm_(trained, self.max_norm)
+        with torch.no_grad():
+            for group in self.optimizer.param_groups:
+                parameters = [p for p in group["params"] if p.grad is not None]
+                foreach = group["foreach"]
+                if foreach is None:  # torch's default: foreach on a GPU, a loop on a CPU
+                    foreach = bool(parameters) and parameters[0].device.type == "cuda"
+                adagrad_update(parameters, [self.optimizer.state[p]["sum"] for p in parameters],
+                               group["lr"], group["eps"], foreach)
+        return loss.detach()
+
+    def __call__(self, *inputs: Any) -> torch.Tensor:
+        if self.capture == "compiled":
+            if self._compiled is None:
+                self._compiled = torch.compile(self._step_from_zero_gradients)
+            self._zero_gradients()
+            loss = self._compiled(*inputs)
+        elif self.capture == "cuda_graph":
+            loss = self._on_cuda_graph(inputs)
+        else:
+            loss = self.step(*inputs)
+        self._count_step()
+        return loss
+
+    def _count_step(self) -> None:
+        """The optimizer's step counts, on the host as torch keeps them, outside any graph."""
+        self.steps += 1
+        for parameter in self.parameters:
+            state = self.optimizer.state[parameter]
+            if "step" in state and parameter.grad is not None:
+                state["step"] += 1
+
+    def _on_cuda_graph(self, inputs: Any) -> torch.Tensor:
+        """
+        `WARMUP_STEPS` eager steps on a side stream (torch's recipe for a capture), then the
+        step captured once, at the first call after them (a capture records the kernels without
+        running them: that call's batch then runs by the first replay), and replayed with each
+        call's inputs copied into the captured ones.
+        """
+        flat = [value for value in pytree.tree_leaves(inputs) if isinstance(value, torch.Tensor)]
+        if self.steps < WARMUP_STEPS:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                loss = self.step(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        others = [value for value in pytree.tree_leaves(inputs)
+                  if not isinstance(value, torch.Tensor)]
+        if self._graph is None:
+            # Numbers and other values are captured as constants: they must not change.
+            self._static_others = others
+            self._static_inputs = [tensor.clone() for tensor in flat]
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._static_loss = self.step(*self._restructured(inputs, self._static_inputs))
+            logger.info("capture: the training step captured as one CUDA graph")
+        assert self._static_inputs is not None and self._static_loss is not None
+        if others != self._static_others or [tensor.shape for tensor in flat] != [
+                tensor.shape for tensor in self._static_inputs]:
+            if not self._other_shapes_warned:
+                self._other_shapes_warned = True
+                logger.warning("capture: a batch of other shapes than the captured step's runs "
+                               "eagerly")
+            return self.step(*inputs)
+        for static, tensor in zip(self._static_inputs, flat):
+            static.copy_(tensor)
+        self._graph.replay()
+        return self._static_loss.clone()
+
+    @staticmethod
+    def _restructured(inputs: Any, tensors: List[torch.Tensor]) -> Any:
+        """``inputs`` with its tensors replaced by ``tensors``, in order."""
+        values, spec = pytree.tree_flatten(inputs)
+        replaced = iter(tensors)
+        values = [next(replaced) if isinstance(value, torch.Tensor) else value
+                  for value in values]
+        return pytree.tree_unflatten(values, spec)
