@@ -127,7 +127,7 @@ day)
     PPL="--size original --steps ${PPL_STEPS:-100} --batch-size 128 --eval-sentences 200"
     LIMIT=480; DRY=
   fi
-  TAIL=12 step day_step 200 $PYTHON benchmarks/training_compiled.py --device $DEVICE \
+  TAIL=12 step day_step 240 $PYTHON benchmarks/training_compiled.py --device $DEVICE \
     --sizes $SIZE --batch-size $ROWS --steps $STEPS --num-samples $NEGATIVES \
     --vocabulary-size $WORDS --precisions tf32 bfloat16 --sides $SIDES --corpus $CORPUS \
     --json "$DAY/step.json"
