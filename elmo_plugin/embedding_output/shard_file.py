@@ -1,15 +1,9 @@
 """
 One piece of a sharded run written as a shard file (``lines-START-END.FINGERPRINT.hdf5``) that
-has its final name only when it is complete.
-
-A shard is written under a temporary name (``.NAME.HOST.PID.tmp``) in the shards directory,
-closed, flushed to the disk (``fsync``), given its attributes' completion mark last, and only
-then renamed to its name (and the directory synced): the rename is the record that the piece is
-done. A kill at any moment (``kill -9`` included) leaves either no file under the name or a
-complete one; a temporary file left by a kill is removed by the next successful run. A shard is
-reused only if it carries the completion mark and the run's fingerprint
-(`elmo_plugin.embedding_output.fingerprint`), and is checked again (shapes, row counts) before
-the output is assembled from it.
+has its final name only when it is complete: written under a temporary name, closed, synced,
+given its completion mark last, then renamed (and the directory synced), so that a kill at any
+moment leaves no file under the name or a complete one. A shard is reused only with the mark and
+the run's fingerprint, and checked again before the output is assembled from it.
 """
 import contextlib
 import os
