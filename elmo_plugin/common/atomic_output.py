@@ -1,9 +1,6 @@
 """
-Writing a file, or a set of files, so that it either appears whole or not at all.
-
-Every output of this plugin (embeddings, weights, options, vocabularies) is written under a
-temporary name in the destination directory and renamed over the final name only when complete,
-so an interrupted run never leaves a file that looks like a result.
+Writing a file, or a set of files, so that it either appears whole or not at all: under a
+temporary name in the destination directory, renamed over the final name only when complete.
 """
 import contextlib
 import os

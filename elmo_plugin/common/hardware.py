@@ -1,11 +1,7 @@
 """
 What the machine can do, where the plugin's choices depend on it: whether a device has native
-bfloat16 arithmetic (`ElmoLanguageModel` trains in bfloat16 autocast only there) and a
+bfloat16 arithmetic (elsewhere PyTorch emulates it, many times slower than float32) and a
 one-line description of the CPU for the headers of the benchmarks.
-
-bfloat16 autocast pays only where the multiplies run in bfloat16 instructions. Elsewhere
-PyTorch emulates them in software: on an AVX2-only AMD EPYC, biLM training in bfloat16
-autocast ran 17 times slower than in float32.
 """
 import platform
 import time

@@ -1,12 +1,7 @@
 """
-Reading text files line by line, with errors that name the file and the line.
-
-Every text file the plugin reads (sentences to embed, pretraining corpora, vocabularies, task
-data, raw text to tokenize) goes through `decoded_lines`, so a byte that is not UTF-8 is always
-reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``, before any output is
-written by the callers that check their input first. NUL bytes are refused the same way: they
-are valid UTF-8, but in a text file they mean UTF-16 (``t\\x00h\\x00e\\x00``) or a binary file,
-which would otherwise become garbage tokens.
+Reading text files line by line, with errors that name the file and the line: every text file
+the plugin reads goes through `decoded_lines`, so a byte that is not UTF-8, or a NUL byte (UTF-16
+or a binary file), is reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``.
 """
 import glob
 import os
