@@ -1,16 +1,8 @@
 """
 Everything the plugin changes in AllenNLP, tensorboardX and the console, rather than adding
-registered components. Nothing in the library imports this folder; only ``elmo_plugin``'s
-``__init__`` (`install`, and `quiet_import` first of all) and the start-up hook's ``.pth`` line
-apply it.
-
-- `quiet_import`: AllenNLP imported for ``import elmo_plugin`` without the tested environment's
-  two torchvision warnings (filters that last for that import only).
-- `startup_hook`, run by the ``.pth`` file that installing the plugin puts in site-packages, in
-  every process of the environment: AllenNLP's plugin discovery also finds ``elmo_plugin`` and
-  ``elmo_plugin.tasks``, its submodule listing imports nothing of the current folder, and its
-  ``train`` command is looked up when it runs.
-- `install`: the patches below, in order.
+registered components (docs/architecture.md). Nothing in the library imports this folder; only
+``elmo_plugin``'s ``__init__`` (`install`, and `quiet_import` first of all) and the start-up
+hook's ``.pth`` line (`startup_hook`) apply it.
 """
 
 
