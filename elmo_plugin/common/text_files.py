@@ -43,14 +43,9 @@ def check_is_file(path: str) -> None:
 def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
     """
     Yields ``(line_index, text, size_in_bytes)`` (0-based index) for every line of ``path``,
-    blank ones included. The file is read as bytes so that a decoding error can name the exact
-    place: `ConfigurationError` ``path:line: not valid UTF-8 (byte offset ...)`` at the first line
-    that is not UTF-8, or ``path:line: NUL byte (byte offset ...)`` at the first line with a NUL
-    byte (UTF-16 text without a byte order mark is valid UTF-8 with a NUL after every ASCII
-    character; the message says so), or at a UTF-16 byte order mark. A UTF-8 byte order mark at
-    the start is dropped. Every
-    reader of text in this plugin (``allennlp elmo`` input, pretraining corpora, vocabularies,
-    task data, raw text to tokenize) uses this.
+    blank ones included. A `ConfigurationError` ``path:line: ... (byte offset ...)`` at the first
+    line that is not UTF-8, has a NUL byte, or at a UTF-16 byte order mark; a UTF-8 byte order
+    mark at the start is dropped.
     """
     offset = 0
     with open(path, "rb") as handle:

@@ -44,8 +44,7 @@ def join_process_group(
     """
     Joins torchrun's process group (``env://``): gloo on CPUs, NCCL on GPUs with the GPU
     ``LOCAL_RANK`` (set as the current device). Returns the device this rank computes on.
-    ``timeout_s`` bounds every collective; the embedding command makes only a few, at the
-    start, and notices a dead rank by its heartbeats long before this timeout.
+    ``timeout_s`` bounds every collective (a dead rank is noticed by its heartbeats first).
     """
     timeout = datetime.timedelta(seconds=timeout_s)
     if use_gpu:

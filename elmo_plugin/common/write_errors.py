@@ -126,10 +126,9 @@ class Hdf5Output:
 @contextlib.contextmanager
 def hdf5_for_writing(path: str) -> Iterator[Hdf5Output]:
     """
-    Opens ``path`` as a new HDF5 file (``h5py.File(path, "w")``) whose failed writes become an
-    ``OSError`` raised when the block ends (or earlier, from `Hdf5Output.check`), never an HDF5
-    error or a crash. Use it inside `atomic_output`, which turns that ``OSError`` into one clear
-    error and removes the file.
+    Opens ``path`` as a new HDF5 file whose failed writes become an ``OSError`` raised when the
+    block ends (or from `Hdf5Output.check`), never an HDF5 error or a crash. Use it inside
+    `atomic_output`.
     """
     recording = _RecordingFile(path)
     try:

@@ -9,6 +9,7 @@ boundaries (possibly inside a chunk: such a piece lists its lines). Each rank ge
 run of pieces, balanced by tokens.
 """
 import hashlib
+import itertools
 import os
 from array import array
 from dataclasses import dataclass
@@ -25,10 +26,8 @@ _UTF8_BOM = "\ufeff"
 class Piece:
     """
     Sentences ``start`` to ``end`` (exclusive) of the order in which a single run embeds them,
-    with ``num_tokens`` tokens. Its lines lie within lines ``first_line`` to ``end_line`` (whole
-    chunks), which start at byte ``byte_offset``: they are all of them (``chosen_lines`` is
-    ``None``, and then ``start``, ``end`` are ``first_line``, ``end_line``), or, for a piece cut
-    inside a chunk, the ``chosen_lines``, in order.
+    with ``num_tokens`` tokens: all the lines ``first_line`` to ``end_line`` (whole chunks, from
+    byte ``byte_offset``), or, for a piece cut inside a chunk, the ``chosen_lines`` among them.
     """
 
     start: int
@@ -134,18 +133,10 @@ def plan_input(job: EmbeddingJob, world_size: int) -> Plan:
     else:
         pieces = _one_piece_per_rank(job, chunk_offsets, lengths, world_size)
     # Rank r takes the pieces that start in its 1/world_size of the tokens.
-    rank_starts = [0] * (world_size + 1)
-    rank_starts[world_size] = len(pieces)
-    tokens_before = 0
-    next_rank = 1
-    for index, piece in enumerate(pieces):
-        while next_rank < world_size and tokens_before * world_size >= next_rank * total_tokens:
-            rank_starts[next_rank] = index
-            next_rank += 1
-        tokens_before += piece.num_tokens
-    while next_rank < world_size:
-        rank_starts[next_rank] = len(pieces)
-        next_rank += 1
+    before = list(itertools.accumulate((piece.num_tokens for piece in pieces), initial=0))[:-1]
+    starts = [next((i for i, t in enumerate(before) if t * world_size >= r * total_tokens), len(pieces))
+              for r in range(1, world_size)]
+    rank_starts = [0, *starts, len(pieces)]
     return Plan(file_sha256(job.input_path), num_lines, total_tokens, pieces, rank_starts)
 
 

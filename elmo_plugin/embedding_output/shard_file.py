@@ -41,9 +41,8 @@ def write_shard(
 ) -> None:
     """
     Writes the shard ``path`` of ``piece``: ``fill`` writes the datasets into the open file,
-    then the completion mark is added, the file synced and renamed (see the module
-    documentation). A failed write (a full disk) becomes one `ConfigurationError` naming the
-    shard; the partial file is removed and the shards already finished are kept.
+    then the completion mark is added, the file synced and renamed. A failed write becomes one
+    `ConfigurationError` naming the shard; the shards already finished are kept.
     """
     directory = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(
@@ -85,9 +84,7 @@ def shard_problem(
     """
     Why the shard ``path`` is not the finished ``piece`` of this run, or ``None`` if it is: it
     must exist, open, carry the completion mark and the fingerprint, and have the expected
-    shapes (flat: every layer ``(piece.num_tokens, dim)``, ``offsets`` ending at that many
-    rows; per-sentence: one dataset per line with ``piece.num_tokens`` rows in all). With
-    ``sentence_vectors`` a line is one row (one vector per layer) instead of one per token.
+    shapes (a row per token, or per line with ``sentence_vectors``).
     """
     expected_rows = piece.num_sentences if sentence_vectors else piece.num_tokens
     if not os.path.isfile(path):
