@@ -22,6 +22,7 @@ from elmo_plugin.embedding_output.job import (
     OUTPUT_FORMATS,
     EmbeddingJob,
     check_batch_size,
+    check_output_format,
 )
 from elmo_plugin.embedding_output.layout import PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
 from elmo_plugin.embedding_output.sentence_vectors import token_mean
@@ -282,10 +283,7 @@ class ElmoEmbedder:
         """One vector per sentence of ``batch``: the mean over its tokens of ``output_format``'s
         output, ``(num_layers, dim)`` for ``"all"``, ``(dim,)`` otherwise (zeros for an empty
         sentence). What ``allennlp elmo --sentence-vectors`` writes."""
-        if output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
-            )
+        check_output_format(output_format)
         if len(batch) == 0:
             return []
         return [token_mean(array) for array in self.embed_arrays(batch, output_format)]

@@ -42,6 +42,11 @@ def check_batch_size(batch_size: int) -> None:
         raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
+def check_output_format(output_format: str) -> None:
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigurationError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}")
+
+
 def input_path_of(input_file: Union[PathLike, IO]) -> str:
     """The path of the input. AllenNLP 0.9 took an open file (argparse.FileType); a job reads the
     input twice (checked, then embedded), so an open file is accepted for its name."""
@@ -151,11 +156,7 @@ class EmbeddingJob:
         the output path, then the whole input. Returns the job with ``num_sentences`` counted; a
         `ConfigurationError` naming the problem otherwise.
         """
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; "
-                f"got {self.output_format!r}"
-            )
+        check_output_format(self.output_format)
         check_batch_size(self.batch_size)
         if self.include_sentence_indices and self.use_sentence_keys:
             raise ConfigurationError(

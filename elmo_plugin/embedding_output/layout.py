@@ -1,7 +1,7 @@
 """
 The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md), and the names and
 attributes that say which one a file has: ``per-sentence`` (AllenNLP 0.9's, one dataset per
-line; its cost is creating them, about 2.5 ms each) and ``flat`` (per output layer one
+line; its cost is creating them) and ``flat`` (per output layer one
 ``(total_tokens, dim)`` dataset, ``offsets`` and ``sentences``, written in large appends).
 
 Files written in the flat layout, or assembled from shards, carry the root attributes
@@ -73,9 +73,8 @@ def check_layout(layout: str) -> str:
 
 
 def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``array`` in the stored type. float32 -> float16 goes through torch, whose conversion
-    (F16C instructions) was 2.5x faster than numpy's here and rounds the same way (to nearest,
-    ties to even); HDF5's own conversion on writing was slower still."""
+    """``array`` in the stored type; float32 -> float16 through torch's faster conversion, which
+    rounds as numpy's does (docs/implementation.md, "The fast paths, measured")."""
     if array.dtype == dtype:
         return array
     if dtype == np.float16 and array.dtype == np.float32:
