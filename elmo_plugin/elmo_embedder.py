@@ -273,8 +273,6 @@ class ElmoEmbedder:
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> List[np.ndarray]:
         """The ELMo layers of a batch of tokenized sentences, run through the biLM together: one
         ``(num_layers, num_tokens, dim)`` float32 array per sentence, in order."""
-        if len(batch) == 0:
-            return []
         return self.embed_arrays(batch, "all")
 
     def embed_sentence_vectors(
@@ -284,8 +282,6 @@ class ElmoEmbedder:
         output, ``(num_layers, dim)`` for ``"all"``, ``(dim,)`` otherwise (zeros for an empty
         sentence). What ``allennlp elmo --sentence-vectors`` writes."""
         check_output_format(output_format)
-        if len(batch) == 0:
-            return []
         return [token_mean(array) for array in self.embed_arrays(batch, output_format)]
 
     def embed_sentences(
