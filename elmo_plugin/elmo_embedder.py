@@ -1,18 +1,9 @@
 """
 `ElmoEmbedder`: the biLM layers of tokenized sentences as numpy arrays or an HDF5 file.
 
-This is AllenNLP 0.9's ``ElmoEmbedder`` (removed in 1.0) on top of this plugin's `ElmoBiLm`,
-with the same methods, shapes and HDF5 layout (and, like 0.9's, the published English "Original"
-model when no model is named), and three differences:
-
-- It is **stateless by default**: every batch starts from a zero LSTM state, so a sentence gets
-  the same vectors whatever was embedded before it and whatever shares its batch. Pass
-  ``stateful=True`` for 0.9's behaviour (state carried from each batch to the next, row by row).
-- ``embed_file`` checks the whole input before any work, streams it (memory does not grow with
-  the number of sentences), and writes the output under a temporary name that only becomes the
-  final file when everything succeeded.
-- In stateless mode ``embed_file`` embeds sentences of similar length together (less padding);
-  the output is the same as in file order, up to float rounding.
+AllenNLP 0.9's ``ElmoEmbedder`` (removed in 1.0) on top of `ElmoBiLm`: the same methods, shapes
+and HDF5 layout, but stateless by default (``stateful=True`` for 0.9's carried state), and
+``embed_file`` checks the input first, streams it and writes atomically (docs/embedding.md).
 """
 import logging
 from dataclasses import replace
@@ -31,6 +22,7 @@ from elmo_plugin.embedding_output.job import (
     OUTPUT_FORMATS,
     EmbeddingJob,
     check_batch_size,
+    check_output_format,
 )
 from elmo_plugin.embedding_output.layout import PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
 from elmo_plugin.embedding_output.sentence_vectors import token_mean
@@ -83,22 +75,10 @@ def check_cuda_device(cuda_device: int) -> torch.device:
 def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
     """
     Checks tokenized sentences before they reach the biLM, whose character ids would otherwise
-    fail deep inside with an ``AttributeError`` (``None``, ints, bytes) or embed something
-    nobody meant. Errors name the sentence (``first_index`` + its position in ``batch``) and the
-    token (0-based):
-
-    - a sentence must be a sequence of tokens (a list, a tuple ...): ``None`` or another
-      non-sequence is a `TypeError`; a string is a `ConfigurationError` (it is a sequence, of
-      characters, and would be embedded letter by letter);
-    - a token must be a ``str``: anything else (``None``, a number, ``bytes``) is a `TypeError`;
-    - a token must contain a non-whitespace character: ``""`` and ``" "`` are a `ValueError`.
-      ``allennlp elmo`` splits lines on whitespace, which never gives such a token, and the
-      published models never saw one.
-
-    A token with whitespace inside (``"New York"``) is accepted and embedded as one token, its
-    characters (the space included) going through the character CNN as they are; the models
-    were trained on whitespace-split text, so they have never seen a space inside a token: split
-    such tokens first to get what ``allennlp elmo`` computes for the same text.
+    fail deep inside or embed something nobody meant. Errors name the sentence (``first_index``
+    + its position in ``batch``) and the token: a non-sequence or a token that is not a ``str``
+    is a `TypeError`, a string sentence a `ConfigurationError`, an empty or whitespace-only
+    token a `ValueError`. A token with a space inside is embedded as one token.
     """
     for position, sentence in enumerate(batch):
         index = first_index + position
@@ -138,47 +118,27 @@ class ElmoEmbedder:
     # Parameters
 
     options_file : `PathLike`, optional
-        A bilm-tf ``options.json``: a path, or a URL (anything AllenNLP's ``cached_path``
-        downloads). With ``weight_file`` it wins over ``model``.
+        A bilm-tf ``options.json`` (a path or a URL). With ``weight_file`` it wins over ``model``.
     weight_file : `PathLike`, optional
-        The bilm-tf ``weights.hdf5`` that goes with it (path or URL). Giving only one of the two
-        is a `ConfigurationError`.
+        The bilm-tf ``weights.hdf5`` that goes with it. Giving only one of the two is an error.
     cuda_device : `int` or `torch.device`, optional (default = `-1`)
         The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
-        A `torch.device` (what `check_cuda_device` returns) is used as it is.
     stateful : `bool`, optional (default = `False`)
-        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 and bilm-tf
-        did. Then a sentence's vectors depend on the sentences embedded before it in the same
-        row, so outputs are only reproducible with the same batches in the same order. The
+        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 did. The
         default starts every batch from zero: the same sentence always gets the same vectors.
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
-        published model's name, a directory, an NLPL ZIP, an ``elmo_bilm`` archive, an
-        ELMoForManyLangs directory). With no files and no ``model``: the published
-        ``original``, as in 0.9. A `ModelFiles` (already resolved) is loaded as it is.
+        The model when no files are given: anything `elmo_plugin.model_files.resolve` names.
+        With neither: the published ``original``, as in 0.9.
     precision : `str`, optional (default = `"float32"`)
-        ``"bfloat16"`` runs the biLM's matrix products in bfloat16 where the device multiplies
-        bfloat16 natively (a CPU with AVX512-BF16 or AMX, an Ampere or newer GPU), keeping the
-        LSTM's cell state and the outputs float32; elsewhere it logs one warning (here, when the
-        embedder is built) and computes exactly what float32 does. See
-        `elmo_plugin.modules.precision`.
+        ``"bfloat16"`` runs the matrix products in bfloat16 where the device has it natively
+        (elsewhere one warning, and float32's results); see `elmo_plugin.modules.precision`.
     compile : `Union[bool, str]`, optional (default = `False`)
-        Run the LSTM's recurrence compiled with ``torch.compile`` for batches whose sentences all
-        have the same length (batches bucketed by length: each batch shape is compiled once, on
-        its first use, logged with its compile time; after a few shapes the others run eagerly).
-        Batches with padding run eagerly as always. Within float32 rounding of the eager path,
-        not to the bit. ``True``, ``False``, ``"auto"`` or a torch.compile mode, as training's
-        ``compile`` (`elmo_plugin.modules.execution.compiled_step`). Its speed is not measured
-        yet, on a CPU (only on a shared, overloaded machine) or a GPU.
+        Run the recurrence of unpadded batches with ``torch.compile`` (within float32 rounding),
+        as training's ``compile`` (`elmo_plugin.modules.execution.compiled_step`).
     tf32 : `bool`, optional (default = `False`)
-        On a CUDA GPU, run the float32 matrix products in TF32 (faster, 10-bit mantissa
-        operands) while embedding; the default keeps them exact float32. No effect on a CPU.
+        On a CUDA GPU, run the float32 matrix products in TF32. No effect on a CPU.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
-        How errors about the model spell its arguments: ``options_file=`` here, a command's own
-        options (``--options-file``) when ``allennlp elmo`` builds the embedder.
-
-    The checks run once each, the cheap ones first, so that a missing GPU does not wait for a
-    model download: the device, then the model, resolved (downloaded) and loaded once.
+        How errors about the model spell its arguments (``--options-file`` for ``allennlp elmo``).
     """
 
     def __init__(
@@ -267,14 +227,12 @@ class ElmoEmbedder:
         # Parameters
 
         batch : `Sequence[Sequence[str]]`
-            Tokenized sentences (empty ones allowed); see `check_sentences` for what a token
-            may be.
+            Tokenized sentences (empty ones allowed; see `check_sentences`).
 
         # Returns
 
-        ``activations``: a ``(batch_size, num_layers, num_timesteps, dim)`` tensor, zero beyond
-        each sentence's length; ``mask``: ``(batch_size, num_timesteps)`` bool. Both are on the
-        embedder's device. ``num_timesteps`` is the longest sentence's length.
+        ``activations``: ``(batch_size, num_layers, num_timesteps, dim)``, zero beyond each
+        sentence's length; ``mask``: ``(batch_size, num_timesteps)`` bool; on the embedder's device.
         """
         batch_size = len(batch)
         check_sentences(batch)
@@ -295,11 +253,8 @@ class ElmoEmbedder:
     def embed_arrays(
         self, batch: Sequence[Sequence[str]], output_format: str
     ) -> List[np.ndarray]:
-        """
-        One float32 array per sentence of ``batch``: its layers ``(num_layers, num_tokens,
-        dim)`` for ``output_format`` ``"all"``, the top layer or their mean ``(num_tokens, dim)``
-        for ``"top"`` or ``"average"`` (`elmo_plugin.embedding_output.job.OUTPUT_FORMATS`).
-        """
+        """One float32 array per sentence of ``batch``: ``output_format``'s layers (`OUTPUT_FORMATS`),
+        ``(num_layers, num_tokens, dim)`` for ``"all"``, ``(num_tokens, dim)`` otherwise."""
         activations, mask = self.batch_to_embeddings(batch)
         # Reduce on the device: "top" and "average" move 1/num_layers of the data to the CPU.
         if output_format == "top":
@@ -312,47 +267,29 @@ class ElmoEmbedder:
         return [as_numpy[row][..., :length, :].copy() for row, length in enumerate(lengths)]
 
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
-        """
-        The ELMo layers of one tokenized sentence, a ``(num_layers, num_tokens, dim)`` float32
-        array (``(num_layers, 0, dim)`` for an empty sentence).
-        """
+        """The ELMo layers of one tokenized sentence, a ``(num_layers, num_tokens, dim)`` float32 array."""
         return self.embed_batch([sentence])[0]
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> List[np.ndarray]:
-        """
-        The ELMo layers of a batch of tokenized sentences, run through the biLM together: a list
-        with one ``(num_layers, num_tokens, dim)`` float32 array per sentence, in order. Empty
-        sentences give ``(num_layers, 0, dim)``.
-        """
-        if len(batch) == 0:
-            return []
+        """The ELMo layers of a batch of tokenized sentences, run through the biLM together: one
+        ``(num_layers, num_tokens, dim)`` float32 array per sentence, in order."""
         return self.embed_arrays(batch, "all")
 
     def embed_sentence_vectors(
         self, batch: Sequence[Sequence[str]], output_format: str = "average"
     ) -> List[np.ndarray]:
-        """
-        One vector per sentence of ``batch``, run through the biLM together: the mean over its
-        tokens of ``output_format``'s output (`elmo_plugin.embedding_output.sentence_vectors`),
-        ``(dim,)`` for ``"average"`` (the default, the mean of all layers) and ``"top"``,
-        ``(num_layers, dim)`` for ``"all"``. What ``allennlp elmo --sentence-vectors`` writes.
-        An empty sentence gives zeros.
-        """
-        if output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}"
-            )
-        if len(batch) == 0:
-            return []
+        """One vector per sentence of ``batch``: the mean over its tokens of ``output_format``'s
+        output, ``(num_layers, dim)`` for ``"all"``, ``(dim,)`` otherwise (zeros for an empty
+        sentence). What ``allennlp elmo --sentence-vectors`` writes."""
+        check_output_format(output_format)
         return [token_mean(array) for array in self.embed_arrays(batch, output_format)]
 
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
         """
-        Embeds an iterable of tokenized sentences lazily, ``batch_size`` at a time, and yields one
-        ``(num_layers, num_tokens, dim)`` array per sentence in input order. Only one batch is
-        read ahead, so the iterable may be a stream larger than memory.
+        Embeds an iterable of tokenized sentences lazily, ``batch_size`` at a time (one batch read
+        ahead), and yields one ``(num_layers, num_tokens, dim)`` array per sentence in order.
 
         # Parameters
 
@@ -391,13 +328,9 @@ class ElmoEmbedder:
         sentence_vectors: bool = False,
     ) -> None:
         """
-        Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file with one
-        float32 dataset per line (AllenNLP 0.9's layout): `EmbeddingJob.prepare` (which checks
-        the input completely and the output path), then `run`.
-
-        The output is written to a temporary file in the output's directory and renamed to
-        ``output_file_path`` only when everything succeeded; on any error or interruption the
-        temporary file is deleted and an existing ``output_file_path`` is left as it was.
+        Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file (AllenNLP
+        0.9's layout by default): `EmbeddingJob.prepare`, then `run`. The output is written under
+        a temporary name and replaces ``output_file_path`` only when everything succeeded.
 
         # Parameters
 
@@ -405,41 +338,11 @@ class ElmoEmbedder:
             The sentences, UTF-8. An open file is accepted (0.9 took one) for its path.
         output_file_path : `PathLike`
             The HDF5 file to write (replaced if it exists).
-        output_format : `str`, optional (default = `"all"`)
-            ``"all"``: every layer, ``(num_layers, num_tokens, dim)``; ``"top"``: the top layer,
-            ``(num_tokens, dim)``; ``"average"``: the mean of all layers, ``(num_tokens, dim)``.
-        batch_size : `int`, optional (default = `64`)
-            Sentences per biLM call.
-        forget_sentences : `bool`, optional (default = `False`)
-            Leave out the ``sentence_to_index`` dataset, a JSON string that maps each sentence
-            (its tokens joined by single spaces) to its key. With duplicate sentences the last
-            line wins, as in 0.9.
-        use_sentence_keys : `bool`, optional (default = `False`)
-            Key each dataset by its sentence instead of its 0-based line number. Duplicate
-            sentences and sentences containing ``/`` are then errors, and ``sentence_to_index``
-            is not written (it would map every sentence to itself; 0.9 left it out too).
-            Not together with ``include_sentence_indices``.
         progress : `bool`, optional (default = `True`)
-            Show a progress bar (AllenNLP's ``Tqdm``) counting sentences.
-        sort_chunk_batches : `int`, optional (default = `32`)
-            Stateless mode only: read this many batches at a time and embed them longest first,
-            so that sentences of similar length share a batch. 1 keeps the file order. Stateful
-            mode always keeps the file order.
-        include_sentence_indices : `bool`, optional (default = `False`)
-            Also write the sentence-to-key JSON under ``"sentence_indices"``, as AllenNLP 0.8's
-            ``--include-sentence-indices`` did (0.9 renamed it ``sentence_to_index`` and wrote it
-            by default). Independent of ``forget_sentences``, which drops ``sentence_to_index``.
-        layout : `str`, optional (default = `"per-sentence"`)
-            ``"flat"`` writes per output layer one ``(total_tokens, dim)`` dataset, ``offsets``
-            and ``sentences`` instead of one dataset per line (see
-            `elmo_plugin.embedding_output.layout`; read either with
-            `elmo_plugin.EmbeddingsFile`).
-        float16 : `bool`, optional (default = `False`)
-            Store the vectors as float16.
-        sentence_vectors : `bool`, optional (default = `False`)
-            Write one vector per sentence, the mean over its tokens (`embed_sentence_vectors`):
-            ``(num_layers, dim)`` for ``"all"``, ``(dim,)`` otherwise; in the flat layout one
-            row per line.
+            Show a progress bar counting sentences.
+        output_format, batch_size, forget_sentences, use_sentence_keys, sort_chunk_batches,
+        include_sentence_indices, layout, float16, sentence_vectors
+            As `EmbeddingJob`'s fields of the same names.
         """
         job = EmbeddingJob.prepare(
             input_file,

@@ -1,30 +1,10 @@
 """
 The ``allennlp elmo`` subcommand (AllenNLP 0.9, removed in 1.0): bulk ELMo embeddings of a file
-of tokenized sentences, written to HDF5.
-
-```
-allennlp elmo INPUT_FILE OUTPUT_FILE (--all | --top | --average)
-    [--model NAME_OR_PATH | --options-file OPTIONS_JSON --weight-file WEIGHTS_HDF5]
-    [--batch-size 64] [--cuda-device -1] [--forget-sentences] [--use-sentence-keys]
-    [--include-sentence-indices] [--stateful] [--precision float32|bfloat16]
-    [--layout per-sentence|flat] [--float16] [--sentence-vectors] [--shard-tokens N]
-    [--overwrite] [--ray local|auto|ADDRESS [--ray-workers N]]
-    [--file-friendly-logging] [--include-package P]
-allennlp elmo --list-models
-torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \
-    "$(command -v allennlp)" elmo INPUT_FILE OUTPUT_FILE ...
-```
-
-As in 0.9, with no model named the published English "Original" model is downloaded (once, into
-AllenNLP's cache); ``--model`` names another published model or local files (see
-`elmo_plugin.model_files.resolve`). Unlike 0.9 the default is stateless (see `ElmoEmbedder`);
-``--stateful`` gives 0.9's results.
-
-Started by ``torchrun``, the command runs sharded and resumable
-(`elmo_plugin.embedding_output.sharded_run`); with ``--ray`` on a Ray cluster, writing Parquet
-(`elmo_plugin.embedding_output.ray_engine`, which alone imports ray); otherwise, exactly as
-before.
+of tokenized sentences, written to HDF5 (docs/embedding.md). Started by ``torchrun`` it runs
+sharded and resumable (`elmo_plugin.embedding_output.sharded_run`); with ``--ray`` on a Ray
+cluster, writing Parquet (`elmo_plugin.embedding_output.ray_engine`, which alone imports ray).
 """
+
 import argparse
 from typing import Any, Callable, Optional, TypeVar
 
@@ -133,37 +113,26 @@ class ElmoCommand(Subcommand):
     """
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = strict_subparser(parser.add_parser(
-            self.name,
-            description=_DESCRIPTION,
-            help="Embed a file of tokenized sentences with a pretrained ELMo biLM (HDF5 output).",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ))
-        subparser.add_argument(
-            "input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8"
+        subparser = strict_subparser(
+            parser.add_parser(
+                self.name,
+                description=_DESCRIPTION,
+                help="Embed a file of tokenized sentences with a pretrained ELMo biLM (HDF5 output).",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
         )
-        subparser.add_argument(
-            "output_file", type=str, help="the HDF5 file to write (refused if it exists)"
-        )
+        subparser.add_argument("input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8")
+        subparser.add_argument("output_file", type=str, help="the HDF5 file to write (refused if it exists)")
         subparser.add_argument(
             "--overwrite",
             action="store_true",
-            help="replace OUTPUT_FILE if it exists, once the new file is complete (until then it "
-            "stays as it was)",
+            help="replace OUTPUT_FILE if it exists, once the new file is complete (until then it stays as it was)",
         )
 
         layers = subparser.add_mutually_exclusive_group(required=True)
-        layers.add_argument(
-            "--all", action="store_true", help="write every layer: (num_layers, num_tokens, dim)"
-        )
-        layers.add_argument(
-            "--top", action="store_true", help="write the top layer only: (num_tokens, dim)"
-        )
-        layers.add_argument(
-            "--average",
-            action="store_true",
-            help="write the mean of all layers: (num_tokens, dim)",
-        )
+        layers.add_argument("--all", action="store_true", help="write every layer: (num_layers, num_tokens, dim)")
+        layers.add_argument("--top", action="store_true", help="write the top layer only: (num_tokens, dim)")
+        layers.add_argument("--average", action="store_true", help="write the mean of all layers: (num_tokens, dim)")
 
         subparser.add_argument(
             "--model",
@@ -185,8 +154,7 @@ class ElmoCommand(Subcommand):
             "--options-file",
             type=str,
             metavar="OPTIONS_JSON",
-            help="the bilm-tf options.json of the model (path or URL); with --weight-file, "
-            "instead of --model",
+            help="the bilm-tf options.json of the model (path or URL); with --weight-file, instead of --model",
         )
         subparser.add_argument(
             "--weight-file",
@@ -195,10 +163,7 @@ class ElmoCommand(Subcommand):
             help="the bilm-tf weights.hdf5 that goes with --options-file (path or URL)",
         )
         subparser.add_argument(
-            "--batch-size",
-            type=positive_int,
-            default=DEFAULT_BATCH_SIZE,
-            help="sentences per biLM call",
+            "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="sentences per biLM call"
         )
         subparser.add_argument(
             "--cuda-device",
@@ -249,9 +214,7 @@ class ElmoCommand(Subcommand):
             "layer one (total_tokens, dim) dataset with offsets and sentences, for large corpora",
         )
         subparser.add_argument(
-            "--float16",
-            action="store_true",
-            help="store the vectors as float16 (half the bytes; computed as before)",
+            "--float16", action="store_true", help="store the vectors as float16 (half the bytes; computed as before)"
         )
         subparser.add_argument(
             "--sentence-vectors",
@@ -266,7 +229,8 @@ class ElmoCommand(Subcommand):
             metavar="N",
             help="under torchrun: about this many tokens per shard file, the unit of work that "
             "a rerun after a crash reuses; an input with fewer tokens per process is cut into "
-            "one shard per process")
+            "one shard per process",
+        )
         subparser.add_argument(
             "--ray",
             metavar="local|auto|ADDRESS",
@@ -278,8 +242,7 @@ class ElmoCommand(Subcommand):
             type=positive_int,
             default=1,
             metavar="N",
-            help="with --ray: the number of workers, each holding the model (and a GPU with "
-            "--cuda-device 0)",
+            help="with --ray: the number of workers, each holding the model (and a GPU with --cuda-device 0)",
         )
         subparser.add_argument(
             "--file-friendly-logging",
@@ -321,16 +284,10 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
 def elmo_command(args: argparse.Namespace) -> None:
     """
     Runs ``allennlp elmo`` for parsed arguments: builds the job once (`embedding_job`) and runs
-    it in this process or, started by torchrun, as one rank of a sharded run. Problems are
-    reported on one line of stderr and exit with status 2 (usage errors: arguments that do not
-    go together, an existing output without --overwrite) or 1 (everything else, a failed model
-    download included); an interruption exits with 130 (Ctrl-C) or 143 (SIGTERM). No output
-    file is left behind in any of these cases, and an existing one is left as it was.
-
-    Each check runs once, the cheap ones first, so that a mistyped path or a missing GPU does
-    not wait for a model download: the output path and the input file
-    (`EmbeddingJob.checked`), then the GPU and the model, which `ElmoEmbedder` checks, resolves
-    and loads once.
+    it in this process, on Ray or, started by torchrun, as one rank of a sharded run. Problems
+    are one line of stderr and status 2 (usage errors) or 1; an interruption exits with 130 or
+    143; no output is left behind. The cheap checks (`EmbeddingJob.checked`) come before the
+    GPU and the model.
     """
     job = embedding_job(args)
     if job.include_sentence_indices and job.use_sentence_keys:
@@ -346,9 +303,7 @@ def elmo_command(args: argparse.Namespace) -> None:
     process = torchrun_process()
     if job.ray_address is not None:
         if process is not None:
-            exit_with_error(
-                "elmo", "--ray runs its own workers; start it without torchrun", EXIT_USAGE
-            )
+            exit_with_error("elmo", "--ray runs its own workers; start it without torchrun", EXIT_USAGE)
         _on_ray(job, args.elmo_usage)
     elif process is None:
         _single_process(job, args.elmo_usage)
@@ -442,11 +397,7 @@ def _sharded(job: EmbeddingJob, process: TorchrunProcess, usage: str) -> None:
         usage=usage if process.is_first else "",
     )
     if result is not None:
-        reused = (
-            f"; {result.reused_sentences} of them reused from an earlier run"
-            if result.reused_sentences
-            else ""
-        )
+        reused = f"; {result.reused_sentences} of them reused from an earlier run" if result.reused_sentences else ""
         print(
             f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to "
             f"{job.output_path}: {result.num_sentences} sentences by {result.num_ranks} "

@@ -2,26 +2,9 @@
 ``allennlp train`` with the plugin imported: mistakes in the input are one line, found before
 anything is created on disk, an interruption is one line too, and the run ends with a report.
 `elmo_plugin.patches.train_command` puts the two functions here in ``allennlp.commands.train``:
-
-- `train_model_from_file`, the Python function (AllenNLP's parameters and result): reads the
-  config, a jsonnet error becoming a `ConfigurationError` naming the config; checks what the
-  plugin's configs name before AllenNLP creates the serialization directory
-  (`check_before_training`; with ``--recover`` only the ``distributed`` block,
-  `elmo_plugin.commands.train_distributed`); trains with AllenNLP's ``train_model``, removing a
-  run directory it created that holds no checkpoint when a `ConfigurationError` or an
-  interruption ends the run (never with ``--recover``), so that the same command runs again;
-  reports the end of the run (`report_end`). Errors are raised, as AllenNLP's function raises
-  them.
-- `train_model_from_args`, the command: the same on the parsed arguments, on the cores that
-  other work leaves idle, with a `ConfigurationError` as ``allennlp train: error: MESSAGE`` and
-  exit status 1, and Ctrl-C or SIGTERM as one line and status 130 or 143 (what the run left, and
-  the command with ``--recover`` that goes on). Other errors (bugs) keep their traceback.
-
-AllenNLP builds the command's parser, with the function it will call, before it imports
-plugins; the start-up hook (`elmo_plugin.patches.startup_hook`) makes that function looked up
-when the command runs. Where the plugin was not installed (a checkout on ``PYTHONPATH``),
-AllenNLP's own command runs the plugin's `train_model_from_file`, whose errors then end in
-AllenNLP's traceback.
+`train_model_from_file` (AllenNLP's parameters and result; errors are raised) and
+`train_model_from_args`, the command (a `ConfigurationError` as ``allennlp train: error:
+MESSAGE`` and status 1, Ctrl-C or SIGTERM as one line and status 130 or 143).
 """
 import argparse
 import copy

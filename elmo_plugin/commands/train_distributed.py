@@ -1,23 +1,12 @@
 """
-``allennlp train`` on several nodes without a silent hang.
-
-AllenNLP 2.10 reads the primary's address and port from the config's ``distributed`` block as
-``primary_address`` and ``primary_port`` and ignores every other key there. Two mistakes then
-make every node wait for the others forever, with no message:
-
-- ``master_address`` / ``master_port``, the names of AllenNLP 1.x, of torchrun and of most
-  launchers: ignored, so each node uses 127.0.0.1 and a port of its own;
-- more than one node and no ``primary_port``: with the default address AllenNLP picks a free
-  port on each node separately (with another address it stops with a ``KeyError``).
-
-`check_distributed` refuses both before anything starts (one line, `ConfigurationError`). And
-whatever else keeps a node from its peers (a node never started, a wrong address, a firewall),
-`BoundedRendezvous` makes each training process give up after `rendezvous_timeout` seconds
-(``ELMO_PLUGIN_RENDEZVOUS_TIMEOUT``, default 600) with one line saying so, instead of
-torch's 30 minutes without a word: `elmo_plugin.patches.train_command` puts it in place of the
-``torch.distributed`` that ``allennlp.commands.train`` calls in each process it starts (processes
-that import the plugin before they join, as every worker of ``allennlp train`` with the plugin
-does).
+``allennlp train`` on several nodes without a silent hang (docs/pretraining.md, docs/errors.md).
+AllenNLP 2.10 reads only ``primary_address`` and ``primary_port`` from the config's
+``distributed`` block: `check_distributed` refuses ``master_address``/``master_port`` and several
+nodes without ``primary_port``, both of which make every node wait forever. `BoundedRendezvous`
+makes each training process give up after `rendezvous_timeout` seconds
+(``ELMO_PLUGIN_RENDEZVOUS_TIMEOUT``, default 600) with one line, instead of torch's 30 minutes;
+`elmo_plugin.patches.train_command` puts it in ``allennlp.commands.train``'s place of
+``torch.distributed``.
 """
 import os
 import sys

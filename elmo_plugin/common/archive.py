@@ -1,11 +1,7 @@
 """
-Reading what an ``allennlp train`` run saved, without building its model: the config, the
-weights and the vocabulary directory of a ``model.tar.gz`` or of a serialization directory.
-
-AllenNLP's ``load_archive`` builds the whole model (for a biLM, also its softmax over the whole
-vocabulary) and fails on a damaged archive with a long traceback that does not name the file.
-The plugin only ever needs the biLM's part of the weights, so it reads archives here, with
-errors that name the file and say what is wrong.
+Reading what an ``allennlp train`` run saved, without building its model (as ``load_archive``
+does, softmax included): the config, the weights and the vocabulary directory of a
+``model.tar.gz`` or of a serialization directory, with errors that name the file.
 """
 import contextlib
 import json

@@ -1,9 +1,6 @@
 """
-Writing a file, or a set of files, so that it either appears whole or not at all.
-
-Every output of this plugin (embeddings, weights, options, vocabularies) is written under a
-temporary name in the destination directory and renamed over the final name only when complete,
-so an interrupted run never leaves a file that looks like a result.
+Writing a file, or a set of files, so that it either appears whole or not at all: under a
+temporary name in the destination directory, renamed over the final name only when complete.
 """
 import contextlib
 import os
@@ -19,11 +16,8 @@ from elmo_plugin.common.write_errors import is_write_failure, write_failure
 
 def input_at(output_path: str, input_paths: Iterable[str]) -> Optional[str]:
     """
-    The first of ``input_paths`` that ``output_path`` would replace: the same path, or the same
-    file under another name (a symbolic link, a hard link, ``./`` or ``..`` in the path), or
-    ``None``. Writing a file under a temporary name and renaming it over ``output_path``
-    (`atomic_output`) would otherwise silently replace that input with the output, so every
-    command checks its output against its inputs with this before any work.
+    The first of ``input_paths`` that ``output_path`` would replace (the same path, or the same
+    file under another name), or ``None``: every command checks this before any work.
     """
     if not os.path.exists(output_path):
         return None
@@ -75,12 +69,9 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
     """
     Yields a new temporary directory next to ``path`` to write a set of files into; on normal
     exit it takes the place of ``path``, on any exception it is deleted and ``path`` is left as it
-    was. So a reader of ``path`` sees either the old set of files or the new one, never a mix
-    (a kill between two files of an export, or an old file that the new set does not have).
-
-    ``path`` may exist only as a directory that holds nothing but ``replaceable_names`` (an earlier
-    result of the same writer, which is then replaced whole); anything else there is an error,
-    raised before any work, so that no file of the user's is ever removed.
+    was, so a reader sees the old set of files or the new one, never a mix. ``path`` may exist
+    only as a directory holding nothing but ``replaceable_names`` (an error before any work
+    otherwise, so that no file of the user's is ever removed).
     """
     path = os.path.abspath(path)
     parent = os.path.dirname(path)

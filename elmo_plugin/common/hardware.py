@@ -1,15 +1,11 @@
 """
 What the machine can do, where the plugin's choices depend on it: whether a device has native
-bfloat16 arithmetic (`ElmoLanguageModel` trains in bfloat16 autocast only there) and a
+bfloat16 arithmetic (elsewhere PyTorch emulates it, many times slower than float32) and a
 one-line description of the CPU for the headers of the benchmarks.
-
-bfloat16 autocast pays only where the multiplies run in bfloat16 instructions. Elsewhere
-PyTorch emulates them in software: on an AVX2-only AMD EPYC, biLM training in bfloat16
-autocast ran 17 times slower than in float32.
 """
 import platform
 import time
-from typing import FrozenSet, NamedTuple, Optional, Union
+from typing import FrozenSet, NamedTuple, Optional, Tuple, Union
 
 import torch
 
@@ -40,21 +36,28 @@ class Bfloat16Support(NamedTuple):
     reason: str
 
 
-def cpu_flags() -> Optional[FrozenSet[str]]:
-    """
-    The CPU's feature flags as Linux names them in ``/proc/cpuinfo`` (the first processor's
-    ``flags`` line on x86, ``Features`` on Arm), lower case. Without ``/proc/cpuinfo`` (macOS,
-    Windows) the flags that matter here are asked of PyTorch's own CPU detection where this
-    version of PyTorch has it (x86 only), else ``None``: unknown.
-    """
+def _cpuinfo_value(keys: Tuple[str, ...], skip_empty: bool = False) -> Optional[str]:
+    """The first value of one of ``keys`` in ``/proc/cpuinfo``; ``None`` without one."""
     try:
         with open(CPUINFO, encoding="utf-8", errors="replace") as cpuinfo:
             for line in cpuinfo:
                 key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    return frozenset(value.lower().split())
+                if key.strip() in keys and not (skip_empty and not value.strip()):
+                    return value
     except OSError:
         pass
+    return None
+
+
+def cpu_flags() -> Optional[FrozenSet[str]]:
+    """
+    The CPU's feature flags as Linux names them in ``/proc/cpuinfo`` (``flags`` on x86,
+    ``Features`` on Arm), lower case; elsewhere those PyTorch's CPU detection knows (x86 only),
+    else ``None``: unknown.
+    """
+    flags = _cpuinfo_value(("flags", "Features"))
+    if flags is not None:
+        return frozenset(flags.lower().split())
     # torch.cpu's private checks (PyTorch 2.1+), mapped to the Linux names. AMX-TILE stands for
     # AMX-BF16: every CPU with AMX so far has both.
     checks = {
@@ -69,31 +72,18 @@ def cpu_flags() -> Optional[FrozenSet[str]]:
 
 
 def cpu_model_name() -> str:
-    """
-    The CPU's model name (``/proc/cpuinfo``'s ``model name``, e.g. ``"AMD EPYC 7B13"``), else
-    what `platform` knows (``platform.processor()`` or the architecture).
-    """
-    try:
-        with open(CPUINFO, encoding="utf-8", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return " ".join(value.split())
-    except OSError:
-        pass
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``), else what `platform` knows."""
+    name = _cpuinfo_value(("model name",), skip_empty=True)
+    if name is not None:
+        return " ".join(name.split())
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def bfloat16_support(device: Union[torch.device, str]) -> Bfloat16Support:
     """
-    Whether ``device`` multiplies bfloat16 in hardware, so that bfloat16 autocast makes it
-    faster rather than slower, and why (naming the CPU or GPU).
-
-    - CPU: the AVX512-BF16 or AMX instructions (x86) or the BF16 extension (Arm), read from
-      `cpu_flags`. A CPU with neither converts every operand in software.
-    - CUDA: `torch.cuda.is_bf16_supported`, leaving out the emulation that newer PyTorch counts
-      as support (compute capability 8.0, Ampere, and newer have bfloat16 tensor cores).
-    - Any other device type: not known here, so not native.
+    Whether ``device`` multiplies bfloat16 in hardware, and why (naming the CPU or GPU): a CPU's
+    `cpu_flags` (AVX512-BF16, AMX, Arm's BF16), a GPU's `torch.cuda.is_bf16_supported` without
+    emulation; any other device type is not known here, so not native.
     """
     device = torch.device(device)
     if device.type == "cpu":
@@ -139,10 +129,8 @@ def _cuda_bfloat16_support(device: torch.device) -> Bfloat16Support:
 
 def describe_cpu() -> str:
     """
-    The CPU's model name and the vector extensions that decide the speed of this plugin's
-    kernels, for the header of a benchmark's output, e.g. ``"AMD EPYC 7B13 (x86_64: AVX2; no
-    AVX512F, AVX512_BF16, AMX; PyTorch kernels AVX2)"``. The last part is the instruction set
-    PyTorch dispatches its own kernels to (``ATEN_CPU_CAPABILITY`` can lower it).
+    The CPU's model name and vector extensions for a benchmark's header, e.g. ``"AMD EPYC 7B13
+    (x86_64: AVX2; no AVX512F, AVX512_BF16, AMX; PyTorch kernels AVX2)"``.
     """
     machine = platform.machine() or "unknown architecture"
     flags = cpu_flags()

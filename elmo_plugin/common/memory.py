@@ -25,12 +25,9 @@ _M_MMAP_MAX = -4
 
 def release_freed_memory() -> None:
     """
-    Hands memory that has been freed back to the operating system (glibc's ``malloc_trim``).
-
-    Batches sorted by length give tensors of ever-different shapes; glibc keeps the freed
-    blocks, and without this the resident memory of ``allennlp elmo`` grew with the input
-    (measured with the demo model: peak 682 MB for 1k sentences, 1,526 MB for 50k; trimming
-    after every batch: 872 MB for 50k).
+    Hands memory that has been freed back to the operating system (glibc's ``malloc_trim``):
+    batches sorted by length give tensors of ever-different shapes, whose freed blocks glibc
+    would keep, so that the resident memory of ``allennlp elmo`` grew with the input.
     """
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
@@ -38,18 +35,11 @@ def release_freed_memory() -> None:
 
 def keep_freed_memory_for_reuse() -> bool:
     """
-    Makes glibc serve every allocation from its heap and keep what is freed there, instead of
-    giving large blocks back to the operating system as soon as they are freed.
-
-    By default glibc maps each block over its mmap threshold (at most 32 MB) afresh and unmaps
-    it when freed, and trims the top of its heap; a training step allocates and frees the same
-    large activations and gradients every time, so the kernel faults in and zeroes every one of
-    their pages again, on every step. For Original-size training on CPU that was 1.26 million
-    page faults (5 GB) and 3.8 s of system time in a 10.5 s step; with this, no faults after the
-    first step and 7.1 s per step. Memory is not returned between steps, which a training
-    process reuses anyway; `release_freed_memory` still trims on request.
-
-    Process-wide. Returns whether it was applied (False where glibc is not the allocator).
+    Makes glibc serve every allocation from its heap and keep what is freed there: by default it
+    maps each large block afresh and unmaps it when freed, so the kernel faults in and zeroes
+    the pages of a training step's activations and gradients on every step
+    (docs/implementation.md). Process-wide. Returns whether it was applied (False where glibc is
+    not the allocator).
     """
     if _LIBC is None:
         return False

@@ -1,12 +1,7 @@
 """
-Replacing an AllenNLP registration without AllenNLP's INFO line about it.
-
-The plugin replaces some of AllenNLP's registrations on purpose (``elmo_characters``,
-``elmo_token_embedder``, ``reduce_on_plateau``, the trainer ``gradient_descent``, the
-checkpointer ``default``: registered components, not patches). ``Registrable.register(name,
-exist_ok=True)`` logs each replacement at INFO level, a line before the output of every
-``allennlp`` command. `replace_registration` registers the same way and logs it at DEBUG level
-instead, dropping AllenNLP's record by a filter that exists only during the call.
+Replacing an AllenNLP registration without AllenNLP's INFO line about it: ``register(name,
+exist_ok=True)`` logs each replacement before the output of every ``allennlp`` command;
+`replace_registration` logs it at DEBUG level instead.
 """
 import logging
 from typing import Callable, Optional, Type, TypeVar

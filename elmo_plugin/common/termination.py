@@ -1,21 +1,11 @@
 """
-A SIGTERM that cannot be lost on the way.
-
-The ``allennlp`` command turns SIGTERM into AllenNLP's `SigTermReceived`, an exception raised
-wherever the main thread happens to be when the signal arrives. Code that catches every
-exception there (a library's ``except Exception``, a finalizer, a callback from C) swallows
-it, and the command goes on to finish, write its output and exit 0, as if nobody had asked it to
-stop. (Seen once in this project's CI, 2026-11-25: an ``allennlp elmo`` sent SIGTERM as it began
-wrote all 5,000 sentences and exited 0; where the exception went was not found, and this holds
-wherever it went. Seen again on 2026-11-25: the signal landed in a weakref callback, where Python
-cannot raise, so the exception went to `sys.unraisablehook`, which printed its traceback.) So the
-plugin's commands run their work under `watch_sigterm`, which also records the signal, and
-`raise_if_terminated` raises it again where nobody swallows it: between batches, and before an
-output takes its final name (`atomic_output`), so that an output never appears after a SIGTERM.
-A `SigTermReceived` that Python could not raise (in a finalizer or a weakref callback) is not
-printed either: it is recorded, and raised again there, so the command ends with its one line.
-
-Outside a command (no `watch_sigterm` active) `raise_if_terminated` does nothing.
+A SIGTERM that cannot be lost on the way (docs/implementation.md, "SIGTERM and failed writes").
+The ``allennlp`` command turns SIGTERM into AllenNLP's `SigTermReceived`, raised wherever the
+main thread is; code that catches every exception there swallows it. So the plugin's commands
+run under `watch_sigterm`, which records the signal, and `raise_if_terminated` raises it again
+where nobody swallows it: between batches, and before an output takes its final name. One that
+Python could not raise (in a finalizer or a weakref callback) is recorded, not printed. Outside
+`watch_sigterm`, `raise_if_terminated` does nothing.
 """
 import contextlib
 import signal

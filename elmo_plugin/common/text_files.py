@@ -1,12 +1,7 @@
 """
-Reading text files line by line, with errors that name the file and the line.
-
-Every text file the plugin reads (sentences to embed, pretraining corpora, vocabularies, task
-data, raw text to tokenize) goes through `decoded_lines`, so a byte that is not UTF-8 is always
-reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``, before any output is
-written by the callers that check their input first. NUL bytes are refused the same way: they
-are valid UTF-8, but in a text file they mean UTF-16 (``t\\x00h\\x00e\\x00``) or a binary file,
-which would otherwise become garbage tokens.
+Reading text files line by line, with errors that name the file and the line: every text file
+the plugin reads goes through `decoded_lines`, so a byte that is not UTF-8, or a NUL byte (UTF-16
+or a binary file), is reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``.
 """
 import glob
 import os
@@ -48,14 +43,9 @@ def check_is_file(path: str) -> None:
 def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
     """
     Yields ``(line_index, text, size_in_bytes)`` (0-based index) for every line of ``path``,
-    blank ones included. The file is read as bytes so that a decoding error can name the exact
-    place: `ConfigurationError` ``path:line: not valid UTF-8 (byte offset ...)`` at the first line
-    that is not UTF-8, or ``path:line: NUL byte (byte offset ...)`` at the first line with a NUL
-    byte (UTF-16 text without a byte order mark is valid UTF-8 with a NUL after every ASCII
-    character; the message says so), or at a UTF-16 byte order mark. A UTF-8 byte order mark at
-    the start is dropped. Every
-    reader of text in this plugin (``allennlp elmo`` input, pretraining corpora, vocabularies,
-    task data, raw text to tokenize) uses this.
+    blank ones included. A `ConfigurationError` ``path:line: ... (byte offset ...)`` at the first
+    line that is not UTF-8, has a NUL byte, or at a UTF-16 byte order mark; a UTF-8 byte order
+    mark at the start is dropped.
     """
     offset = 0
     with open(path, "rb") as handle:

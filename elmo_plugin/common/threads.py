@@ -1,14 +1,7 @@
 """
-How many intra-op threads a command uses: the cores that are idle when it starts.
-
-PyTorch starts one OpenMP thread per core and has every one of them take part in every
-operation. When another job keeps a core busy, the thread on that core gets only part of it, and
-the others wait for it at the end of every operation: a small model then trains several times
-slower with PyTorch's threads than with one (docs/implementation.md, "Threads"). So
-``allennlp train`` measures how busy the cores it may run on are (`busy_cores`, over a quarter
-of a second of ``/proc/stat``) and uses the cores that are left (`threads_for_load`), at least
-one. ``OMP_NUM_THREADS`` decides instead where it is set (``torchrun`` sets it to 1 for each of
-its processes), and a model too small for a second thread to help runs on one (``make demo``).
+How many intra-op threads a command uses: the cores that are idle when it starts
+(docs/implementation.md, "Threads"): `busy_cores` over a quarter of a second of ``/proc/stat``,
+`threads_for_load` the rest, at least one; ``OMP_NUM_THREADS`` decides instead where it is set.
 """
 import math
 import os

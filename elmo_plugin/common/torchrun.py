@@ -1,12 +1,7 @@
 """
-Processes launched by ``torchrun`` (``torch.distributed.run``): recognising them and joining
-their process group.
-
-``torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P]
-PROGRAM ARGS`` starts N copies of PROGRAM per node with ``WORLD_SIZE``, ``RANK`` and
-``LOCAL_RANK`` (and ``MASTER_ADDR``/``MASTER_PORT``) in their environment; that environment is
-all a command needs to know that it is one rank of several. No launcher, scheduler or queue of
-our own: torchrun (or a SLURM script calling it) starts the processes.
+Processes launched by ``torchrun`` (``torch.distributed.run``): recognised by ``WORLD_SIZE``,
+``RANK`` and ``LOCAL_RANK`` in their environment, and joining their process group. No launcher
+of our own: torchrun (or a SLURM script calling it) starts the processes.
 """
 import datetime
 import os
@@ -49,8 +44,7 @@ def join_process_group(
     """
     Joins torchrun's process group (``env://``): gloo on CPUs, NCCL on GPUs with the GPU
     ``LOCAL_RANK`` (set as the current device). Returns the device this rank computes on.
-    ``timeout_s`` bounds every collective; the embedding command makes only a few, at the
-    start, and notices a dead rank by its heartbeats long before this timeout.
+    ``timeout_s`` bounds every collective (a dead rank is noticed by its heartbeats first).
     """
     timeout = datetime.timedelta(seconds=timeout_s)
     if use_gpu:

@@ -1,19 +1,12 @@
 """
 Output that fails to be written (a full disk, a file-size limit, a quota) as one clear error.
 
-Two parts:
-
 - `write_failure` turns the ``OSError`` of a failed write into a `ConfigurationError` that names
-  the output and the operating system's error; `atomic_output` and `atomic_directory` apply it,
-  so every command reports it on one line (exit 1) after removing its temporary file.
-- `hdf5_for_writing` opens an HDF5 file for writing through a Python file object that records
-  the first failed write and then lets HDF5 finish. HDF5's own file driver, when a write fails,
-  raises from every later call (closing included, "Can't decrement id ref count"), prints
-  errors from object destructors and can crash the interpreter at exit (a segmentation fault
-  was seen with ``ulimit -f``). Through this file object HDF5 never sees the failure; the writer
-  checks `Hdf5Output.check` (after each batch, and when the file is closed) and gets the
-  recorded ``OSError``. Writing through it was as fast as HDF5's own driver (2,000 datasets of
-  3 x 20 x 256 floats, 124 MB, three runs each on 2 busy cores: 0.55-0.83 s against 0.64-0.70 s).
+  the output; `atomic_output` and `atomic_directory` apply it.
+- `hdf5_for_writing` opens an HDF5 file through a Python file object that records the first
+  failed write and lets HDF5 finish: HDF5's own driver, after a failed write, raises from every
+  later call and can crash the interpreter at exit. The writer checks `Hdf5Output.check` after
+  each batch and on closing (docs/implementation.md, "SIGTERM and failed writes").
 """
 import contextlib
 import errno
@@ -133,10 +126,9 @@ class Hdf5Output:
 @contextlib.contextmanager
 def hdf5_for_writing(path: str) -> Iterator[Hdf5Output]:
     """
-    Opens ``path`` as a new HDF5 file (``h5py.File(path, "w")``) whose failed writes become an
-    ``OSError`` raised when the block ends (or earlier, from `Hdf5Output.check`), never an HDF5
-    error or a crash. Use it inside `atomic_output`, which turns that ``OSError`` into one clear
-    error and removes the file.
+    Opens ``path`` as a new HDF5 file whose failed writes become an ``OSError`` raised when the
+    block ends (or from `Hdf5Output.check`), never an HDF5 error or a crash. Use it inside
+    `atomic_output`.
     """
     recording = _RecordingFile(path)
     try:

@@ -1,15 +1,8 @@
 """
-The output of a sharded run, assembled from its shard files with HDF5 virtual datasets
-(h5py's ``VirtualLayout``): the output file holds only mappings to the shards, so no vector is
-copied, and it reads exactly as a single-process run's output (the same datasets, shapes,
-types, values and ``sentence_to_index``).
-
-Every shard is checked first (`shard_file.shard_problem`: present, complete, this run's
-fingerprint, expected shapes): HDF5 would read a missing or short source as NaN without an
-error. The output lists its shards with their sizes (`reader.SHARDS_ATTRIBUTE`), which
-`EmbeddingsFile` checks on opening. The shards are referenced relative to the output's
-directory (``OUTPUT.shards/...``), so the output and its shards directory can be moved
-together.
+The output of a sharded run, assembled from its checked shard files with HDF5 virtual datasets:
+no vector is copied, and it reads exactly as a single-process run's output. The output lists its
+shards with their sizes (`reader.SHARDS_ATTRIBUTE`) and refers to them relative to its directory,
+so the two can be moved together.
 """
 import json
 import os

@@ -1,9 +1,7 @@
 """
 The one loop that writes a job's embedded batches (`write_batches`), the batches embedded in
 this process (`embedded_batches`), and a whole job run by one process (`write_embeddings`). The
-embedder comes in as a value with `BatchEmbedder`'s members (`elmo_plugin.ElmoEmbedder` has
-them), so that this package never imports the embedder: a sharded run passes each rank's in the
-same way, and another engine may hand `write_batches` the arrays it computed elsewhere.
+embedder comes in as a value with `BatchEmbedder`'s members, so this package never imports it.
 """
 import logging
 from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
@@ -74,15 +72,8 @@ def layout_writer(
     if job.layout == FLAT:
         write_sentences = not (shard or job.forget_sentences)
         names = dataset_names(job, embedder)
-        return FlatWriter(
-            file,
-            names,
-            embedder.get_output_dim(),
-            dtype,
-            lines,
-            write_sentences,
-            sentence_vectors=job.sentence_vectors,
-        )
+        dim = embedder.get_output_dim()
+        return FlatWriter(file, names, dim, dtype, lines, write_sentences, sentence_vectors=job.sentence_vectors)
     return PerSentenceWriter(file, dtype, job.use_sentence_keys and not shard)
 
 
@@ -118,10 +109,8 @@ def write_batches(
 ) -> None:
     """
     The one loop that writes: each sentence's array to ``writer`` (and its text to
-    ``sentence_index``), ``after_batch(number of sentences)`` after every batch. ``batches``
-    may come in any order: embedded here (`embedded_batches`) or by any engine that returns
-    arrays. Stops at the first failed write of ``output`` and at a SIGTERM that something
-    swallowed.
+    ``sentence_index``), ``after_batch(number of sentences)`` after every batch, whatever
+    computed them. Stops at the first failed write of ``output`` and at a swallowed SIGTERM.
     """
     for batch, arrays in batches:
         for (line_index, tokens), array in zip(batch, arrays):
@@ -137,10 +126,8 @@ def write_batches(
 
 def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool = True) -> None:
     """
-    Carries out a `checked <EmbeddingJob.checked>` job in this process: the output is written
-    under a temporary name in its directory and renamed to ``job.output_path`` only when
-    complete; on any error or interruption (Ctrl-C, and SIGTERM, which the ``allennlp`` command
-    turns into one) the temporary file is deleted and an existing output is left as it was.
+    Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary name
+    that becomes ``job.output_path`` only when complete (an existing output is left as it was).
     """
     assert job.num_sentences is not None, "write_embeddings needs a checked job"
     logger.info(

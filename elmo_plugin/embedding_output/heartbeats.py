@@ -1,23 +1,7 @@
 """
-How the ranks of a sharded run notice, within seconds, that another rank stopped.
-
-A collective operation (gloo, NCCL) waits for a dead peer until its timeout (30 minutes by
-default), and torchrun stops the other processes only on the node where one died. So every rank
-runs a small thread that, once a second, rewrites its heartbeat file in the shards directory
-(which every node sees: the output is assembled there) with a counter, its progress and its
-state, and reads the other ranks' files:
-
-- a rank whose counter has not changed for ``timeout_s`` seconds (measured on the reader's own
-  clock, so skewed clocks between nodes do not matter) has stopped: killed, or its node lost;
-- a rank whose state is ``failed`` has reported an error (its own message says which).
-
-Either way the rank notes a problem naming that rank; its main thread stops at its next batch
-with one line (`raise_if_problem`). A main thread that is blocked (in a collective at the start)
-does not get there, so the heartbeat thread then prints the line itself and ends the process
-after a few seconds' grace. A rank that is ``done`` stops beating and is not waited for.
-
-The files carry the run's token (chosen by rank 0 at the start), so that files left by an
-earlier, killed run are not mistaken for this run's.
+How the ranks of a sharded run notice, within seconds, that another rank stopped: each rank
+rewrites a heartbeat file in the shards directory once a second and reads the others' (why and
+how: docs/implementation.md, "Heartbeats of a sharded run").
 """
 import json
 import os

@@ -1,9 +1,6 @@
 """
-`EmbeddingJob`: one ``allennlp elmo`` run (or one ``ElmoEmbedder.embed_file`` call) as a value:
-its input and output, what it writes, and how its vectors are computed, each option spelled
-once, here. ``allennlp elmo`` builds it once from its arguments; `checked` runs every check that
-needs no model; `batch_loop.write_embeddings` (one process) and `sharded_run.run_sharded`
-(under ``torchrun``) carry it out.
+`EmbeddingJob`: one ``allennlp elmo`` run (or ``ElmoEmbedder.embed_file`` call) as a value, each
+option spelled once; `checked` runs every check that needs no model.
 """
 import os
 from dataclasses import dataclass, replace
@@ -27,9 +24,8 @@ from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 DEFAULT_BATCH_SIZE = 64
 
-# Under torchrun, about this many tokens per piece (a shard file, the unit a rerun reuses):
-# 2^20. At --top float16 with 1024 dims that is a 2 GiB shard and, on one GPU, a minute or so of
-# work lost at most by a kill; on a CPU with the published models, much longer.
+# Under torchrun, about this many tokens per piece (a shard file, the unit a rerun reuses): at
+# --top float16 with 1024 dims a 2 GiB shard, on one GPU a minute or so of work lost to a kill.
 DEFAULT_PIECE_TOKENS = 1 << 20
 
 OUTPUT_FORMATS = ("all", "top", "average")
@@ -44,6 +40,11 @@ def check_batch_size(batch_size: int) -> None:
     is_integer = isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool)
     if not is_integer or batch_size < 1:
         raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def check_output_format(output_format: str) -> None:
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigurationError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; got {output_format!r}")
 
 
 def input_path_of(input_file: Union[PathLike, IO]) -> str:
@@ -74,8 +75,7 @@ class EmbeddingJob:
     num_sentences : `int`, optional (default = `None`)
         The number of sentences (lines) of the input, once `checked` has counted them.
     output_format : `str`, optional (default = `"all"`)
-        Which layers are written (``--all``/``--top``/``--average``): ``"all"`` every layer,
-        ``(num_layers, num_tokens, dim)``; ``"top"`` the top layer, ``(num_tokens, dim)``;
+        ``"all"`` every layer, ``(num_layers, num_tokens, dim)``; ``"top"`` the top layer or
         ``"average"`` the mean of all layers, ``(num_tokens, dim)``.
     batch_size : `int`, optional (default = `64`)
         Sentences per biLM call.
@@ -85,29 +85,20 @@ class EmbeddingJob:
     use_sentence_keys : `bool`, optional (default = `False`)
         Per-sentence layout: key each dataset by its sentence instead of its line number.
     include_sentence_indices : `bool`, optional (default = `False`)
-        Per-sentence layout: also write the sentence-to-line JSON under AllenNLP 0.8's name,
-        ``sentence_indices``.
+        Per-sentence layout: also write the sentence index under AllenNLP 0.8's name.
     layout : `str`, optional (default = `"per-sentence"`)
-        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"`` (`elmo_plugin.embedding_output.layout`),
-        which writes its own sentence index (``sentences``, unless ``forget_sentences``) and
-        takes neither ``use_sentence_keys`` nor ``include_sentence_indices``.
+        ``"per-sentence"`` (AllenNLP 0.9's) or ``"flat"`` (`elmo_plugin.embedding_output.layout`).
     float16 : `bool`, optional (default = `False`)
-        Store the vectors as float16 (computed as before; half the bytes).
+        Store the vectors as float16.
     sentence_vectors : `bool`, optional (default = `False`)
-        Write one vector per sentence instead of one per token: the mean over its tokens of
-        the chosen output (`elmo_plugin.embedding_output.sentence_vectors`), ``(num_layers,
-        dim)`` for ``"all"`` and ``(dim,)`` otherwise; the flat layout holds one row per
-        sentence.
+        Write one vector per sentence, the mean over its tokens of the chosen output.
     overwrite : `bool`, optional (default = `True`)
-        Replace an existing output (only once the new file is complete, as any output is
-        written). ``allennlp elmo`` refuses an existing output unless given ``--overwrite``;
-        ``embed_file`` replaces it, as AllenNLP 0.9's did.
+        Replace an existing output once the new one is complete (``allennlp elmo`` needs
+        ``--overwrite``; ``embed_file`` replaces it, as AllenNLP 0.9's did).
     sort_chunk_batches : `int`, optional (default = `32`)
         Stateless runs: embed this many batches at a time longest first (`line_batches`).
     piece_tokens : `int`, optional (default = `2^20`)
-        Under ``torchrun``: about this many tokens per shard file, the unit a rerun reuses; an
-        input with fewer per process is cut into one piece per process
-        (`elmo_plugin.embedding_output.plan`).
+        Under ``torchrun``: about this many tokens per shard file (`elmo_plugin.embedding_output.plan`).
     model, options_file, weight_file : `str`, optional
         The model, as `elmo_plugin.ElmoEmbedder` takes them (``None``: the published Original).
     cuda_device : `int`, optional (default = `-1`)
@@ -120,18 +111,11 @@ class EmbeddingJob:
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments.
     ray_address : `str`, optional (default = `None`)
-        Run on Ray (`elmo_plugin.embedding_output.ray_engine`) and write a Parquet dataset (a
-        folder) instead of HDF5: ``"local"`` starts a Ray cluster on this machine, ``"auto"``
-        joins the one ``RAY_ADDRESS`` names, anything else is a cluster's address. Stateless
-        only; without the HDF5 layouts' options (``layout``, ``use_sentence_keys``,
-        ``include_sentence_indices``, ``forget_sentences``).
+        Run on Ray (`elmo_plugin.embedding_output.ray_engine`) and write a Parquet folder:
+        ``"local"``, ``"auto"`` (``RAY_ADDRESS``) or a cluster's address. Stateless, and without
+        the HDF5 layouts' options.
     ray_workers : `int`, optional (default = `1`)
-        With ``ray_address``: the number of Ray workers, each holding one embedder (one GPU each
-        with ``cuda_device`` >= 0).
-
-    The model fields, ``cuda_device``, ``stateful`` and ``precision`` are what an embedder is
-    built from (`elmo_plugin.ElmoEmbedder.for_job`); a job that an existing embedder runs
-    (``embed_file``) carries that embedder's ``stateful`` and ``precision``.
+        With ``ray_address``: the number of Ray workers, each holding one embedder.
     """
 
     input_path: str
@@ -168,18 +152,11 @@ class EmbeddingJob:
 
     def checked(self) -> "EmbeddingJob":
         """
-        Checks everything about the job that needs no model, cheap checks first: the options
-        and the output path (its directory exists; it is not a directory, nor the input under
-        another name, nor an existing file that the job may not replace), then the whole
-        input (UTF-8, no blank lines, not empty; with ``use_sentence_keys`` no duplicates and no
-        sentence that cannot be an HDF5 name). Returns the job with ``num_sentences`` counted;
-        a `ConfigurationError` naming the problem otherwise.
+        Checks everything about the job that needs no model, cheap checks first: the options,
+        the output path, then the whole input. Returns the job with ``num_sentences`` counted; a
+        `ConfigurationError` naming the problem otherwise.
         """
-        if self.output_format not in OUTPUT_FORMATS:
-            raise ConfigurationError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}; "
-                f"got {self.output_format!r}"
-            )
+        check_output_format(self.output_format)
         check_batch_size(self.batch_size)
         if self.include_sentence_indices and self.use_sentence_keys:
             raise ConfigurationError(

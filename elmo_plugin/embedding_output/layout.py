@@ -1,29 +1,12 @@
 """
-The two layouts of ``allennlp elmo``'s HDF5 output, and the names and attributes that say which
-one a file has.
+The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md), and the names and
+attributes that say which one a file has: ``per-sentence`` (AllenNLP 0.9's, one dataset per
+line; its cost is creating them) and ``flat`` (per output layer one
+``(total_tokens, dim)`` dataset, ``offsets`` and ``sentences``, written in large appends).
 
-- ``per-sentence`` (the default; AllenNLP 0.9's layout): one dataset per input line, keyed by
-  its 0-based line number (or by its sentence with ``--use-sentence-keys``), ``(num_layers,
-  num_tokens, dim)`` with ``--all`` and ``(num_tokens, dim)`` otherwise, plus the JSON
-  ``sentence_to_index``. Creating one HDF5 dataset per sentence costs about 2.5 ms, which is
-  what bounds it on large corpora (about 14 hours of dataset creation for 45M sentences).
-- ``flat``: per output layer one ``(total_tokens, dim)`` dataset holding every token's row in
-  line order (``layer_0`` ... ``layer_{L-1}`` with ``--all``, ``top`` or ``average``
-  otherwise), ``offsets`` (``num_sentences + 1`` int64: line i's rows are
-  ``offsets[i]:offsets[i + 1]``) and ``sentences`` (line i's text, tokens joined by single
-  spaces; not written with ``--forget-sentences``). Written in large appends, so its cost per
-  sentence does not depend on the number of sentences.
-
-With ``--sentence-vectors`` each line holds one vector per output layer instead of one per
-token (the mean over its tokens): per-sentence datasets are ``(num_layers, dim)`` with
-``--all`` and ``(dim,)`` otherwise; the flat layout's datasets hold one row per line (``offsets``
-then counts 0, 1, 2 ...). Such files carry the root attribute ``SENTENCE_VECTORS_ATTRIBUTE``
-(= 1), in either layout.
-
-Files written by this plugin's flat layout, or assembled from shards, carry the root attributes
-``LAYOUT_ATTRIBUTE`` and ``FORMAT_ATTRIBUTE``; a file without them is per-sentence (what
-AllenNLP 0.9 and a plain ``allennlp elmo`` write). `elmo_plugin.embedding_output.reader` reads
-both.
+Files written in the flat layout, or assembled from shards, carry the root attributes
+``LAYOUT_ATTRIBUTE`` and ``FORMAT_ATTRIBUTE``; a file without them is per-sentence. Files of
+sentence vectors carry ``SENTENCE_VECTORS_ATTRIBUTE``.
 """
 import json
 from typing import List, Sequence
@@ -90,9 +73,8 @@ def check_layout(layout: str) -> str:
 
 
 def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``array`` in the stored type. float32 -> float16 goes through torch, whose conversion
-    (F16C instructions) was 2.5x faster than numpy's here and rounds the same way (to nearest,
-    ties to even); HDF5's own conversion on writing was slower still."""
+    """``array`` in the stored type; float32 -> float16 through torch's faster conversion, which
+    rounds as numpy's does (docs/implementation.md, "The fast paths, measured")."""
     if array.dtype == dtype:
         return array
     if dtype == np.float16 and array.dtype == np.float32:

@@ -1,19 +1,7 @@
 """
 `ParquetEmbeddings`: sentence i's vectors from the Parquet folder that ``allennlp elmo ...
---ray`` writes (`ray_engine`), with `EmbeddingsFile`'s interface: the same arrays for the same
-options (``(num_layers, num_tokens, dim)`` with ``--all``, ``(num_tokens, dim)`` otherwise;
-``--sentence-vectors`` drops the token axis).
-
-```python
-from elmo_plugin.embedding_output import ParquetEmbeddings
-
-with ParquetEmbeddings("embeddings.parquet") as embeddings:
-    len(embeddings), embeddings[0], embeddings.sentences()[0]
-```
-
-The whole folder is read into memory when it is opened (pyarrow); for a corpus larger than
-memory, read the Parquet files with Ray Data, Spark or pyarrow's datasets directly (its columns:
-`ray_engine`). pyarrow is imported only when one is opened.
+--ray`` writes (`ray_engine`), with `EmbeddingsFile`'s interface and arrays. The whole folder is
+read into memory when it is opened; pyarrow is imported only then.
 """
 import json
 import os

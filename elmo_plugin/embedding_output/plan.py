@@ -1,28 +1,15 @@
 """
-How a sharded ``allennlp elmo`` run cuts its input into pieces and shares them among ranks.
-
-A **piece** is a run of whole batches of a single process's run, taken in the order in which
-that run embeds them (`batching.line_batches`: the chunks of ``batch_size *
-sort_chunk_batches`` lines in turn, each sorted by length), so every batch of a sharded run is
-exactly a single run's batch and its float32 vectors are bitwise a single run's. A piece is
-the unit written as one shard file, and so the unit of reuse after a kill. Pieces are sized from
-the input and the number of ranks:
-
-- **An input of more than one piece's worth of tokens per rank** (``piece_tokens``, default
-  2^20, per rank): each piece is the shortest run of whole chunks with at least
-  ``piece_tokens`` tokens (the last one may be shorter), so its lines are consecutive. These
-  pieces depend only on the input and the options, not on the number of ranks, so a run resumed
-  with another ``--nproc-per-node`` still reuses them.
-- **A smaller input**: one piece per rank, cut at the batch boundaries where the tokens so far
-  first reach 1/N, 2/N ... of the input's (N ranks; fewer pieces where there are fewer batches).
-  A cut may fall inside a chunk, between two of its length-sorted batches: such a piece holds
-  lines chosen by length, and lists them. Resumed with the same number of ranks, the run reuses
-  them.
-
-Each rank then gets a contiguous run of pieces, balanced by tokens (the cost of embedding is
-about linear in tokens; lines vary in length by orders of magnitude).
+How a sharded ``allennlp elmo`` run cuts its input into pieces and shares them among ranks
+(docs/embedding.md). A **piece** is a run of whole batches of a single process's run, in the
+order that run embeds them (`batching.line_batches`), so its float32 vectors are bitwise a single
+run's; it is written as one shard file, the unit of reuse after a kill. An input of more than
+``piece_tokens`` tokens per rank is cut into pieces of whole chunks of at least that many tokens
+(independent of the number of ranks); a smaller one into one piece per rank, cut at batch
+boundaries (possibly inside a chunk: such a piece lists its lines). Each rank gets a contiguous
+run of pieces, balanced by tokens.
 """
 import hashlib
+import itertools
 import os
 from array import array
 from dataclasses import dataclass
@@ -39,10 +26,8 @@ _UTF8_BOM = "\ufeff"
 class Piece:
     """
     Sentences ``start`` to ``end`` (exclusive) of the order in which a single run embeds them,
-    with ``num_tokens`` tokens. Its lines lie within lines ``first_line`` to ``end_line`` (whole
-    chunks), which start at byte ``byte_offset``: they are all of them (``chosen_lines`` is
-    ``None``, and then ``start``, ``end`` are ``first_line``, ``end_line``), or, for a piece cut
-    inside a chunk, the ``chosen_lines``, in order.
+    with ``num_tokens`` tokens: all the lines ``first_line`` to ``end_line`` (whole chunks, from
+    byte ``byte_offset``), or, for a piece cut inside a chunk, the ``chosen_lines`` among them.
     """
 
     start: int
@@ -74,11 +59,9 @@ class Piece:
 
     def shard_name(self, fingerprint: str) -> str:
         """
-        The piece's shard file name: its sentences ``start``-``end`` (its line numbers, but for
-        a piece cut inside a chunk; padded, so that names sort in order) and the run's
-        fingerprint. With the fingerprint in the name, a run with another model or other
-        options never overwrites the shards that an earlier output still reads; they are
-        removed only once the new output has replaced it.
+        The piece's shard file name: its sentences ``start``-``end`` (padded, so that names sort
+        in order) and the run's fingerprint, so that a run with another model or other options
+        never overwrites the shards that an earlier output still reads.
         """
         return f"lines-{self.start:011d}-{self.end:011d}.{fingerprint[:16]}.hdf5"
 
@@ -150,18 +133,10 @@ def plan_input(job: EmbeddingJob, world_size: int) -> Plan:
     else:
         pieces = _one_piece_per_rank(job, chunk_offsets, lengths, world_size)
     # Rank r takes the pieces that start in its 1/world_size of the tokens.
-    rank_starts = [0] * (world_size + 1)
-    rank_starts[world_size] = len(pieces)
-    tokens_before = 0
-    next_rank = 1
-    for index, piece in enumerate(pieces):
-        while next_rank < world_size and tokens_before * world_size >= next_rank * total_tokens:
-            rank_starts[next_rank] = index
-            next_rank += 1
-        tokens_before += piece.num_tokens
-    while next_rank < world_size:
-        rank_starts[next_rank] = len(pieces)
-        next_rank += 1
+    before = list(itertools.accumulate((piece.num_tokens for piece in pieces), initial=0))[:-1]
+    starts = [next((i for i, t in enumerate(before) if t * world_size >= r * total_tokens), len(pieces))
+              for r in range(1, world_size)]
+    rank_starts = [0, *starts, len(pieces)]
     return Plan(file_sha256(job.input_path), num_lines, total_tokens, pieces, rank_starts)
 
 

@@ -1,21 +1,10 @@
 """
-An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray local|auto|ADDRESS``):
-Ray Data reads the input in chunks of lines, `ElmoRayEmbedder` (a callable class: one embedder
-per worker, loaded once) embeds each chunk in the batches a single process makes of it (sorted
-by length), and the rows are written as a Parquet dataset, a folder with one row per sentence.
-
-Columns: ``sentence_index`` (int64, the 0-based input line), ``tokens`` (list of strings), and
-the chosen output under the flat layout's names (`layout.flat_dataset_names`): ``top`` or
-``average``, or ``layer_0`` ... with ``--all``; each is a list of ``dim``-wide vectors (one per
-token), or one ``dim``-wide vector with ``sentence_vectors``; float32, or float16 with
-``float16``. The folder also holds ``_elmo_embeddings.json`` (`METADATA_FILE`: the output
-format, the columns, ``dim``, the number of sentences), which Parquet readers skip (its name
-starts with ``_``) and `parquet_reader.ParquetEmbeddings` reads.
-
-Faults: a worker that dies (killed, out of memory) is restarted by Ray and its batch run again
-(Ray Data's defaults for a callable class); the written rows are then checked (every input line exactly once) before the
-folder takes its name, so an output that exists is complete. Ray and pyarrow are imported only
-here, inside the functions that run a job: ``allennlp elmo`` without ``--ray`` never imports them.
+An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray local|auto|ADDRESS``;
+docs/embedding.md gives the columns, docs/implementation.md the design): Ray Data reads the input
+in chunks of lines, `ElmoRayEmbedder` embeds each chunk in the batches a single process makes of
+it, and the rows are written as a Parquet dataset with `METADATA_FILE` beside them; every line is
+checked to be there exactly once before the folder takes its name. Ray and pyarrow are imported
+only inside the functions that run a job.
 """
 import json
 import logging
@@ -77,23 +66,8 @@ class ElmoRayEmbedder:
     """
     The callable class that embeds batches of sentences on a Ray worker, for
     ``Dataset.map_batches``: built once per worker (which loads the model once), then called
-    with each batch. ``allennlp elmo --ray`` uses it; a pipeline of one's own can too:
-
-    ```python
-    import ray
-    from elmo_plugin import ElmoEmbedder
-    from elmo_plugin.embedding_output.job import EmbeddingJob
-    from elmo_plugin.embedding_output.ray_engine import ElmoRayEmbedder
-
-    job = EmbeddingJob("", "", output_format="top", model="demo_output/run/bilm")
-    rows = ray.data.from_items([{"text": "The cat sat ."}, {"text": "Hello !"}])
-    vectors = rows.map_batches(
-        ElmoRayEmbedder,
-        fn_constructor_kwargs={"job": job, "embedder_factory": ElmoEmbedder.for_job},
-        batch_size=job.chunk_lines,
-        concurrency=2,
-    )
-    ```
+    with each batch. ``allennlp elmo --ray`` uses it; a pipeline of one's own can too
+    (docs/embedding.md has an example).
 
     # Parameters
 
@@ -104,13 +78,10 @@ class ElmoRayEmbedder:
     embedder_factory : `Callable[[EmbeddingJob], BatchEmbedder]`
         Builds the worker's embedder from ``job``: `elmo_plugin.ElmoEmbedder.for_job`.
 
-    A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens`` (lists
-    of tokens), and optionally ``sentence_index``. The result has ``sentence_index`` (when
-    given), ``tokens`` and the output columns (see the module documentation), one row per
-    sentence in the batch's order, as a ``pyarrow.Table``. Within a batch, sentences are embedded
-    in ``job.batch_size`` batches sorted by length, as a single process embeds a chunk of its
-    input; a batch of ``job.chunk_lines`` consecutive lines therefore gets exactly a single
-    process's vectors.
+    A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens``, and
+    optionally ``sentence_index``; the result, a ``pyarrow.Table``, has ``sentence_index`` (when
+    given), ``tokens`` and the output columns, one row per sentence in order. A batch of
+    ``job.chunk_lines`` consecutive lines gets exactly a single process's vectors.
     """
 
     def __init__(self, job: EmbeddingJob, embedder_factory: EmbedderFactory) -> None:

@@ -1,6 +1,6 @@
 """
-`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout
-(per-sentence, AllenNLP 0.9's; or flat), written by one process or assembled from shards.
+`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout,
+written by one process or assembled from shards (docs/embedding.md).
 
 ```python
 from elmo_plugin import EmbeddingsFile
@@ -12,20 +12,8 @@ with EmbeddingsFile("embeddings.hdf5") as embeddings:
     embeddings.by_sentence("Hello !")  # by its text (tokens joined by single spaces)
 ```
 
-Arrays come back in the stored type (float32, or float16 for files written with
-``--float16``). A file written with ``--sentence-vectors`` (``embeddings.sentence_vectors`` is
-then true) gives each line's one vector per layer: ``(num_layers, dim)`` with ``--all``,
-``(dim,)`` otherwise, in either layout.
-
-**Shards.** A file assembled by a sharded run (``torchrun ... allennlp elmo``) holds no vectors
-itself: its datasets are HDF5 virtual datasets that read from the shard files in
-``OUTPUT.shards/`` beside it (found relative to the output file, so the two move together).
-HDF5 reads a region whose shard is missing or truncated as the fill value (NaN) without any
-error; this reader therefore checks, when the file is opened, that every shard the file lists
-exists with the size it had when the file was assembled, and that the source files of every
-virtual dataset it reads exist, and raises `MissingShardError` naming the shard otherwise.
-Plain ``h5py`` does no such check: read sharded outputs with this reader, or keep the shards
-directory with the file.
+HDF5 reads a region whose shard is missing or truncated as NaN without an error, so opening a
+sharded output checks its shards and raises `MissingShardError` naming one that is not there.
 """
 import json
 import os
@@ -60,9 +48,7 @@ _INDEX_DATASETS = (SENTENCE_TO_INDEX, SENTENCE_INDICES)
 
 class MissingShardError(ConfigurationError):
     """
-    A shard of an assembled output is missing or not the file it was: reading it through the
-    virtual datasets would give the fill value (NaN) instead of vectors, so `EmbeddingsFile`
-    raises this instead.
+    A shard of an assembled output is missing or not the file it was (reading it would give NaN).
 
     # Parameters
 

@@ -1,15 +1,9 @@
 """
 One piece of a sharded run written as a shard file (``lines-START-END.FINGERPRINT.hdf5``) that
-has its final name only when it is complete.
-
-A shard is written under a temporary name (``.NAME.HOST.PID.tmp``) in the shards directory,
-closed, flushed to the disk (``fsync``), given its attributes' completion mark last, and only
-then renamed to its name (and the directory synced): the rename is the record that the piece is
-done. A kill at any moment (``kill -9`` included) leaves either no file under the name or a
-complete one; a temporary file left by a kill is removed by the next successful run. A shard is
-reused only if it carries the completion mark and the run's fingerprint
-(`elmo_plugin.embedding_output.fingerprint`), and is checked again (shapes, row counts) before
-the output is assembled from it.
+has its final name only when it is complete: written under a temporary name, closed, synced,
+given its completion mark last, then renamed (and the directory synced), so that a kill at any
+moment leaves no file under the name or a complete one. A shard is reused only with the mark and
+the run's fingerprint, and checked again before the output is assembled from it.
 """
 import contextlib
 import os
@@ -47,9 +41,8 @@ def write_shard(
 ) -> None:
     """
     Writes the shard ``path`` of ``piece``: ``fill`` writes the datasets into the open file,
-    then the completion mark is added, the file synced and renamed (see the module
-    documentation). A failed write (a full disk) becomes one `ConfigurationError` naming the
-    shard; the partial file is removed and the shards already finished are kept.
+    then the completion mark is added, the file synced and renamed. A failed write becomes one
+    `ConfigurationError` naming the shard; the shards already finished are kept.
     """
     directory = os.path.dirname(os.path.abspath(path))
     temporary = os.path.join(
@@ -91,9 +84,7 @@ def shard_problem(
     """
     Why the shard ``path`` is not the finished ``piece`` of this run, or ``None`` if it is: it
     must exist, open, carry the completion mark and the fingerprint, and have the expected
-    shapes (flat: every layer ``(piece.num_tokens, dim)``, ``offsets`` ending at that many
-    rows; per-sentence: one dataset per line with ``piece.num_tokens`` rows in all). With
-    ``sentence_vectors`` a line is one row (one vector per layer) instead of one per token.
+    shapes (a row per token, or per line with ``sentence_vectors``).
     """
     expected_rows = piece.num_sentences if sentence_vectors else piece.num_tokens
     if not os.path.isfile(path):

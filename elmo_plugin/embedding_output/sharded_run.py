@@ -1,27 +1,8 @@
 """
-One rank's part of a sharded ``allennlp elmo`` run under ``torchrun``:
-
-```
-torchrun --nproc-per-node N [--nnodes M --node-rank R --master-addr H --master-port P] \\
-    "$(command -v allennlp)" elmo IN OUT --all|--top|--average [--layout flat] [--float16] ...
-```
-
-1. Rank 0 checks the job once (the usual one-line errors, from rank 0 only; every rank then
-   stops) and plans the run (`plan`): pieces of whole batches of a single run, shared among
-   ranks by tokens. Every rank loads the model; a model error is reported once, by rank 0.
-2. Each rank embeds its pieces, each into a shard file ``OUT.shards/lines-A-B.hdf5`` that gets
-   its name only when complete (`shard_file`); a piece whose shard is already there, complete
-   and with this run's fingerprint (input bytes, model parameters, options: `fingerprint`) is
-   reused, not recomputed. So the same command run again after a kill (of any rank, at any
-   moment) recomputes only the pieces that had not been finished.
-3. Ranks watch each other's heartbeats (`heartbeats`): one that stops or fails makes the others
-   stop within seconds, naming it.
-4. Rank 0 waits for the others, checks every shard and assembles OUT from them with virtual
-   datasets (`assembly`): no vector is copied, and OUT reads as a single run's output.
-
-The output directory must be one that every node sees (a shared file system): the shards are
-written beside OUT. Only stateless runs shard (``--stateful`` carries the LSTM state through
-the whole file in order).
+One rank's part of a sharded ``allennlp elmo`` run under ``torchrun`` (docs/embedding.md): rank 0
+checks and plans the job (`plan`); each rank embeds its pieces into shard files (`shard_file`),
+reusing those of an earlier run with this run's `fingerprint`; ranks watch each other's
+`heartbeats`; rank 0 assembles the output from the shards with virtual datasets (`assembly`).
 """
 import logging
 import os
@@ -83,11 +64,9 @@ def run_sharded(
     progress: bool = True,
 ) -> Optional[ShardedResult]:
     """
-    Runs this rank's part of ``job`` (not checked yet: rank 0 checks it; see the module
-    documentation), embedding with ``make_embedder(job, this rank's device)``; ``cuda_device``
-    >= 0 means this rank's GPU, ``LOCAL_RANK``. Returns the `ShardedResult` on rank 0, ``None``
-    elsewhere. Errors are `ConfigurationError`s (one line) on the rank that has them; ranks that
-    stop because of another rank's input or model error raise `StoppedWithOtherRank`.
+    Runs this rank's part of ``job`` (rank 0 checks it) with ``make_embedder(job, this rank's
+    device)``. Returns the `ShardedResult` on rank 0, ``None`` elsewhere; ranks stopped by
+    another rank's input or model error raise `StoppedWithOtherRank`.
     """
     device = join_process_group(process, use_gpu=job.cuda_device >= 0)
     try:

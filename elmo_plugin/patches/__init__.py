@@ -1,16 +1,8 @@
 """
 Everything the plugin changes in AllenNLP, tensorboardX and the console, rather than adding
-registered components. Nothing in the library imports this folder; only ``elmo_plugin``'s
-``__init__`` (`install`, and `quiet_import` first of all) and the start-up hook's ``.pth`` line
-apply it.
-
-- `quiet_import`: AllenNLP imported for ``import elmo_plugin`` without the tested environment's
-  two torchvision warnings (filters that last for that import only).
-- `startup_hook`, run by the ``.pth`` file that installing the plugin puts in site-packages, in
-  every process of the environment: AllenNLP's plugin discovery also finds ``elmo_plugin`` and
-  ``elmo_plugin.tasks``, its submodule listing imports nothing of the current folder, and its
-  ``train`` command is looked up when it runs.
-- `install`: the patches below, in order.
+registered components (docs/architecture.md). Nothing in the library imports this folder; only
+``elmo_plugin``'s ``__init__`` (`install`, and `quiet_import` first of all) and the start-up
+hook's ``.pth`` line (`startup_hook`) apply it.
 """
 
 
@@ -18,18 +10,8 @@ def install() -> None:
     """Applies every patch of the folder, in this order (each once; each module says how)."""
     from elmo_plugin.patches import console, jsonnet_natives, plugin_lines, tensorboard_shutdown, train_command
 
-    # allennlp.common.params.evaluate_file / evaluate_snippet: configs may call
-    # std.native("elmo_output_dim"), the ELMo width read from the model.
-    jsonnet_natives.install()
-    # allennlp.common.logging.prepare_global_logging and Tqdm.tqdm: allennlp train's console is a
-    # report (ELMO_PLUGIN_VERBOSE=1 shows AllenNLP's), out.log keeps everything.
-    console.install()
-    # allennlp.commands.train.train_model_from_file / train_model_from_args / dist: checks before
-    # the run directory is made, one-line errors and interruptions, no silent wait across nodes.
-    train_command.install()
-    # A filter on the allennlp.common.plugins logger: no "Plugin ... available" lines unless
-    # ELMO_PLUGIN_VERBOSE=1.
-    plugin_lines.install()
-    # tensorboardX's EventFileWriter.close: no traceback at exit on Python 3.12+ for a writer
-    # never written to.
-    tensorboard_shutdown.install()
+    jsonnet_natives.install()  # allennlp.common.params.evaluate_file / evaluate_snippet
+    console.install()  # allennlp.common.logging.prepare_global_logging and Tqdm.tqdm
+    train_command.install()  # allennlp.commands.train.train_model_from_file / _from_args / dist
+    plugin_lines.install()  # a filter on the allennlp.common.plugins logger
+    tensorboard_shutdown.install()  # tensorboardX's EventFileWriter.close

@@ -1,19 +1,9 @@
 """
-AllenNLP's "Plugin ... available" lines only when asked for.
-
-Every ``allennlp`` command, ``--help`` included, imports its plugins first and logs one INFO line
-for each (``allennlp.common.plugins``: ``Plugin allennlp_models available``, ``Plugin elmo_plugin
-available``) before anything the command itself prints. They say nothing a user acts on, so they
-are dropped unless the console is asked to show everything (`verbose`: ``ELMO_PLUGIN_VERBOSE=1``,
-the switch of the training console too, or AllenNLP's ``ALLENNLP_DEBUG=1`` /
-``ALLENNLP_LOG_LEVEL=DEBUG``), read when a line is logged. A plugin that cannot be loaded is
-still reported (an ERROR, with another message).
-
-The filter sits on that one logger and matches that one message. Installed when the plugin is
-imported, it hides the plugin's own line and those of plugins imported after it; the line of
-``allennlp_models``, which AllenNLP imports before any plugin, needs the filter in place when the
-interpreter starts: ``scripts/quiet_environment.py`` (run by ``make venv``) writes the same
-filter as a ``.pth`` file into the environment.
+AllenNLP's "Plugin ... available" lines only when asked for (`verbose`: ``ELMO_PLUGIN_VERBOSE=1``,
+``ALLENNLP_DEBUG=1`` or ``ALLENNLP_LOG_LEVEL=DEBUG``, read when a line is logged). The filter sits
+on that one logger and matches that one message; a plugin that cannot be loaded is still
+reported. ``allennlp_models``' line, logged before any plugin is imported, needs the same filter
+from the start: ``scripts/quiet_environment.py`` writes it as a ``.pth`` file.
 """
 import logging
 

@@ -1,16 +1,8 @@
 """
 Imports AllenNLP for ``import elmo_plugin`` without the two torchvision warnings of the tested
-environment, and without changing any warning filter beyond this import.
-
-AllenNLP's ``allennlp.data`` imports torchvision (for its image loader), and transformers, which
-``allennlp.modules`` imports, imports ``torchvision.transforms.v2``. The tested set pins
-torchvision 0.15.2 beside torch 2.13 (no matching CPU build installs from PyPI), which warns
-"Failed to load image Python extension" and twice "still Beta" on import, about parts AllenNLP's
-text models never use. They are ignored inside ``warnings.catch_warnings()`` (which restores the
-filters afterwards), only these two messages, only from the modules that emit them.
-
-The ``allennlp`` command imports torchvision before any plugin code runs; there the environment
-takes care of it (scripts/quiet_environment.py, run by ``make venv``).
+environment (torchvision 0.15.2 beside torch 2.13), ignored inside ``warnings.catch_warnings()``,
+only these two messages, only from the modules that emit them. The ``allennlp`` command imports
+torchvision before any plugin code: there scripts/quiet_environment.py takes care of it.
 """
 import warnings
 

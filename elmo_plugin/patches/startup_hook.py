@@ -1,42 +1,23 @@
 """
 What the plugin changes in AllenNLP's command line from the start of every Python process of an
 environment it is installed in: its commands in any folder, and no file of the current folder
-imported in place of a package's modules.
+imported in place of a package's modules (why: docs/implementation.md, "How `allennlp` finds the
+plugin").
 
-AllenNLP 2.10 finds plugins in three places only (``allennlp.common.plugins``): its default
-plugins (``allennlp_models`` among them), a ``.allennlp_plugins`` file in the current folder, and
-``~/.allennlp/plugins``. It builds the parser of a command it knows (``train``, ...) before it
-imports any plugin, and lists a package's submodules for ``import_plugins`` and
-``--include-package`` with ``pkgutil.walk_packages``, which imports every subpackage it meets
-again under its bare name (``commands``, ``data``, ``models`` ...) while AllenNLP has put the
-current folder first on the import path: a ``data.py`` there is then imported and run.
+The wheel's ``elmo_plugin_startup_hook.pth`` puts a finder first on ``sys.meta_path`` that
+answers for three AllenNLP modules only (`HOOKED_MODULES`); for those it runs this file (by its
+path: importing ``elmo_plugin`` there would import AllenNLP in the middle of its own import), and
+the module, once executed, gets one repair each (`REPAIRS`):
 
-The only plugin code that runs in every ``allennlp`` process before those steps is a ``.pth``
-file: the plugin's wheel and its editable install (``setup.py``) put
-``elmo_plugin_startup_hook.pth`` at the top of site-packages, and ``pip uninstall`` removes it.
-Its one line puts a finder first on ``sys.meta_path`` that answers for three AllenNLP modules
-only (`HOOKED_MODULES`); for those it runs this file (by its path: importing ``elmo_plugin``
-there would import AllenNLP in the middle of its own import) and `find_spec` gives AllenNLP's own
-module, which, once executed, gets one repair each (`REPAIRS`):
-
-- ``allennlp.common.util``: `import_module_and_submodules` lists a package's submodules with
-  ``pkgutil.iter_modules`` (the package's folder only) instead of ``walk_packages``; AllenNLP's
-  own recursion imports each of them by its full name, so the same modules are imported, and
-  nothing of the current folder is;
-- ``allennlp.common.plugins``: `discover_plugins` also yields the plugin's two lines
-  (`with_the_plugin`: ``elmo_plugin``, then ``elmo_plugin.tasks`` where allennlp-models is
-  installed), so every ``allennlp`` command imports them as it imports ``allennlp_models``; a
-  plugin that cannot be imported is reported by AllenNLP's own error line, which then also says
-  what to install (`with_what_to_install`);
+- ``allennlp.common.util``: `import_module_and_submodules` lists submodules with
+  ``pkgutil.iter_modules`` instead of ``walk_packages``, so nothing of the current folder is
+  imported;
+- ``allennlp.common.plugins``: `discover_plugins` also yields the plugin's lines
+  (`with_the_plugin`), and an import error says what to install (`with_what_to_install`);
 - ``allennlp.commands.train``: the ``train`` command's function is looked up when the command
-  runs (`late_bound`), not when AllenNLP builds its parser, so that the plugin's
-  ``allennlp train`` (`elmo_plugin.commands.train_command`, put there by `elmo_plugin.patches`)
-  is the one that runs.
+  runs (`late_bound`), so that the plugin's ``allennlp train`` is the one that runs.
 
-Everything here uses the standard library only, and a failure in it leaves AllenNLP's module as
-it was. Without the ``.pth`` file (``python -S``, a checkout on ``PYTHONPATH`` never installed) a
-plugins file still loads the plugin, and AllenNLP's own ``allennlp train`` runs with the
-plugin's checks, which then end in AllenNLP's traceback.
+Standard library only; a failure here leaves AllenNLP's module as it was.
 """
 import importlib
 import importlib.util
