@@ -19,7 +19,10 @@ Precision: the input gates and the state share the state's dtype, in which the g
 outputs are computed and kept. The weights may have a narrower one (bfloat16: `lstm_layer` passes
 copies in the plan's products dtype); each step's two products then run in it, their operands
 rounded to it, and their results join the state's dtype. The cell state, which accumulates over
-the steps, never leaves the state's dtype.
+the steps, never leaves the state's dtype. The fast paths keep what only feeds a product (h, a
+product's result already; tanh(c) o; in backward the gradients the products read) in the
+products' dtype between the steps, so that no step runs a conversion of its own: the same
+values, to the bit, with the conversions once per call (docs/implementation.md).
 """
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
