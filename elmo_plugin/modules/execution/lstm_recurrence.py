@@ -19,7 +19,10 @@ Precision: the input gates and the state share the state's dtype, in which the g
 outputs are computed and kept. The weights may have a narrower one (bfloat16: `lstm_layer` passes
 copies in the plan's products dtype); each step's two products then run in it, their operands
 rounded to it, and their results join the state's dtype. The cell state, which accumulates over
-the steps, never leaves the state's dtype.
+the steps, never leaves the state's dtype. The fast paths keep what only feeds a product (h, a
+product's result already; tanh(c) o; in backward the gradients the products read) in the
+products' dtype between the steps, so that no step runs a conversion of its own: the same
+values, to the bit, with the conversions once per call (docs/implementation.md).
 """
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
@@ -180,8 +183,12 @@ def recurrence_loop(
     activations = c0.new_empty(kept, 4 * cell_size)
     cells = c0.new_empty(kept, cell_size)
     tanh_cells = c0.new_empty(kept, cell_size)
-    hidden = c0.new_empty(batch_size, cell_size)
-    outputs = h0.new_empty(num_positions, h0.size(1))
+    # With narrower products the state h is kept in their dtype from step to step: a projection
+    # product's result is already rounded to it (and the projection clip, 3 in the published
+    # models, is exact in bfloat16), so keeping it loses nothing, and no step converts it again.
+    # The product input tanh(c) o is written in it directly. Widened once, after the loop.
+    hidden = c0.new_empty(batch_size, cell_size, dtype=matmul_dtype)
+    outputs = h0.new_empty(num_positions, h0.size(1), dtype=matmul_dtype)
     cell_passes = output_passes = None
     if record:
         # Training keeps every position for its backward, each step's part a view made once.
@@ -193,10 +200,16 @@ def recurrence_loop(
             None if buffer is None else buffer.split(step_sizes)
             for buffer in (activations, cells, tanh_cells, cell_passes, output_passes)
         )
-    h, c = h0, c0
+    # Rows of length 0 keep their initial state as given: only the running rows' h is converted.
+    running = step_sizes[0] if step_sizes else batch_size
+    h, c = h0[:running].to(matmul_dtype), c0
     ended_h: List[torch.Tensor] = []  # as in reference_recurrence
     ended_c: List[torch.Tensor] = []
-    running, view_rows = batch_size, -1
+    if running < batch_size:
+        ended_h.append(h0[running:])
+        ended_c.append(c[running:])
+        c = c[:running]
+    view_rows = -1
     steps = zip(step_sizes, input_gates.split(step_sizes), outputs.split(step_sizes))
     for step, (rows, step_input, step_output) in enumerate(steps):
         if rows < running:
@@ -219,9 +232,9 @@ def recurrence_loop(
         if step_input.dtype != gates.dtype:
             # gates = float(step_input) + float(h W): an addition in the state's dtype, as
             # below (adding the two bfloat16 tensors would round the sum to bfloat16).
-            gates.copy_(step_input).add_(times(h.to(matmul_dtype), step_recurrent))
+            gates.copy_(step_input).add_(times(h, step_recurrent))
         elif mixed:
-            torch.add(step_input, times(h.to(matmul_dtype), step_recurrent), out=gates)
+            torch.add(step_input, times(h, step_recurrent), out=gates)
         else:
             torch.addmm(step_input, h, weights.recurrent, out=gates)
         i.sigmoid_()
@@ -239,7 +252,7 @@ def recurrence_loop(
         torch.tanh(c, out=tanh_cell)
         torch.mul(tanh_cell, o, out=hidden_rows)
         if mixed:
-            h = step_output.copy_(times(hidden_rows.to(matmul_dtype), step_projection))
+            h = step_output.copy_(times(hidden_rows, step_projection))
         else:
             h = torch.mm(hidden_rows, weights.projection, out=step_output)
         if weights.proj_clip is not None:
@@ -247,7 +260,8 @@ def recurrence_loop(
                 torch.logical_and(h >= -weights.proj_clip, h <= weights.proj_clip,
                                   out=output_pass_steps[step])
             h.clamp_(-weights.proj_clip, weights.proj_clip)
-    result = (outputs, torch.cat([h] + ended_h[::-1]), torch.cat([c] + ended_c[::-1]))
+    final_h = torch.cat([h.to(h0.dtype)] + ended_h[::-1])
+    result = (outputs.to(h0.dtype), final_h, torch.cat([c] + ended_c[::-1]))
     if not record:
         return result
     return result + (RecurrenceRecord(activations, cells, tanh_cells, cell_passes, output_passes),)
@@ -278,25 +292,46 @@ def recurrence_backward(
     offsets = [0]
     for rows in step_sizes:
         offsets.append(offsets[-1] + rows)
-    grad_gates = torch.empty_like(activations)
-    grad_projected = torch.empty_like(outputs)  # gradient of each step's unclipped output
-    # Gradients of the state after the step being processed, for the rows running then.
-    grad_h = grad_final_h.clone()
+    # With narrower products, what only feeds a product is kept in their dtype, written there by
+    # the elementwise operation that computes it (rounded as converting it would round it): the
+    # gates' and projected outputs' gradients, and the recurrent part of h's. So no step runs a
+    # conversion of its own; the few results in the state's dtype are widened once, at the end.
+    # (The input gates' gradient is rounded to the products' dtype anyway: they came from a
+    # product in that dtype, whose backward converts it.)
+    grad_gates = torch.empty_like(activations, dtype=matmul_dtype)
+    # The gradient of each step's unclipped output.
+    grad_projected = torch.empty_like(outputs, dtype=matmul_dtype)
+    # The gradient of h after the step being processed that came back through the next step's
+    # recurrent product, for the rows that ran that step; a row's gradient after its last step
+    # is its final state's, added to its output's where that step reads it.
+    grad_h = grad_final_h.new_empty(grad_final_h.shape, dtype=matmul_dtype)
+    # Gradients of c after the step being processed, for the rows running then.
     grad_c = grad_final_c.clone()
+    compiling = torch.compiler.is_compiling()  # TorchDynamo takes no out= into a block
     for step in range(len(step_sizes) - 1, -1, -1):
         rows = step_sizes[step]
         span = slice(offsets[step], offsets[step + 1])
-        if step + 1 < len(step_sizes) and step_sizes[step + 1] < rows:
-            ended = slice(step_sizes[step + 1], rows)
-            grad_h[ended] = grad_final_h[ended]
+        continuing = step_sizes[step + 1] if step + 1 < len(step_sizes) else 0
+        if continuing < rows:
+            ended = slice(continuing, rows)
             grad_c[ended] = grad_final_c[ended]
         i, j, f, o = activations[span].chunk(4, dim=1)
         tanh_c = tanh_cells[span]
-        d_projected = grad_h[:rows] + grad_outputs[span]
+        d_projected = grad_projected[span]
+        step_grad_outputs = grad_outputs[span]
+        for gradient, part in ((grad_h, slice(0, continuing)),
+                               (grad_final_h, slice(continuing, rows))):
+            if part.start == part.stop:
+                continue
+            if compiling:
+                d_projected[part] = gradient[part] + step_grad_outputs[part]
+            else:
+                torch.add(gradient[part], step_grad_outputs[part], out=d_projected[part])
         if output_passes is not None:
-            d_projected = d_projected * output_passes[span]
-        grad_projected[span] = d_projected
-        d_hidden = torch.mm(d_projected.to(matmul_dtype), weights.projection.t()).to(state_dtype)
+            # Multiplying by 0 or 1 after the rounding gives what it gives before.
+            d_projected.mul_(output_passes[span])
+        # The product's result stays in its dtype: the products below widen it (exactly).
+        d_hidden = torch.mm(d_projected, weights.projection.t())
         d_o = d_hidden * tanh_c
         d_c = grad_c[:rows] + d_hidden * o * (1 - tanh_c * tanh_c)
         if cell_passes is not None:
@@ -305,15 +340,20 @@ def recurrence_backward(
         step_gates = grad_gates[span]
         blocks = ((d_c * j, i * (1 - i)), (d_c * i, 1 - j * j), (d_c * previous_c, f * (1 - f)),
                   (d_o, o * (1 - o)))
-        if torch.compiler.is_compiling():  # TorchDynamo takes no out= into a column block
+        if compiling:
             step_gates.copy_(torch.cat([left * right for left, right in blocks], dim=1))
         else:
             for (left, right), block in zip(blocks, step_gates.chunk(4, dim=1)):
                 torch.mul(left, right, out=block)
-        grad_h[:rows] = torch.mm(step_gates.to(matmul_dtype), weights.recurrent.t())
+        if compiling:
+            grad_h[:rows] = torch.mm(step_gates, weights.recurrent.t())
+        else:
+            torch.mm(step_gates, weights.recurrent.t(), out=grad_h[:rows])
         grad_c[:rows] = d_c * f
-    # Rows of length 0 never ran: their final-state gradient is their initial state's.
-    grad_h[step_sizes[0] :] = grad_final_h[step_sizes[0] :]
+    # The gradient of h0: through the first step's product for the rows that ran it; rows of
+    # length 0 never ran: their final-state gradient is their initial state's.
+    grad_h0 = grad_final_h.clone()
+    grad_h0[: step_sizes[0]] = grad_h[: step_sizes[0]]
     grad_c[step_sizes[0] :] = grad_final_c[step_sizes[0] :]
     # The state each step read: h0 for the first step, then the previous step's outputs.
     previous_h = torch.cat(
@@ -321,10 +361,10 @@ def recurrence_backward(
         + [outputs[offsets[k - 1] : offsets[k - 1] + rows] for k, rows in enumerate(step_sizes)
            if k > 0]
     )
-    grad_recurrent = previous_h.to(matmul_dtype).t() @ grad_gates.to(matmul_dtype)
+    grad_recurrent = previous_h.to(matmul_dtype).t() @ grad_gates
     hidden = tanh_cells * activations[:, 3 * tanh_cells.size(1) :]  # tanh(c) * o
-    grad_projection = hidden.to(matmul_dtype).t() @ grad_projected.to(matmul_dtype)
-    return grad_gates, grad_h, grad_c, grad_recurrent, grad_projection
+    grad_projection = hidden.to(matmul_dtype).t() @ grad_projected
+    return grad_gates.to(state_dtype), grad_h0, grad_c, grad_recurrent, grad_projection
 
 
 class ProjectedLstmRecurrence(torch.autograd.Function):
