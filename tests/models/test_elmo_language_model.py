@@ -461,6 +461,25 @@ def stream_mask(tensors: Dict, direction: str) -> torch.Tensor:
     return (tensors[f"{direction}_tokens"]["elmo_characters"]["elmo_tokens"] > 0).any(-1)
 
 
+def full_stream_windows(vocab: Vocabulary, directory, count: int, repeats: int) -> List[Dict]:
+    """The first ``count`` consecutive stream batches of 3 rows x 4 tokens over ``STREAM_CORPUS``
+    written ``repeats`` times into ``directory``, keeping only windows that are full in both
+    directions (what the fixed-shape stream step takes)."""
+    path = directory / "corpus.txt"
+    path.write_text("\n".join(STREAM_CORPUS * repeats) + "\n", encoding="utf-8")
+    reader = BilmCorpusReader(mode="stream", batch_size=3, unroll_steps=4, shuffle=False)
+    instances = list(reader.read(str(path)))
+    batches = []
+    for start in range(0, len(instances) - 2, 3):
+        batch = Batch(instances[start : start + 3])
+        batch.index_instances(vocab)
+        tensors = batch.as_tensor_dict()
+        if all(stream_mask(tensors, direction).all() for direction in ("forward", "backward")):
+            batches.append(tensors)
+    assert len(batches) >= count
+    return batches[:count]
+
+
 def test_stream_mode_carries_the_state_and_matches_a_continuous_run(vocab, stream_batches):
     for tensors in stream_batches:
         for direction in ("forward", "backward"):

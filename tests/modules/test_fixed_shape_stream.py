@@ -10,11 +10,9 @@ from typing import Dict, List
 import pytest
 import torch
 
-from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from tests.models.test_elmo_language_model import (
-    STREAM_CORPUS,
+    full_stream_windows,
     make_model,
-    stream_mask,
     vocab,  # noqa: F401  (a fixture)
 )
 
@@ -23,21 +21,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 @pytest.fixture(scope="module")
 def full_windows(vocab, tmp_path_factory) -> List[Dict]:  # noqa: F811
-    from allennlp.data import Batch
-
-    path = tmp_path_factory.mktemp("stream") / "corpus.txt"
-    path.write_text("\n".join(STREAM_CORPUS * 3) + "\n", encoding="utf-8")
-    reader = BilmCorpusReader(mode="stream", batch_size=3, unroll_steps=4, shuffle=False)
-    instances = list(reader.read(str(path)))
-    batches = []
-    for start in range(0, len(instances) - 2, 3):
-        batch = Batch(instances[start : start + 3])
-        batch.index_instances(vocab)
-        tensors = batch.as_tensor_dict()
-        if all(stream_mask(tensors, direction).all() for direction in ("forward", "backward")):
-            batches.append(tensors)
-    assert len(batches) >= 3
-    return batches[:3]
+    return full_stream_windows(vocab, tmp_path_factory.mktemp("stream"), 3, repeats=3)
 
 
 def train_steps(model, batches: List[Dict], seed: int = 5):

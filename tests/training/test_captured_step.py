@@ -10,16 +10,13 @@ from typing import Dict, List, Tuple
 
 import pytest
 import torch
-from allennlp.data import Batch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader
 from elmo_plugin.modules.sampled_softmax_loss import SampledCandidates
 from elmo_plugin.training.captured_step import CapturedStep, adagrad_update, check_capture_setting
 from tests.models.test_elmo_language_model import (
-    STREAM_CORPUS,
+    full_stream_windows,
     make_model,
-    stream_mask,
     vocab,  # noqa: F401  (a fixture)
 )
 from tests.training.test_host_reads import DATA_DEPENDENT_SHAPES, HOST_READS
@@ -32,19 +29,7 @@ NUM_STEPS = 8
 @pytest.fixture(scope="module")
 def windows(vocab, tmp_path_factory) -> List[Dict]:  # noqa: F811
     """Consecutive full stream windows, 3 rows of 4 tokens."""
-    path = tmp_path_factory.mktemp("stream") / "corpus.txt"
-    path.write_text("\n".join(STREAM_CORPUS * 12) + "\n", encoding="utf-8")
-    reader = BilmCorpusReader(mode="stream", batch_size=3, unroll_steps=4, shuffle=False)
-    instances = list(reader.read(str(path)))
-    batches = []
-    for start in range(0, len(instances) - 2, 3):
-        batch = Batch(instances[start : start + 3])
-        batch.index_instances(vocab)
-        tensors = batch.as_tensor_dict()
-        if all(stream_mask(tensors, direction).all() for direction in ("forward", "backward")):
-            batches.append(tensors)
-    assert len(batches) >= NUM_STEPS
-    return batches[:NUM_STEPS]
+    return full_stream_windows(vocab, tmp_path_factory.mktemp("stream"), NUM_STEPS, repeats=12)
 
 
 def negatives(model, count: int) -> List[SampledCandidates]:
