@@ -80,3 +80,15 @@ def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype == np.float16 and array.dtype == np.float32:
         return torch.from_numpy(np.ascontiguousarray(array)).to(torch.float16).numpy()
     return array.astype(dtype)
+
+
+def line_index(index: int, num_sentences: int, path: str) -> int:
+    """``index`` as a line number of an output of ``num_sentences`` lines (0-based; negative
+    counts from the end): a `TypeError` or `IndexError` naming ``path`` otherwise."""
+    if not isinstance(index, (int, np.integer)):
+        raise TypeError(f"sentences are indexed by line number; got {index!r}")
+    if index < 0:
+        index += num_sentences
+    if not 0 <= index < num_sentences:
+        raise IndexError(f"{path} has {num_sentences} sentences; no index {index}")
+    return int(index)

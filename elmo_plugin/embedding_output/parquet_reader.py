@@ -11,6 +11,7 @@ import numpy as np
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.embedding_output.layout import line_index
 from elmo_plugin.embedding_output.ray_engine import METADATA_FILE, SENTENCE_INDEX, TOKENS
 
 
@@ -76,12 +77,7 @@ class ParquetEmbeddings:
 
     def __getitem__(self, index: int) -> np.ndarray:
         """Line ``index``'s vectors (0-based; negative counts from the end)."""
-        if not isinstance(index, (int, np.integer)):
-            raise TypeError(f"sentences are indexed by line number; got {index!r}")
-        if index < 0:
-            index += self._num_sentences
-        if not 0 <= index < self._num_sentences:
-            raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
+        index = line_index(index, self._num_sentences, self.path)
         if self.sentence_vectors:
             arrays = [self._values[name][index] for name in self._columns]
         else:

@@ -36,6 +36,7 @@ from elmo_plugin.embedding_output.layout import (
     SENTENCE_TO_INDEX,
     SENTENCE_VECTORS_ATTRIBUTE,
     SENTENCES,
+    line_index,
 )
 
 # The root attribute of an assembled output: JSON list of [shard path relative to the output's
@@ -164,12 +165,7 @@ class EmbeddingsFile:
 
     def __getitem__(self, index: int) -> np.ndarray:
         """Line ``index``'s vectors (0-based; negative counts from the end)."""
-        if not isinstance(index, (int, np.integer)):
-            raise TypeError(f"sentences are indexed by line number; got {index!r}")
-        if index < 0:
-            index += self._num_sentences
-        if not 0 <= index < self._num_sentences:
-            raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
+        index = line_index(index, self._num_sentences, self.path)
         if self.layout == FLAT:
             start, end = (int(value) for value in self._offsets[index : index + 2])
             if self.sentence_vectors:  # one row a line: the line's vector, without a token axis

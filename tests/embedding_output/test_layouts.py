@@ -54,6 +54,13 @@ def test_flat_layout_reads_as_per_sentence(tmp_path, mode):
         np.testing.assert_array_equal(
             flat.by_sentence(lines[7]), per_sentence.by_sentence(lines[7])
         )
+        for output in (per_sentence, flat):
+            # Negative indices count from the end; anything else names the file.
+            np.testing.assert_array_equal(output[-1], output[len(lines) - 1])
+            with pytest.raises(IndexError, match=f"has {len(lines)} sentences; no index {len(lines)}"):
+                output[len(lines)]
+            with pytest.raises(TypeError, match="indexed by line number"):
+                output["0"]
     with h5py.File(tmp_path / "flat.hdf5", "r") as handle:
         names = {
             "--all": ["layer_0", "layer_1", "layer_2"], "--top": ["top"], "--average": ["average"]
