@@ -11,39 +11,14 @@ from allennlp.nn.util import tiny_value_of_dtype
 
 class ScalarMix(torch.nn.Module, Registrable):
     """
-    Mixes the ``L + 1`` layers of a biLM into one vector per token.
+    Mixes the ``L + 1`` layers of a biLM into one vector per token: ``gamma * sum_j softmax(s)_j *
+    h_j``, with ``s`` starting at zero and ``gamma`` at one; with ``do_layer_norm`` each layer is
+    first normalised over all its unmasked elements in the batch, as bilm-tf and AllenNLP do.
 
-    ``mixed = gamma * sum_j softmax(s)_j * h_j``, with ``s`` starting at zero (an average of the
-    layers) and ``gamma`` at one. With ``do_layer_norm`` each layer is first normalised with the
-    mean and variance of all its unmasked elements in the batch, as bilm-tf and AllenNLP do.
-
-    The parameters are AllenNLP's, under AllenNLP's names: ``scalar_parameters`` is a
-    ``ParameterList`` of ``num_layers`` one-element parameters (the pre-softmax ``s_j``), and
-    ``gamma`` one more. So the paper's penalty ``lambda * ||s||^2`` is AllenNLP's L2 regularizer
-    on parameters matching ``scalar_parameters``:
-    ``"regularizer": {"regexes": [["scalar_parameters", {"type": "l2", "alpha": 0.001}]]}``,
-    AllenNLP's archives load without conversion, and code written for AllenNLP's ``ScalarMix``
-    (``mix.scalar_parameters[k].data[0] = x``, ``torch.cat(list(mix.scalar_parameters))``) runs
-    unchanged.
-
-    Why a list and not one vector (which elmo_plugin 0.1 had, saved as the single key
-    ``...scalar_parameters``; such weights are converted as they load): both were measured
-    (``benchmarks/scalar_mix_layouts.py``, CPU, one thread, on a shared 2-core machine). The list
-    costs one ``cat`` of ``num_layers`` one-element tensors per mix call: 12 microseconds more
-    for the layer weights in a quiet run (up to 60 in a busy one), against 5-11 ms for one
-    whole ``Elmo`` forward of the tiny test-fixture biLM (3 sentences of 10 tokens), and below
-    the run-to-run noise of the 2-3 ms mix at Original's size (3 layers of 32 x 20 x 1024). What
-    the list breaks is code that treats ``scalar_parameters`` as one tensor
-    (``mix.scalar_parameters.copy_(vector)``, ``softmax(mix.scalar_parameters)``; use
-    `layer_weights`) and readers of saved weights that look for the key ``...scalar_parameters``.
-    A vector instead breaks AllenNLP's code: ``vector[k]`` is a 0-dimensional view, so
-    ``.data[0] = x`` fails, and imitating AllenNLP's indexing would take a ``Parameter`` subclass
-    overriding ``__getitem__`` and ``__iter__`` (and ``torch.save`` of a whole model loads it back
-    as a plain ``Parameter``, checked with torch 2.13); AllenNLP's ``scalar_parameters.k`` keys would still need
-    converting, and regexes written for them (``scalar_parameters\\.0``) would match nothing.
-    Both layouts match the regularizer regex ``scalar_parameters`` and give the same L2 penalty.
-
-    Registered as ``"softmax"`` (the default); ``"single_layer"`` picks one layer.
+    The parameters are AllenNLP's, under its names (``scalar_parameters``, a ``ParameterList`` of
+    one-element parameters, and ``gamma``), so the paper's penalty is AllenNLP's L2 regularizer on
+    ``scalar_parameters``, AllenNLP's archives and code run unchanged, and docs/implementation.md
+    says why not one vector. Registered as ``"softmax"`` (the default).
 
     # Parameters
 
@@ -72,12 +47,9 @@ class ScalarMix(torch.nn.Module, Registrable):
         mixture_size: Optional[int] = None,
     ) -> None:
         super().__init__()
-        if num_layers is None or mixture_size is not None:
-            if num_layers is not None or mixture_size is None:
-                raise ConfigurationError(
-                    "give the number of layers once, as num_layers (or AllenNLP's mixture_size)"
-                )
-            num_layers = mixture_size
+        if (num_layers is None) == (mixture_size is None):
+            raise ConfigurationError("give the number of layers once, as num_layers (or AllenNLP's mixture_size)")
+        num_layers = mixture_size if num_layers is None else num_layers
         if num_layers < 1:
             raise ConfigurationError(f"a scalar mix needs at least one layer, got {num_layers}")
         if initial_scalar_parameters is None:
@@ -107,8 +79,7 @@ class ScalarMix(torch.nn.Module, Registrable):
         return torch.softmax(torch.cat(list(self.scalar_parameters)), dim=0)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # elmo_plugin 0.1 kept the layer weights as one vector, saved under the key
-        # "scalar_parameters" itself; the list saves "scalar_parameters.0", ... (AllenNLP's keys).
+        # elmo_plugin 0.1 saved the layer weights as one vector under "scalar_parameters" itself.
         key = prefix + "scalar_parameters"
         if key in state_dict:
             vector = state_dict.pop(key)
@@ -143,7 +114,6 @@ class ScalarMix(torch.nn.Module, Registrable):
             broadcast_mask = mask.unsqueeze(-1).to(layers[0].dtype)
             count = broadcast_mask.sum() * layers[0].size(-1)
             layers = [_masked_layer_norm(layer, broadcast_mask, count) for layer in layers]
-        # One stacked weighted sum rather than a Python sum of L products.
         stacked = torch.stack(list(layers), dim=0)
         mixed = torch.tensordot(weights.to(stacked.dtype), stacked, dims=1)
         return self.gamma.to(mixed.dtype) * mixed
