@@ -1,20 +1,8 @@
 """
-The arithmetic precision of a frozen biLM at inference, ``"float32"`` (the default) or
-``"bfloat16"`` (`ElmoEmbedder`, ``allennlp elmo --precision``, `Elmo`, ``elmo_token_embedder``),
-decided once per device into the biLM's execution plan (`InferenceSettings`, with the embedder's
-``compile`` and ``tf32``).
-
-In bfloat16 the matrix products take bfloat16 operands, as pretraining's ``mixed_precision``
-makes them: the character convolutions, the highway layers, the token projection, the LSTM's
-input half for all steps and its per-step recurrent and projection products. What accumulates
-stays float32: the LSTM's gates and cell state, the clipping, and the sums outside the products.
-The layers come back as float32, so the scalar mix, the HDF5 output and the numpy arrays are
-float32 whichever precision computed them.
-
-bfloat16 only where the device multiplies it natively (`elmo_plugin.modules.execution.bfloat16`:
-a CPU with AVX512-BF16 or AMX, or Arm's BF16; an Ampere or newer GPU). Elsewhere PyTorch emulates
-it, many times slower than float32 (17x for training on an AVX2-only AMD EPYC), so there is one
-warning and the biLM runs in float32: the very same computation as ``"float32"``, to the bit.
+The arithmetic precision of a frozen biLM at inference, ``"float32"`` or ``"bfloat16"``, decided
+once per device into the biLM's execution plan with the embedder's ``compile`` and ``tf32``
+(`InferenceSettings`). What runs in bfloat16, and where (only on native bfloat16, else one
+warning and float32, to the bit): docs/embedding.md, "Precision".
 """
 import logging
 from typing import Dict, List, Optional, Union
@@ -42,10 +30,9 @@ def check_precision(precision: str) -> str:
 
 class InferenceSettings:
     """
-    How a frozen biLM runs at inference, decided into an `ExecutionPlan` once per device
-    (`plan`): whether a device gets bfloat16 is decided the first time it is asked about, with
-    one log line: an info naming the hardware when it has native bfloat16, a warning saying that
-    the biLM runs in float32 when it has not. Later calls neither ask again nor log again.
+    How a frozen biLM runs at inference, decided into an `ExecutionPlan` once per device (`plan`),
+    with one log line the first time a device is asked about: an info naming its native bfloat16,
+    or a warning that the biLM runs in float32.
 
     # Parameters
 
@@ -80,10 +67,7 @@ class InferenceSettings:
         self._plans: Dict[torch.device, Optional[ExecutionPlan]] = {}
 
     def plan(self, device: Union[torch.device, str]) -> Optional[ExecutionPlan]:
-        """
-        The plan on ``device`` (decided, and logged, the first time it is asked for); None where
-        that is plain PyTorch (float32, eager, TF32 left as it is).
-        """
+        """The plan on ``device``; None where that is plain PyTorch (float32, eager, TF32 as it is)."""
         device = torch.device(device)
         if device not in self._plans:
             bfloat16 = self.precision == "bfloat16" and (not self.native_only or self._native.on(device))
@@ -95,10 +79,8 @@ class InferenceSettings:
 def run_bilm(bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[ExecutionPlan]
              ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
     """
-    ``bilm(character_ids)`` (an `ElmoBiLm`'s output) run as ``plan`` says: an `ElmoBiLm` is
-    handed the plan; another module (AllenNLP's ``_ElmoBiLm``, given to `Elmo` as ``module``)
-    runs under it (`running`: its products under autocast). Its ``"activations"`` come back in
-    float32 either way; without a plan nothing is wrapped or converted.
+    ``bilm(character_ids)`` run as ``plan`` says: an `ElmoBiLm` is handed the plan, another module
+    (AllenNLP's ``_ElmoBiLm``) runs under it (`running`); the ``"activations"`` come back float32.
     """
     if plan is None:
         return bilm(character_ids)
@@ -117,10 +99,9 @@ def run_bilm(bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[
 
 def check_frozen(precision: str, requires_grad: bool) -> None:
     """
-    A `ConfigurationError` when ``precision`` is bfloat16 and the biLM is trained
-    (``requires_grad``): the option is for inference with a frozen biLM. Fine-tuning in bfloat16
-    (mixed-precision training) has not been measured with task models, and silently running it
-    in float32 instead would hide that the option did nothing.
+    A `ConfigurationError` for bfloat16 with a trained biLM: fine-tuning in bfloat16 has not been
+    measured with task models, and running it in float32 instead would hide that the option did
+    nothing.
     """
     if precision == "bfloat16" and requires_grad:
         raise ConfigurationError(
