@@ -20,8 +20,7 @@ logger = logging.getLogger(__name__)
 class Elmo(torch.nn.Module, FromParams):
     """
     ELMo as in Peters et al. (2018): the biLM's layers, mixed by ``num_output_representations``
-    independent scalar mixes (for example one for a model's input and one for its output), each
-    followed by dropout. The same inputs and outputs as AllenNLP's ``Elmo``.
+    independent scalar mixes, each followed by dropout; AllenNLP's ``Elmo``'s inputs and outputs.
 
     # Parameters
 
@@ -38,37 +37,27 @@ class Elmo(torch.nn.Module, FromParams):
     dropout : `float`, optional (default = `0.5`)
         Dropout on each mixed representation.
     vocab_to_cache : `List[str]`, optional
-        Tokens whose character-encoder output is computed once and reused (a speed-up while the
-        biLM is frozen; the vectors are identical).
+        Tokens whose character-encoder output is computed once and reused while the biLM is frozen.
     keep_sentence_boundaries : `bool`, optional (default = `False`)
         Keep the ``<S>``/``</S>`` positions in the output (and its mask).
     scalar_mix_parameters : `List[float]`, optional
-        A fixed mix: pre-softmax layer weights that are not trained (gamma stays 1), e.g.
-        ``[-9e10, 1, -9e10]`` for the first LSTM layer only.
+        A fixed, untrained mix given as pre-softmax layer weights, e.g. ``[-9e10, 1, -9e10]``.
     archive_file : `str`, optional
         The ``model.tar.gz`` (or serialization directory) of an ``elmo_bilm`` run, instead of
         ``options_file`` and ``weight_file``.
     scalar_mix : `Lazy[ScalarMix]`, optional
-        The mix to use (``{"type": "single_layer", "layer": -1}``, ...); by default the
-        softmax mix of the paper. ``num_layers`` and ``do_layer_norm`` are filled in.
+        The mix (``{"type": "single_layer", "layer": -1}``, ...); by default the paper's.
     bilm : `ElmoBiLm`, optional
-        An already built biLM (from Python), instead of files. Its own training dropout
-        (`ElmoBiLm.training_dropout`) is switched off here, as for a biLM loaded from files.
+        An already built biLM, instead of files; its own training dropout is switched off.
     module : `torch.nn.Module`, optional
-        AllenNLP's name for ``bilm``: an already built biLM, instead of files (then pass
-        ``None`` for ``options_file`` and ``weight_file``). As in AllenNLP it may be any module
-        with ``num_layers``, ``get_output_dim()`` and a ``forward(character_ids)`` that returns
-        ``{"activations": [...], "mask": ...}``.
+        AllenNLP's name for ``bilm``: any module with ``num_layers``, ``get_output_dim()`` and a
+        ``forward(character_ids)`` that returns ``{"activations": [...], "mask": ...}``.
     model : `str`, optional
-        The model when no files are given: any that `elmo_plugin.model_files.resolve` names (a
-        published model's name, a directory, an NLPL ZIP, an ``elmo_bilm`` archive, an
-        ELMoForManyLangs directory, whose inputs then come from the
-        ``elmoformanylangs_characters`` indexer or ``bilm.character_ids.batch_to_ids``). With
-        no files and no ``model``, the published ``original``.
+        The model when no files are given: any that `elmo_plugin.model_files.resolve` names; by
+        default the published ``original``.
     precision : `str`, optional (default = `"float32"`)
-        ``"bfloat16"``: the frozen biLM's matrix products in bfloat16 where the device has native
-        bfloat16 (else one warning and float32, exactly); its layers and the mixes stay float32
-        (`elmo_plugin.modules.precision`). With ``requires_grad`` it is a `ConfigurationError`.
+        ``"bfloat16"``: the frozen biLM's matrix products in bfloat16 where the device has it
+        natively (`elmo_plugin.modules.precision`); a `ConfigurationError` with ``requires_grad``.
     """
 
     def __init__(
@@ -115,10 +104,7 @@ class Elmo(torch.nn.Module, FromParams):
                 paths = (options_file, weight_file, archive_file, model)
                 raise with_build_hint(error, *paths) from None
         if isinstance(bilm, ElmoBiLm):
-            # As in AllenNLP's Elmo, whose biLM has none: the biLM's own training dropout (of a
-            # training run's options) is off however the biLM arrives, and task models put
-            # theirs on the mixed vectors (``dropout``). Another module (AllenNLP's _ElmoBiLm)
-            # is left as it is, as AllenNLP leaves it.
+            # As in AllenNLP's Elmo, whose biLM has none: task models put theirs on the mixes.
             bilm.training_dropout = 0.0
         check_frozen(precision, any(p.requires_grad for p in bilm.parameters()))
         self._elmo_lstm = bilm
@@ -167,11 +153,9 @@ class Elmo(torch.nn.Module, FromParams):
         # Parameters
 
         inputs : `torch.LongTensor`
-            ``(batch, time, max_characters_per_token)`` character ids from the ``elmo_characters``
-            indexer (more leading dimensions are flattened and restored).
+            ``(..., batch, time, max_characters_per_token)`` ids of the ``elmo_characters`` indexer.
         word_inputs : `torch.LongTensor`, optional
-            Accepted for compatibility with AllenNLP's ``Elmo``; not needed, because the token
-            cache is looked up by character ids.
+            AllenNLP's, unused: the token cache is looked up by character ids.
 
         # Returns
 
