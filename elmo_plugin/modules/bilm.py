@@ -25,11 +25,11 @@ from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 class ElmoBiLm(nn.Module):
     """
-    A character-based bidirectional language model that returns ELMo's layers.
-
-    Input is a ``(batch, time, max_characters_per_token)`` tensor of +1-shifted character ids
-    *without* sentence boundaries (what the ``elmo_characters`` indexer produces); ``<S>`` and
-    ``</S>`` are added here, as in AllenNLP's ``_ElmoBiLm``.
+    A character-based bidirectional language model that returns ELMo's layers, built with random
+    weights; `from_model` and `from_files` load a pretrained one as the class they are called on,
+    and ``load_state_dict`` takes any earlier layout (`elmo_plugin.model_files.bilm_state`).
+    Its input is the ``elmo_characters`` indexer's character ids; ``<S>`` and ``</S>`` are added
+    here, as in AllenNLP's ``_ElmoBiLm``.
 
     # Parameters
 
@@ -39,20 +39,10 @@ class ElmoBiLm(nn.Module):
         Carry the LSTM state from one batch to the next, row by row, as the original bilm-tf did.
         The default starts every batch from zero, so a sentence always gets the same vectors.
     character_ids : `ElmoCharacterIds`, optional
-        How tokens become rows of ids, including the ``<S>``/``</S>`` rows added here. By
-        default bilm-tf's UTF-8 byte ids; a model with its own character vocabulary passes its
-        own scheme with the same interface (`elmo_plugin.data.elmoformanylangs_character_ids`),
-        whose rows may also carry a word id.
+        How tokens become rows of ids, ``<S>``/``</S>`` included; bilm-tf's UTF-8 byte ids by
+        default (ELMoForManyLangs' rows carry a word id too).
     character_encoder : `CharacterEncoder`, optional
-        The token encoder, when it is not the one ``options`` describe (a different character
-        vocabulary, a word embedding); built from ``options`` by default.
-
-    The biLM is built with random weights; ``load_state_dict`` loads a state dict in the
-    current layout (`elmo_plugin.model_files.parameter_names`) or in one saved before (an
-    archive of an earlier version, AllenNLP's own biLM: `elmo_plugin.model_files.bilm_state`).
-    A pretrained model is loaded by `from_model` (any model, however it is named) or
-    `from_files` (bilm-tf files), as the class they are called on: the files are read by
-    `elmo_plugin.model_files.stored_bilm`, and `from_stored` builds the biLM from them.
+        The token encoder, when it is not the one ``options`` describe.
     """
 
     def __init__(
@@ -83,12 +73,9 @@ class ElmoBiLm(nn.Module):
         )
         # Character-encoder outputs of frequent tokens (`cache_tokens`); None: encode everything.
         self.token_cache: Optional[TokenEncodingCache] = None
-        self.register_buffer(
-            "_bos_ids", torch.tensor(self.character_ids.beginning_of_sentence_ids), persistent=False
-        )
-        self.register_buffer(
-            "_eos_ids", torch.tensor(self.character_ids.end_of_sentence_ids), persistent=False
-        )
+        for name, ids in (("_bos_ids", character_ids.beginning_of_sentence_ids),
+                          ("_eos_ids", character_ids.end_of_sentence_ids)):
+            self.register_buffer(name, torch.tensor(ids), persistent=False)
         self.register_buffer(parameter_names.FORMAT_VERSION, format_version(), persistent=True)
         # Loading weights (a model archive's over those of the files the model was built from)
         # must not leave a token cache computed from the old ones.
@@ -117,18 +104,12 @@ class ElmoBiLm(nn.Module):
         options_file, weight_file, archive_file : `PathLike`, optional
             As `resolve_model` takes them.
         stateful : `bool`, optional (default = `False`)
-            See the class.
         requires_grad : `bool`, optional (default = `False`)
             Leave the weights trainable; by default the biLM is frozen.
         argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
             How errors spell the model's arguments (a command passes its own options' names).
         **kwargs
-            Passed on to the constructor (a subclass's own arguments).
-
-        # Raises
-
-        `ConfigurationError`
-            For a model that cannot be found, downloaded or read, on one line naming the file.
+            Passed on to the constructor.
         """
         stored = read_stored_bilm(
             model,
@@ -149,10 +130,7 @@ class ElmoBiLm(nn.Module):
         **kwargs: Any,
     ) -> "ElmoBiLm":
         """
-        The biLM of a bilm-tf ``options.json`` and ``weight_file`` (bilm-tf HDF5), both local
-        paths, built as this class; ``weight_file=None`` keeps the random initialisation. The
-        other arguments as for `from_model`, which takes any other kind of model, and files to
-        download.
+        `from_model` of a local bilm-tf ``options.json`` and ``weight_file`` (None: random weights).
         """
         files = ModelFiles(
             options_file=os.fspath(options_file),
@@ -165,11 +143,7 @@ class ElmoBiLm(nn.Module):
     def from_stored(
         cls, stored: StoredBilm, stateful: bool = False, requires_grad: bool = False, **kwargs: Any
     ) -> "ElmoBiLm":
-        """
-        This class built as ``stored`` describes it, with its weights (a random initialisation
-        where it has none): frozen unless ``requires_grad``, stateless unless ``stateful``.
-        ``kwargs`` go to the constructor.
-        """
+        """This class built as ``stored`` describes it, with its weights if it has them."""
         if stored.elmoformanylangs is not None:
             kwargs = {**_elmoformanylangs_parts(stored.options, stored.elmoformanylangs), **kwargs}
         bilm = cls(stored.options, stateful=stateful, **kwargs)
@@ -185,11 +159,7 @@ class ElmoBiLm(nn.Module):
 
     @property
     def training_dropout(self) -> float:
-        """
-        The dropout on every LSTM layer's input while training (bilm-tf's ``DropoutWrapper``;
-        ``options.dropout``, which a training run's options set). `Elmo` sets it to 0: a task
-        model puts its dropout on the mixed vectors.
-        """
+        """The dropout on every LSTM layer's input while training (``options.dropout``)."""
         return self.lstm.dropout
 
     @training_dropout.setter
@@ -226,8 +196,7 @@ class ElmoBiLm(nn.Module):
     def cache_tokens(self, tokens: Optional[Iterable[str]]) -> None:
         """
         Computes the character encoder's output once for each of ``tokens`` (and ``<S>``,
-        ``</S>``) and reuses it while the encoder is frozen; ``None`` drops the cache. The cache is
-        not saved with the weights; call this again after loading new ones.
+        ``</S>``) and reuses it while the encoder is frozen; ``None`` drops the cache.
         """
         self.token_cache = (
             None
@@ -243,12 +212,8 @@ class ElmoBiLm(nn.Module):
 
     def _encode_unique(self, flat_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
                        ) -> torch.Tensor:
-        """
-        The character encoder's output for ``(n, max_characters)`` ids, each distinct token
-        encoded once: in running text most tokens of a batch repeat ("the", ".", "<S>"), and
-        the character CNN and highway layers cost more than the LSTM at ELMo's Small size.
-        Gradients flow back through the gather to every occurrence.
-        """
+        # Each distinct token once: most tokens of a batch repeat ("the", ".", "<S>"), and the
+        # character CNN costs more than the LSTM at ELMo's Small size.
         deduplicated = unique_rows(flat_ids) if flat_ids.size(0) > 1 else None
         if deduplicated is None:
             return self.character_encoder(flat_ids, execution)
@@ -258,10 +223,8 @@ class ElmoBiLm(nn.Module):
     def encode_tokens(self, character_ids: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
         """
-        Token vectors ``(batch, time, projection_dim)``, computed only at unmasked positions
-        (zero at the others). With a plan's ``fixed_shape`` every position is encoded, none
-        deduplicated or cached, and the masked ones are then set to zero: the same vectors,
-        with no shape that depends on the data.
+        Token vectors ``(batch, time, projection_dim)``, zero at masked positions; with a plan's
+        ``fixed_shape`` every position is encoded (no shape depends on the data).
         """
         batch_size, num_tokens, num_chars = character_ids.shape
         if fixed_shape(execution):
@@ -287,16 +250,11 @@ class ElmoBiLm(nn.Module):
                          execution: Optional[ExecutionPlan] = None
                          ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
-        One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): the
-        ``(batch, time, max_characters_per_token)`` ids are a window of that direction's own
-        token stream (the backward LM's already reversed, boundaries included by the reader), run
-        through the token encoder and that direction's LSTM stack only, each row continuing the
-        state that the same row of the previous window left. The first stream window after
-        sentences (or after `end_stream`) starts from zero. ``execution``: as for `forward`.
-
-        # Returns
-
-        The top layer's ``(batch, time, projection_dim)`` output and the ``(batch, time)`` mask.
+        One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): a window of
+        that direction's own token stream (the backward one already reversed) through the token
+        encoder and that direction's LSTM stack, each row continuing the previous window's state
+        (the first window after sentences or `end_stream` starts from zero). Returns the top
+        layer's ``(batch, time, projection_dim)`` output and the ``(batch, time)`` mask.
         """
         if not self.stateful:
             self.stateful = True  # resets the carried state: a new stream starts from zero
@@ -305,27 +263,17 @@ class ElmoBiLm(nn.Module):
         return self.lstm.run_direction(direction, tokens, mask, execution)[-1], mask
 
     def end_stream(self) -> None:
-        """
-        Leaves stream mode (see `stream_direction`): `forward` is stateless again and the next
-        stream starts from zero. Nothing happens when no stream is running.
-        """
+        """Leaves stream mode: `forward` is stateless again and the next stream starts from zero."""
         if self.stateful:
             self.stateful = False
 
     def forward(self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
                 ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
         """
-        ``execution``: how the character encoder and the LSTM layers run (`ExecutionPlan`: the
-        products' dtype, compiling; None: plain PyTorch).
-
-        # Returns
-
-        ``"activations"``: a list of ``num_layers`` tensors ``(batch, time + 2, 2 * projection_dim)``
-        (layer 0 is the token vector written twice, then one per LSTM layer), including the
-        sentence boundary positions; ``"mask"``: ``(batch, time + 2)`` bool.
+        ``execution``: how the encoder and the LSTM run (`ExecutionPlan`; None: plain PyTorch).
+        Returns ``"activations"``, ``num_layers`` tensors ``(batch, time + 2, 2 * projection_dim)``
+        (the token vector written twice, then the LSTM layers), and ``"mask"``, ``(batch, time + 2)``.
         """
-        # The width of a token's row of ids, as the id scheme writes <S>: max_characters_per_token,
-        # plus one for a word id in models that read one.
         ids_per_token = self._bos_ids.numel()
         if character_ids.size(-1) != ids_per_token:
             max_characters = self.options.max_characters_per_token
@@ -343,9 +291,7 @@ class ElmoBiLm(nn.Module):
 
 
 def _elmoformanylangs_parts(options: BilmOptions, model: ElmoForManyLangsModel) -> Dict[str, Any]:
-    """The constructor arguments of an ELMoForManyLangs model's biLM: its own character and word
-    ids, and a token encoder whose embeddings are as large as its dictionaries, with its word
-    embedding if it has one."""
+    """The constructor arguments of an ELMoForManyLangs model's biLM: its own ids and encoder."""
     character_ids = ElmoForManyLangsCharacterIds.from_model(model)
     encoder = CharacterEncoder.from_options(
         options,
