@@ -35,8 +35,7 @@ def row_keys(character_ids: torch.Tensor) -> torch.Tensor:
 def unique_rows(character_ids: torch.Tensor) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
     """
     ``(unique, inverse)`` with ``unique[inverse] == character_ids`` for ``(n, max_characters)``
-    ids, or None if there is nothing to gain (no repeats) or a key collision was found. Much
-    faster than ``torch.unique(dim=0)``, which sorts whole rows.
+    ids (faster than ``torch.unique(dim=0)``), or None with no repeats or a key collision.
     """
     keys = row_keys(character_ids)
     unique_keys, inverse = torch.unique(keys, return_inverse=True)
@@ -51,15 +50,23 @@ def unique_rows(character_ids: torch.Tensor) -> Optional[Tuple[torch.Tensor, tor
     return unique, inverse
 
 
+def _encode_all(encoder: torch.nn.Module, ids: torch.Tensor, batch_size: int) -> Optional[torch.Tensor]:
+    """``encoder`` over ``ids`` in evaluation mode and batches, without gradients; None for no ids."""
+    device = next(encoder.parameters()).device
+    was_training = encoder.training
+    encoder.eval()
+    with torch.no_grad():
+        vectors = [encoder(ids[start : start + batch_size].to(device)) for start in range(0, len(ids), batch_size)]
+    encoder.train(was_training)
+    return torch.cat(vectors) if vectors else None
+
+
 class TokenEncodingCache(torch.nn.Module):
     """
-    Holds the character encoder's vector for every token of a list, keyed by the token's
-    character ids, so a frozen encoder runs only on tokens outside the list.
-
-    Lookup needs nothing but the character ids the ``elmo_characters`` indexer produces (no
-    separate word-id input, unlike AllenNLP's ``vocab_to_cache``): each row of ids is hashed to one
-    int64, found by binary search in the sorted keys, and the hit is confirmed by comparing the
-    whole row, so a hash collision costs a recomputation, never a wrong vector.
+    The character encoder's vector of every token of a list, so a frozen encoder runs only on
+    other tokens. Looked up by character ids alone (no word ids, unlike AllenNLP's
+    ``vocab_to_cache``): a row's hash is found by binary search and the hit confirmed on the whole
+    row, so a hash collision costs a recomputation, never a wrong vector.
 
     # Parameters
 
@@ -92,42 +99,21 @@ class TokenEncodingCache(torch.nn.Module):
         unique: List[str] = list(
             dict.fromkeys([BOS_TOKEN, EOS_TOKEN] + [token for token in tokens if token])
         )
-        device = next(encoder.parameters()).device
         ids = torch.tensor(
             [character_ids.token_to_ids(token) for token in unique], dtype=torch.long
         ).reshape(len(unique), -1)
-        was_training = encoder.training
-        encoder.eval()
-        with torch.no_grad():
-            vectors = [
-                encoder(ids[start : start + batch_size].to(device)).cpu()
-                for start in range(0, len(unique), batch_size)
-            ]
-        encoder.train(was_training)
-        dim = vectors[0].size(-1) if vectors else 0
+        vectors = _encode_all(encoder, ids, batch_size)
         logger.info("Cached the character encoder's output for %d tokens", len(unique))
-        return cls(ids, torch.cat(vectors) if vectors else torch.zeros(0, dim)).to(device)
+        return cls(ids, vectors.cpu()).to(vectors.device)
 
     def recompute_(self, encoder: torch.nn.Module, batch_size: int = 1024) -> None:
-        """
-        Encodes the cached tokens again with ``encoder``: after new weights were loaded into it
-        (a model archive's), the vectors computed from the weight file it was built from are
-        stale.
-        """
-        was_training = encoder.training
-        encoder.eval()
-        with torch.no_grad():
-            vectors = [
-                encoder(self._character_ids[start : start + batch_size])
-                for start in range(0, len(self), batch_size)
-            ]
-        encoder.train(was_training)
-        if vectors:
-            self._vectors = torch.cat(vectors).to(self._vectors)
+        """Encodes the cached tokens again, after new weights were loaded into ``encoder``."""
+        vectors = _encode_all(encoder, self._character_ids, batch_size)
+        if vectors is not None:
+            self._vectors = vectors.to(self._vectors)
 
     def __len__(self) -> int:
         return self._keys.numel()
-
     def lookup(self, character_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """
         For ``(n, max_characters_per_token)`` ids returns ``(found, vectors)``: a bool ``(n,)``
