@@ -21,13 +21,8 @@ PADDING_ID = PADDING_CHARACTER + 1
 
 class Highway(nn.Module):
     """
-    bilm-tf's highway layers: ``g * relu(x W_t + b_t) + (1 - g) * x`` with
-    ``g = sigmoid(x W_carry + b_carry)``.
-
-    Each layer is one ``Linear(F, 2F)``: rows ``[:F]`` are the transform, rows ``[F:]`` the gate
-    ("carry" in bilm-tf's names), so a layer costs one matrix multiply. AllenNLP's own ``Highway``
-    uses the opposite gate convention and negates the gate weights when loading; we keep
-    TensorFlow's so that the stored weights are used unchanged.
+    bilm-tf's highway layers, ``g * relu(x W_t + b_t) + (1 - g) * x`` with ``g = sigmoid(x W_carry +
+    b_carry)`` (TensorFlow's gate, not AllenNLP's), each one ``Linear(F, 2F)``: transform, then gate.
     """
 
     def __init__(self, dim: int, num_layers: int) -> None:
@@ -38,7 +33,6 @@ class Highway(nn.Module):
     def forward(self, inputs: torch.Tensor, execution: Optional[ExecutionPlan] = None) -> torch.Tensor:
         x = inputs
         for layer in self.layers:
-            # layer(x), run as the plan says (`execution.linear`).
             transform, gate = linear(x, layer.weight, layer.bias, execution).chunk(2, dim=-1)
             gate = torch.sigmoid(gate)
             x = gate * torch.relu(transform) + (1.0 - gate) * x
@@ -58,25 +52,21 @@ class CharacterEncoder(nn.Module):
     n_highway : `int`
         Number of highway layers (0 allowed).
     projection_dim : `int`
-        Output size. As in bilm-tf, there is no projection layer when it equals the total number
-        of filters.
+        Output size (no projection layer where it equals the total number of filters).
     activation : `str`
         ``"relu"`` or ``"tanh"``, applied after max-pooling each convolution over characters.
     num_character_ids : `int`
         Rows of the embedding matrix: 262 (261 bilm-tf ids + the mask row 0, which stays zero).
     padding_id : `int`, optional (default = bilm-tf's padding id, 261 after the +1 shift)
-        The id that fills a token's row after its end-of-word id. Only used to skip windows made
-        of nothing but padding; any other scheme of ids (ELMoForManyLangs') names its own.
+        The id that fills a token's row after its end-of-word id (to skip all-padding windows).
     num_word_ids : `int`, optional (default = `0`)
-        With ``word_embedding_dim``: rows of a word embedding (the mask row 0 included). Then each
-        token's row of ids carries its word id in the last column, after the character ids, and
-        the projection reads ``[word vector; highway output]`` (ELMoForManyLangs' ``cnn_50_100``
-        models). 0: characters only, as in bilm-tf.
+        With ``word_embedding_dim``: rows of a word embedding (ELMoForManyLangs' ``cnn_50_100``);
+        each token's row of ids then ends with its word id, and the projection reads ``[word
+        vector; highway output]``.
     word_embedding_dim : `int`, optional (default = `0`)
         Size of each word vector.
     project : `bool`, optional
-        Force the projection layer on (True) or off (False). By default it exists when its input
-        and output sizes differ, as in bilm-tf; ELMoForManyLangs always has one.
+        Force the projection layer on or off; by default it exists when its sizes differ.
     """
 
     def __init__(
@@ -126,10 +116,8 @@ class CharacterEncoder(nn.Module):
     @classmethod
     def from_options(cls, options: BilmOptions, **own_ids: Any) -> "CharacterEncoder":
         """
-        The token encoder that ``options`` describe, with random weights. ``own_ids``: the
-        arguments of a model with its own character (and word) ids (``num_character_ids``,
-        ``padding_id``, ``num_word_ids``, ``word_embedding_dim``, ``project``); bilm-tf's byte
-        ids by default.
+        The token encoder that ``options`` describe, with random weights; ``own_ids``: the
+        arguments of a model with its own character (and word) ids.
         """
         return cls(
             filters=options.filters,
@@ -181,14 +169,11 @@ class CharacterEncoder(nn.Module):
     def forward(self, character_ids: torch.Tensor, execution: Optional[ExecutionPlan] = None
                 ) -> torch.Tensor:
         """
-        ``character_ids``: ``(num_tokens, max_characters_per_token)``, +1-shifted ids (with a
-        word embedding, one more column: the word id). Returns ``(num_tokens, output_dim)``.
-        ``execution``: how it runs (`ExecutionPlan`; None: plain PyTorch).
+        ``(num_tokens, output_dim)`` of ``(num_tokens, max_characters_per_token)`` ids (plus the
+        word id); ``execution``: how it runs (`ExecutionPlan`; None: plain PyTorch).
         """
         character_ids, word_ids = self.split_word_ids(character_ids)
-        # Each convolution over the characters, max-pooled over positions (computed over the
-        # windows that can differ, `execution.character_convolutions`), then the activation:
-        # bilm-tf's order (the same for monotone activations, and cheaper).
+        # Max-pooled before the activation: bilm-tf's order (the same for monotone ones, cheaper).
         pooled = max_pooled_convolutions(character_ids, self.convolution_weights(), execution)
         return self.encode_pooled(pooled, word_ids, execution)
 

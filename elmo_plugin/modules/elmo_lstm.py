@@ -13,11 +13,7 @@ from elmo_plugin.modules.projected_lstm import LstmState, ProjectedLstmLayer
 
 
 def reverse_within_lengths(tensor: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """
-    Reverses each row of ``(batch, time, ...)`` within its own length, leaving the padding at the
-    end. The backward LM then runs as a forward pass that starts at every row's last token, as
-    ``tf.reverse_sequence`` does in bilm-tf.
-    """
+    """Each row of ``(batch, time, ...)`` reversed within its length (``tf.reverse_sequence``)."""
     num_steps = tensor.size(1)
     positions = torch.arange(num_steps, device=tensor.device).unsqueeze(0)
     reversed_positions = lengths.unsqueeze(1) - 1 - positions
@@ -48,10 +44,8 @@ class ElmoBiLstm(nn.Module):
     dropout : `float`, optional (default = `0.0`)
         Dropout on every layer's input while training, as bilm-tf's ``DropoutWrapper`` does.
     stateful : `bool`, optional (default = `False`)
-        If True, each row's final state becomes the initial state of the same row in the next
-        batch (bilm-tf's behaviour at prediction time and in training). Rows beyond the largest
-        batch seen start from zero; ``reset_states()`` forgets everything. If False, every batch
-        starts from zero, so the same sentence always gets the same vectors.
+        Each row's final state becomes the same row's initial state in the next batch (bilm-tf's
+        behaviour); rows beyond the largest batch seen start from zero.
     """
 
     def __init__(
@@ -116,7 +110,6 @@ class ElmoBiLstm(nn.Module):
     def _store_state(self, direction: int, layer: int, state: LstmState) -> None:
         assert self._states is not None
         stored = self._states[direction][layer]
-        # Kept as `execution.carried_state` says (in place, for a captured step).
         self._states[direction][layer] = carried_state(
             None if stored[0] is None else stored, (state[0].detach(), state[1].detach())
         )
@@ -124,12 +117,9 @@ class ElmoBiLstm(nn.Module):
     def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
         """
-        Runs one direction's stack (0 = forward, 1 = backward) over ``inputs`` in the order
-        given, and returns each layer's ``(batch, time, projection_size)`` output. The backward
-        stack expects its inputs already reversed: `forward` reverses within each row's length;
-        bilm-tf's stream training feeds the backward LM its own reversed stream.
-        In stateful mode the state of this direction is read and updated row by row.
-        ``execution``: how the layers run (`ExecutionPlan`; None: plain PyTorch).
+        Each layer's ``(batch, time, projection_size)`` output of one direction's stack (0 =
+        forward, 1 = backward, its inputs already reversed), reading and updating its carried
+        state in stateful mode.
         """
         batch_size = inputs.size(0)
         layers = self.forward_layers if direction == 0 else self.backward_layers

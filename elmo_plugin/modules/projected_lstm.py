@@ -14,21 +14,14 @@ from elmo_plugin.modules.execution.plan import ExecutionPlan
 
 class ProjectedLstmLayer(nn.Module):
     """
-    An LSTM layer whose output (and recurrent state) is a clipped projection of the cell output.
-
-    Parameters keep TensorFlow's layout so that bilm-tf weights load without reordering: matrices
-    are ``(in, out)`` (``input_weight`` and ``recurrent_weight`` are the two row blocks of
-    TensorFlow's kernel ``W_0``, ``projection_weight`` is ``W_P_0``), the gate blocks of their
-    columns and of ``bias`` are ordered i, j (candidate), f, o, and ``bias`` is TensorFlow's
-    stored ``B``, *without* the forget bias of 1.0 that ``LSTMCell`` adds at run time; we add it
-    in ``forward`` too. The ``(in, out)`` layout is also the fast one for a few rows of states
-    (benchmarks/log.md).
+    An LSTM layer whose output (and recurrent state) is a clipped projection of the cell output,
+    its parameters in TensorFlow's layout (docs/implementation.md, "Weight layouts"): ``(in, out)``
+    matrices, gate blocks i, j, f, o, and ``bias`` without the forget bias, added at run time.
 
     One step, for gates ``z = x W_in + h W_rec + bias`` split into blocks i, j, f, o:
     ``c = sigmoid(f + forget_bias) * c + sigmoid(i) * tanh(j)``, clipped to ``cell_clip``;
-    ``h = (sigmoid(o) * tanh(c)) W_proj``, clipped to ``proj_clip``. How the steps run over a
-    batch (packed rows, one input product for all steps, the training and inference loops) is
-    `elmo_plugin.modules.execution.lstm_layer`'s.
+    ``h = (sigmoid(o) * tanh(c)) W_proj``, clipped to ``proj_clip``; run over a batch by
+    `elmo_plugin.modules.execution.lstm_layer`.
 
     # Parameters
 
@@ -117,10 +110,9 @@ class ProjectedLstmLayer(nn.Module):
 
         # Returns
 
-        ``outputs``: ``(batch, time, projection_size)``, zero at padded positions, and the final
-        state ``(h, c)`` of each row: its state after its own last real position.
+        ``outputs``: ``(batch, time, projection_size)``, zero at padded positions, and each row's
+        final state ``(h, c)``, after its own last real position.
         """
-        # The steps above over the batch, run as the plan says (`execution.lstm_layer`).
         if initial_state is None:
             initial_state = self.zero_state(inputs.size(0), inputs)
         return run_layer(inputs, mask, initial_state, self.input_weight, self.effective_bias(),

@@ -1,12 +1,7 @@
 """
-Tensor helpers shared by the biLM, the ELMo layer, the language model and the embedder: the
-token mask of character ids, and the sentence boundaries ``<S>``/``</S>`` that the biLM runs
-over but callers never see.
-
-AllenNLP has ``add_sentence_boundary_token_ids`` and ``remove_sentence_boundaries`` too; these
-are vectorised (AllenNLP's loop over the rows in Python and copy the lengths to the host) and
-take the mask from the caller, because a bilm-tf target id 0 is a real token (``<S>``), so a mask
-computed from non-zero ids would be wrong for target ids.
+The token mask of character ids, and the sentence boundaries ``<S>``/``</S>`` that the biLM runs
+over but callers never see: AllenNLP's, vectorised, with the mask from the caller (a bilm-tf
+target id 0 is a real token, ``<S>``).
 """
 from typing import Tuple
 
@@ -62,11 +57,8 @@ def remove_sentence_boundaries(
 ) -> Tuple[torch.Tensor, torch.BoolTensor]:
     """
     The inverse of `add_sentence_boundaries` for ``(batch, time + 2, ...)`` outputs: the token
-    positions ``(batch, time, ...)``, zero at padding, and their ``(batch, time)`` mask.
-
-    Rows are left-aligned, so dropping the first and the last position keeps every token in
-    place; the ``</S>`` of a shorter row (at its length + 1) is then zeroed by the new mask, which
-    for position ``i`` is the old mask at ``i + 2``.
+    positions ``(batch, time, ...)``, zero at padding (a shorter row's ``</S>`` included: the new
+    mask at ``i`` is the old one at ``i + 2``), and their ``(batch, time)`` mask.
     """
     mask = mask_with_boundaries[:, 2:]
     trailing = [1] * (tensor.dim() - 2)
