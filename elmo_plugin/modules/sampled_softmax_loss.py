@@ -116,26 +116,10 @@ class LogUniformSampler:
         generator: Optional[torch.Generator] = None,
     ) -> Tuple[torch.LongTensor, float]:
         """
-        ``num_samples`` distinct ids as TensorFlow's unique sampler draws them (with replacement
-        until that many distinct ids were seen), a chunk of draws at a time; its only host reads
-        are the number of distinct ids of each chunk and ``num_tries``.
-
-        # Parameters
-
-        num_samples : `int`
-            ``S``, the number of distinct ids wanted.
-        device : `torch.device`, optional
-            Where to draw and where the result lives.
-        generator : `torch.Generator`, optional
-            A generator on ``device``.
-
-        # Returns
-
-        sampled_ids : `torch.LongTensor`
-            Shape ``(min(S, num_words),)``, distinct, in order of first appearance.
-        num_tries : `float`
-            The number of draws it took; ``inf`` when ``S >= num_words`` (every id returned, so
-            that `log_expected_count` is exactly 0).
+        ``min(num_samples, num_words)`` distinct ids in order of first appearance, drawn as
+        TensorFlow's unique sampler does (with replacement until that many were seen), a chunk of
+        draws at a time (on ``device``, with ``generator``), and the number of draws it took
+        (``inf`` when every id is returned, so that `log_expected_count` is exactly 0).
         """
         if num_samples >= self.num_words:
             return torch.arange(self.num_words, device=device), math.inf
@@ -214,14 +198,6 @@ class LogUniformSampler:
         What `sample` returns, from one chunk of `one_chunk_size` draws with fixed shapes and no
         host reads; ``num_tries`` is a 0-dim float tensor on ``device``. A chunk short of distinct
         ids (a chance below 1e-15) repeats some.
-
-        # Parameters
-
-        num_samples : `int`
-            ``S``, with ``0 < S < num_words`` and `one_chunk_size` not ``None``.
-        device : `torch.device`, optional
-        generator : `torch.Generator`, optional
-            A generator on ``device``.
         """
         size = self.one_chunk_size(num_samples)
         if size is None:
@@ -240,14 +216,8 @@ class LogUniformSampler:
         log Q(id), the log of the chance that ``id`` is among ``num_tries`` draws, TensorFlow's
         expected count for unique sampling, as ``log(-expm1(num_tries * log1p(-P)))`` (stable
         for rare ids; ``num_tries = inf`` gives 0). Same shape as ``ids``, float64 (float32 on
-        MPS). TensorFlow's shortcut ``P * S`` for draws without repeats never applies with
-        thousands of Zipfian samples, and this is exact then too.
-
-        # Parameters
-
-        ids : `torch.LongTensor`
-        num_tries : `float` or 0-dim `torch.Tensor`
-            As `sample` or `sample_in_one_chunk` return it.
+        MPS); ``num_tries`` as `sample` or `sample_in_one_chunk` return it. TensorFlow's shortcut
+        ``P * S`` for draws without repeats never applies to thousands of Zipfian samples.
         """
         log1m_p = torch.log1p(-self.probability(ids))
         return torch.log(-torch.expm1(num_tries * log1m_p))
@@ -413,14 +383,8 @@ class SampledSoftmaxLoss(nn.Module):
     ) -> SampledCandidates:
         """
         One set of ``num_samples`` negatives to pass as ``sampled`` to several calls of `forward`,
-        drawn in one chunk without host reads where `LogUniformSampler.one_chunk_size` allows,
-        else chunk by chunk.
-
-        # Parameters
-
-        device : `torch.device`, optional (default = the device of the softmax weights)
-        generator : `torch.Generator`, optional
-            A generator on ``device``.
+        drawn on ``device`` (default: the softmax's) with ``generator``, in one chunk without host
+        reads where `LogUniformSampler.one_chunk_size` allows.
         """
         if device is None:
             device = self.softmax_weight.device
