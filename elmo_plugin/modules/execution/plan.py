@@ -1,10 +1,7 @@
 """
-How the biLM runs, decided once: an `ExecutionPlan`, built from the device and the settings
-(inference's ``precision``, ``compile`` and ``tf32``; pretraining's ``mixed_precision``,
-``compile`` and ``tf32``) and handed down as a value to the character encoder and every LSTM
-layer, which hand it to the functions of this package. ``None`` wherever a plan is taken is
-plain PyTorch: the products in the parameters' dtype (or in an autocast's that the caller
-entered, as for any PyTorch layer), the eager paths, TF32 as the process has it.
+How the biLM runs, decided once: an `ExecutionPlan`, built from the device and the settings and
+handed down as a value to the character encoder and every LSTM layer. ``None`` wherever a plan
+is taken is plain PyTorch (docs/implementation.md, "How it runs: one execution plan").
 """
 import contextlib
 from dataclasses import dataclass
@@ -53,12 +50,8 @@ class ExecutionPlan:
         tokens in each row): no lengths are read by the host and no shape depends on the data:
         the LSTM runs every row every step without sorting or packing, the token encoder encodes
         every position without deduplicating tokens, and the character convolutions compute
-        every window (`character_convolutions.every_window_max_pooled_convolutions`). What is
-        computed is the same (tests/modules/test_fixed_shape_stream.py). A batch with padding
-        at the end of its rows (a stream that ran dry, at the end of a pass) gets the same
-        outputs at its real positions; the state its padded rows carry on to the next batch has
-        then run over the padding, where the other paths keep the state after each row's last
-        token.
+        every window. The same outputs; only the state a padded row carries on has then run
+        over its padding.
     """
 
     device: torch.device
@@ -109,28 +102,18 @@ def products_in(products: torch.dtype, device_type: str, parameters: torch.dtype
     return torch.autocast(device_type, dtype=products)
 
 
-def _set_tf32(plan: Optional[ExecutionPlan]) -> Optional[bool]:
-    """Sets CUDA's TF32 flag as the plan asks; returns the setting before (None: nothing set)."""
-    if plan is None or plan.tf32 is None or plan.device.type != "cuda":
-        return None
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = plan.tf32
-    return before
-
-
-def _restore_tf32(before: Optional[bool]) -> None:
-    if before is not None:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
 @contextlib.contextmanager
 def float32_products(plan: Optional[ExecutionPlan]) -> Iterator[None]:
-    """Within: the plan's TF32 setting; the one before, afterwards."""
-    before = _set_tf32(plan)
+    """Within: the plan's TF32 setting of CUDA's float32 products; the one before, afterwards."""
+    if plan is None or plan.tf32 is None or plan.device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = plan.tf32
     try:
         yield
     finally:
-        _restore_tf32(before)
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 @contextlib.contextmanager
@@ -160,11 +143,12 @@ def tf32_through_backward(plan: Optional[ExecutionPlan], loss: torch.Tensor,
     trained = [parameter for parameter in parameters if parameter.requires_grad]
 
     def start(_gradient: torch.Tensor) -> None:
-        before = _set_tf32(plan)
+        setting = contextlib.ExitStack()
+        setting.enter_context(float32_products(plan))
 
         def end(_gradients) -> None:
             handle.remove()
-            _restore_tf32(before)
+            setting.close()
 
         # Registered when the backward pass starts: a forward pass without one leaves nothing.
         handle = torch.autograd.graph.register_multi_grad_hook(trained, end)
