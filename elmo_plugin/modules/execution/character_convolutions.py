@@ -111,6 +111,15 @@ def _window_values(convolutions: CharacterConvolutions, character_ids: torch.Ten
         return (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(embedded.size(0), num_windows, kernel.size(0))
 
 
+def _without_windows_off_the_end(values: torch.Tensor, convolutions: CharacterConvolutions,
+                                 num_chars: int) -> torch.Tensor:
+    """``values`` with each window that runs off the ids' end for its filter's width at minus
+    infinity, so that the max takes no value and routes no gradient there."""
+    last_start = convolutions.padding_starts(num_chars, values.device)
+    starts = torch.arange(values.size(1), device=values.device).unsqueeze(1)
+    return torch.where(starts <= last_start.unsqueeze(0), values, values.new_tensor(float("-inf")))
+
+
 def reference_max_pooled_convolutions(
     character_ids: torch.Tensor, convolutions: CharacterConvolutions
 ) -> torch.Tensor:
@@ -167,18 +176,9 @@ def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: Character
         num_windows = max(sorted_lengths[end - 1], 1)
         chunk_ids = character_ids[order[start:end], : num_windows + max_width - 1]
         values = _window_values(convolutions, chunk_ids, kernel, num_windows, narrowed)
-        if num_windows - 1 <= num_chars - max_width:
-            pooled = _MaxOverWindows.apply(values)
-        else:  # Long tokens: each width has its own last valid window.
-            pooled_parts = []
-            offset = 0
-            for width, count in convolutions.filters:
-                valid = min(num_windows, num_chars - width + 1)
-                pooled_parts.append(
-                    _MaxOverWindows.apply(values[:, :valid, offset : offset + count])
-                )
-                offset += count
-            pooled = torch.cat(pooled_parts, dim=1)
+        if num_windows - 1 > num_chars - max_width:  # long tokens: windows off the end for a width
+            values = _without_windows_off_the_end(values, convolutions, num_chars)
+        pooled = _MaxOverWindows.apply(values)
         # Tokens with room for a window of nothing but padding also take its value.
         chunk_lengths = lengths[start:end].unsqueeze(1)
         has_padding_window = chunk_lengths <= last_start.unsqueeze(0)
@@ -229,15 +229,11 @@ def every_window_max_pooled_convolutions(
     """
     `reference_max_pooled_convolutions`' numbers (to float rounding) as one product over every
     window of every token, in the plan's products dtype, with shapes fixed by the input's alone
-    (a plan's ``fixed_shape``). A window running off the token's end for a filter's width is set
-    to minus infinity, so that the max routes no gradient to it.
+    (a plan's ``fixed_shape``).
     """
     num_chars = character_ids.size(1)
     kernel = convolutions.fused_kernel()
-    narrowed = _narrowed(plan, character_ids.device.type, kernel)
-    values = _window_values(convolutions, character_ids, kernel, num_chars, narrowed)
-    last_start = convolutions.padding_starts(num_chars, character_ids.device)
-    starts = torch.arange(num_chars, device=character_ids.device).unsqueeze(1)
-    valid = starts <= last_start.unsqueeze(0)  # (windows, filters)
-    values = torch.where(valid, values, values.new_tensor(float("-inf")))
+    values = _window_values(convolutions, character_ids, kernel, num_chars,
+                            _narrowed(plan, character_ids.device.type, kernel))
+    values = _without_windows_off_the_end(values, convolutions, num_chars)
     return _MaxOverWindows.apply(values) + torch.cat(list(convolutions.biases))
