@@ -51,8 +51,7 @@ MASK_NAME = "mask"
 OUTPUTS = {"all": "layers", "top": "top", "average": "average"}
 MIX_OUTPUT = "mix"
 OPSET = 18
-# The example the graph is traced with: two sentences, the second shorter, so that the traced
-# graph masks finished rows; any batch and length run afterwards (the axes are symbolic).
+# The example traced: the second sentence shorter, so that the graph masks finished rows.
 EXAMPLE_SHAPE = (2, 7)
 
 
@@ -170,8 +169,7 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
 
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
-    """Only the exporter's warnings and errors (its passes log every rewrite at INFO and warn of
-    their own deprecations)."""
+    """Only the exporter's warnings and errors (its passes log every rewrite at INFO)."""
     loggers = [logging.getLogger(name) for name in ("onnx_ir", "onnxscript", "torch.onnx")]
     levels = [each.level for each in loggers]
     try:
@@ -246,11 +244,8 @@ def export_onnx(
     n_characters: int = 262,
     argument_names: ArgumentNames = PYTHON_ARGUMENTS,
 ) -> Dict[str, str]:
-    """
-    Writes ``elmo.onnx``, ``options.json`` and ``character_ids.json`` of ``model`` (see
-    `load_exported_module`) into ``output_directory`` as one set (`atomic_directory`); returns the
-    path of each file by kind.
-    """
+    """Writes ``elmo.onnx``, ``options.json`` and ``character_ids.json`` of ``model`` (see
+    `load_exported_module`) into ``output_directory`` as one set; returns each file's path by kind."""
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401

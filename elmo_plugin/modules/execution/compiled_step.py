@@ -6,9 +6,10 @@ elementwise work fused, no Python between steps (docs/implementation.md). What i
 `lstm_recurrence.recurrence_backward`, each one graph. Each new shape is compiled on its first
 call, timed and logged once; after `MAX_SHAPES` shapes, new ones run eagerly.
 """
+import functools
 import logging
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, List, Optional, Set, Tuple
 
 import torch
 from torch.utils import _pytree as pytree
@@ -28,25 +29,17 @@ logger = logging.getLogger(__name__)
 # The most shapes compiled in one process; later shapes run eagerly.
 MAX_SHAPES = 6
 
-# Modes whose graphs replay as CUDA graphs on a GPU: their outputs live in memory that the next
-# replay of the same graph writes over.
+# Modes whose graphs replay as CUDA graphs on a GPU (outputs written over by the next replay).
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
-_COMPILED: Dict[str, Callable] = {}  # the torch.compile'd functions, by name and mode
 _SHAPES_SEEN: Set[Tuple] = set()
 _OVER_LIMIT_LOGGED: List[bool] = [False]
 
 
+@functools.lru_cache(maxsize=None)
 def _compiled(function: Callable, mode: str) -> Callable:
-    key = f"{function.__name__}:{mode}"
-    if key not in _COMPILED:
-        compiled = torch.compile(
-            function, fullgraph=True, dynamic=False, mode=None if mode == "default" else mode
-        )
-        if mode in CUDA_GRAPH_MODES:
-            compiled = _copying_outputs(compiled)
-        _COMPILED[key] = compiled
-    return _COMPILED[key]
+    compiled = torch.compile(function, fullgraph=True, dynamic=False, mode=None if mode == "default" else mode)
+    return _copying_outputs(compiled) if mode in CUDA_GRAPH_MODES else compiled
 
 
 def _copying_outputs(function: Callable) -> Callable:
@@ -150,5 +143,5 @@ def _compile_now(function: Callable, arguments: Tuple, needs_gradient: bool) -> 
 def forget_compiled_shapes() -> None:
     """Forget which shapes were compiled (tests; TorchDynamo's own cache is reset separately)."""
     _SHAPES_SEEN.clear()
-    _COMPILED.clear()
+    _compiled.cache_clear()
     _OVER_LIMIT_LOGGED[0] = False

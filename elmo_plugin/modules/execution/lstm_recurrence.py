@@ -9,14 +9,14 @@ Precision: the gates and cell state stay in the state's dtype; the two products 
 weights' (bfloat16 copies, from `lstm_layer`). The fast paths keep in the products' dtype what
 only feeds a product, so that conversions run once per call, not per step (docs/implementation.md).
 """
+import itertools
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 
 from elmo_plugin.modules.execution.fast_paths import fast_path
 
-# The most running rows for which a step multiplies by the transposed weights, where inference
-# is given them (`recurrence_loop`): the measured crossover of the two layouts in bfloat16.
+# The most running rows for which inference multiplies by the transposed weights (measured, bfloat16).
 FEW_ROWS_MAX = 16
 
 
@@ -233,9 +233,7 @@ def recurrence_backward(
     """
     activations, cells, tanh_cells, cell_passes, output_passes = record
     matmul_dtype, state_dtype = weights.recurrent.dtype, c0.dtype
-    offsets = [0]
-    for rows in step_sizes:
-        offsets.append(offsets[-1] + rows)
+    offsets = [0, *itertools.accumulate(step_sizes)]
     # What only feeds a product is written in the products' dtype by the operation computing it,
     # so that no step converts (the input gates' gradient is rounded to it by their product anyway).
     grad_gates = torch.empty_like(activations, dtype=matmul_dtype)

@@ -92,11 +92,8 @@ def products_dtype(plan: Optional[ExecutionPlan], device_type: str, parameters: 
 
 def products_in(products: torch.dtype, device_type: str, parameters: torch.dtype
                 ) -> ContextManager[None]:
-    """
-    Within: the products' operands rounded to ``products`` where that is narrower than
-    ``parameters``, by autocast (so its bits: a trained weight converted once for the rest of
-    the outermost autocast, each other operand at each product); else nothing.
-    """
+    """Within: the products' operands rounded to ``products`` where that differs from
+    ``parameters``, by autocast (so with autocast's bits); else nothing."""
     if products == parameters:
         return contextlib.nullcontext()
     return torch.autocast(device_type, dtype=products)
@@ -118,11 +115,8 @@ def float32_products(plan: Optional[ExecutionPlan]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
-    """
-    Within: `float32_products`, and PyTorch's own operations in the plan's products (autocast,
-    on where the plan has them, off where not), for code that takes no plan (the language
-    model's softmax, a biLM module of AllenNLP's). No plan: nothing changes.
-    """
+    """Within: `float32_products` and autocast to the plan's products (off without them), for code
+    that takes no plan (the softmax, AllenNLP's biLM). No plan: nothing changes."""
     if plan is None:
         yield
         return
@@ -133,11 +127,8 @@ def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
 
 def tf32_through_backward(plan: Optional[ExecutionPlan], loss: torch.Tensor,
                           parameters: Iterable[torch.Tensor]) -> None:
-    """
-    The plan's TF32 setting for the backward pass of ``loss`` too, which runs after the forward
-    pass returned (and `float32_products` restored the setting): set when it starts at ``loss``,
-    restored once the gradients of ``parameters`` are all computed.
-    """
+    """The plan's TF32 setting for the backward pass of ``loss`` too (after `float32_products`
+    restored it): set when it starts, restored once the gradients of ``parameters`` are computed."""
     if plan is None or plan.tf32 is None or plan.device.type != "cuda" or not loss.requires_grad:
         return
     trained = [parameter for parameter in parameters if parameter.requires_grad]
