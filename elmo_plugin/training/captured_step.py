@@ -165,10 +165,11 @@ class CapturedStep:
         if self._graph is None:
             # Numbers and other values are captured as constants: they must not change.
             self._static_others = others
-            self._static_inputs = [tensor.clone() for tensor in flat]
+            static = pytree.tree_map_only(torch.Tensor, torch.clone, inputs)
+            self._static_inputs = [value for value in pytree.tree_leaves(static) if isinstance(value, torch.Tensor)]
             self._graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self._graph):
-                self._static_loss = self.step(*self._restructured(inputs, self._static_inputs))
+                self._static_loss = self.step(*static)
             logger.info("capture: the training step captured as one CUDA graph")
         assert self._static_inputs is not None and self._static_loss is not None
         if others != self._static_others or [tensor.shape for tensor in flat] != [
@@ -182,9 +183,3 @@ class CapturedStep:
             static.copy_(tensor)
         self._graph.replay()
         return self._static_loss.clone()
-
-    @staticmethod
-    def _restructured(inputs: Any, tensors: List[torch.Tensor]) -> Any:
-        """``inputs`` with its tensors replaced by ``tensors``, in order."""
-        replaced = iter(tensors)
-        return pytree.tree_map_only(torch.Tensor, lambda _: next(replaced), inputs)
