@@ -22,10 +22,9 @@ from elmo_plugin.modules.execution.plan import (
 # Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
 # (rows, total filters) intermediate to 64 MB at 2048 filters.
 CONVOLUTION_ROWS_PER_CHUNK = 8192
-# A chunk of tokens (sorted by length) ends before a token more than this many times as long as
-# its first (shortest) one, so that no token computes more than about twice the windows it
-# needs: every token of a chunk computes its longest token's windows. Lengths below
-# `CHUNK_MIN_LENGTH` count as that, so that short tokens do not each get a chunk of their own.
+# A chunk of tokens sorted by length ends before a token more than this many times as long as
+# its first (lengths below `CHUNK_MIN_LENGTH` count as that): no token computes much over twice
+# the windows it needs.
 CHUNK_LENGTH_RATIO = 2
 CHUNK_MIN_LENGTH = 4
 

@@ -119,11 +119,8 @@ def recurrence_for(
 
 
 def _compile_now(function: Callable, arguments: Tuple, needs_gradient: bool) -> float:
-    """
-    Seconds to compile ``function`` for ``arguments``: one call (and backward pass) on copies of
-    them that require gradients and run with gradients as the call will (the graph is specialised
-    on both).
-    """
+    """Seconds to compile ``function`` for ``arguments``: one call (and backward) on copies of them,
+    with gradients required and enabled as the call will have them (the graph is specialised on both)."""
     copies = pytree.tree_map_only(
         torch.Tensor, lambda tensor: tensor.detach().clone().requires_grad_(tensor.requires_grad),
         arguments,

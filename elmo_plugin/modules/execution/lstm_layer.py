@@ -76,18 +76,18 @@ def run_layer(
     # Widened here but for CPU inference, whose loop widens them step by step (faster there).
     if needs_gradient or device_type != "cpu":
         input_gates = input_gates.to(dtype)
-    compiled = compiled_step.recurrence_for(
-        plan, input_gates, h, c, weights, step_sizes, needs_gradient
-    )
+    compiled = compiled_step.recurrence_for(plan, input_gates, h, c, weights, step_sizes, needs_gradient)
     if compiled is not None:
         packed_output, h, c = compiled(input_gates, h, c, weights, step_sizes)
     elif needs_gradient:
         packed_output, h, c = training_recurrence(input_gates, h, c, weights, step_sizes)
     else:
-        few_rows = _few_rows_weights(parameters[1:], products, step_sizes, device_type)
-        packed_output, h, c = recurrence_loop(
-            input_gates, h, c, weights, step_sizes, few_rows=few_rows
-        )
+        few_rows = None
+        # `lstm_recurrence.FEW_ROWS_MAX` read there: one setting for this check and the loop's.
+        if device_type == "cpu" and products != dtype and step_sizes[-1] <= lstm_recurrence.FEW_ROWS_MAX:
+            # Transposed copies: faster for steps of few rows in bfloat16 on a CPU (`recurrence_loop`).
+            few_rows = tuple(kept_copy(weight, products, transposed=True) for weight in parameters[1:])
+        packed_output, h, c = recurrence_loop(input_gates, h, c, weights, step_sizes, few_rows=few_rows)
     if full:
         output = packed_output.view(num_steps, batch_size, projection_size)
     else:
@@ -98,22 +98,6 @@ def run_layer(
         restore = order.argsort()
         output, h, c = output[restore], h[restore], c[restore]
     return output, (h, c)
-
-
-def _few_rows_weights(
-    parameters: Tuple[torch.Tensor, torch.Tensor], products: torch.dtype, step_sizes: List[int],
-    device_type: str,
-) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-    """`recurrence_loop`'s ``few_rows`` (kept transposed copies) for CPU inference in a narrower
-    dtype with a step of at most `FEW_ROWS_MAX` rows; else None (no faster elsewhere)."""
-    if (
-        device_type != "cpu"
-        or products == parameters[0].dtype
-        # Read here, not imported: one setting for this check and the loop's.
-        or step_sizes[-1] > lstm_recurrence.FEW_ROWS_MAX
-    ):
-        return None
-    return tuple(kept_copy(weight, products, transposed=True) for weight in parameters)
 
 
 def rows_per_step(sorted_lengths: List[int]) -> List[int]:
