@@ -43,8 +43,7 @@ def run_layer_masked(layer, inputs: torch.Tensor, mask: torch.Tensor) -> torch.T
     for ``inputs`` ``(batch, time, input_size)`` and a left-aligned ``mask``."""
     batch_size = inputs.size(0)
     h0, c0 = layer.zero_state(batch_size, inputs)
-    # The input half of the gates for every position at once, as the eager run does for the
-    # real positions (`lstm_layer.run_layer`).
+    # The input half of the gates at every position at once (eagerly: at the real positions).
     input_gates = torch.matmul(inputs, layer.input_weight) + layer.effective_bias()
     outputs, _, _ = masked_recurrence(
         input_gates.transpose(0, 1), mask.transpose(0, 1), h0, c0, layer.recurrence_weights()

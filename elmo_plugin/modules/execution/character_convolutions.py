@@ -1,9 +1,7 @@
 """
-The max-pooled character convolutions of `CharacterEncoder`: ``max over positions (conv(embedded)
-+ bias)`` of every filter, computed over only the windows that can differ
-(`max_pooled_convolutions`; `leading_max_pooled_convolutions` for an exported graph), beside the
-plain definition with ``nn.Conv1d`` over every position (`reference_max_pooled_convolutions`),
-which both equal to float rounding (tests compare values and gradients).
+The max-pooled character convolutions of `CharacterEncoder`: the plain definition with
+``nn.Conv1d`` over every position (`reference_max_pooled_convolutions`) and its fast paths, over
+only the windows that can differ (to float rounding, values and gradients).
 """
 import bisect
 from typing import List, NamedTuple, Optional, Sequence

@@ -118,15 +118,15 @@ def recurrence_loop(
 ) -> Tuple:
     """
     `reference_recurrence` without autograd, in place, into buffers (with ``record``: of every
-    position; without: one step's rows, written over by every step), with few operator calls a
-    step. Same arguments and results; ``input_gates`` may also come in the products' dtype (each
-    step widens its rows). ``few_rows``: the two weights transposed, contiguous, in the products'
-    dtype, by which steps of at most `FEW_ROWS_MAX` rows multiply (the last bit may differ).
+    position; without: one step's rows, reused), with few operator calls a step; the same arguments
+    and results, and ``input_gates`` may come in the products' dtype. ``few_rows``: the weights
+    transposed, contiguous, in the products' dtype, for steps of at most `FEW_ROWS_MAX` rows (the
+    last bit may differ).
     docs/implementation.md ("The fast paths, measured") says why each.
 
-    The sigmoids of f and o run apart: one over both rounds some values differently, and apart
-    the outputs with and without ``record`` agree to the bit. Where the dtypes agree the input
-    gates are added inside the recurrent product (``addmm``), rounding once less.
+    f and o get a sigmoid each (one over both rounds differently): so the outputs with and without
+    ``record`` agree to the bit. Where the dtypes agree, ``addmm`` adds the input gates (rounding
+    once less).
     """
     batch_size, cell_size = c0.shape
     num_positions = input_gates.size(0)

@@ -37,8 +37,7 @@ class ExecutionPlan:
     device : `torch.device`
     products : `torch.dtype`, optional (default = `None`)
         The dtype the matrix products round their operands to (bfloat16, where the device has
-        it natively); what accumulates (the LSTM's gates and cell state, the sums outside the
-        products) stays in the parameters' dtype. None: as without a plan.
+        it natively); what accumulates stays in the parameters' dtype. None: as without a plan.
     compile_mode : `str`, optional (default = `None`)
         The ``torch.compile`` mode of the LSTM recurrence for batches without padding
         (`compiled_step`); None: the eager loops.
@@ -46,12 +45,9 @@ class ExecutionPlan:
         On a CUDA device, float32 products in TF32 (True) or plain float32 (False) while the plan
         runs (`float32_products`, `tf32_through_backward`); None leaves the process's setting.
     fixed_shape : `bool`, optional (default = `False`)
-        Every row of every batch runs every step (stream training's windows, ``unroll_steps``
-        tokens in each row): no lengths are read by the host and no shape depends on the data:
-        the LSTM runs every row every step without sorting or packing, the token encoder encodes
-        every position without deduplicating tokens, and the character convolutions compute
-        every window. The same outputs; only the state a padded row carries on has then run
-        over its padding.
+        Every row of every batch runs every step (stream training's windows): no lengths read by
+        the host, no shape from the data (the LSTM, token encoder and convolutions run every row,
+        position and window). The same outputs; a padded row's carried state runs over its padding.
     """
 
     device: torch.device
