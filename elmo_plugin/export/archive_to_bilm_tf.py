@@ -1,6 +1,5 @@
 """
-Exporting an ``elmo_bilm`` training run (``model.tar.gz`` or serialization directory), or the
-biLM of a task model's archive, to the bilm-tf format: what ``allennlp elmo-export`` runs.
+An ``elmo_bilm`` training run's biLM, or a task model's, in the bilm-tf format (``allennlp elmo-export``).
 """
 import os
 from typing import Dict, Optional
@@ -29,11 +28,9 @@ def export_to_bilm_tf(
 ) -> Dict[str, str]:
     """
     Writes ``options.json``, ``weights.hdf5`` and ``vocabulary.txt`` of the run's biLM (and
-    ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set; returns the
-    path of each file by kind. A task model's archive gives the biLM its ELMo embedder holds
-    (``embedder`` names it when there are several).
+    ``softmax.hdf5`` with ``include_softmax``) into ``output_directory`` as one set; returns each
+    file's path by kind. Of a task model, the biLM of its ELMo embedder (``embedder``, of several).
     """
-    # An ELMoForManyLangs model directory cannot be written in bilm-tf's format.
     refuse_bilm_tf_export(archive_file)
     if is_zip_model(os.fspath(archive_file)):
         raise ConfigurationError(

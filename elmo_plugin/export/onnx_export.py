@@ -1,13 +1,8 @@
 """
-A pretrained biLM as one ONNX graph, for serving without PyTorch: what ``allennlp elmo-export
-MODEL OUT --format onnx`` writes.
-
-The graph takes ``batch_to_ids``' character ids with dynamic batch and token axes and gives what
-`ElmoEmbedder` gives (``layers``, ``top``, ``average`` or a task model's ``mix``) and the ``mask``,
-statelessly (docs/serving.md). The recurrence is `elmo_plugin.export.scan_forward`'s, exported by
-PyTorch's ONNX exporter (``dynamo=True``), whose graph is refused if its input axes were pinned.
-Beside it go ``options.json`` and ``character_ids.json``, how tokens become ids, for a serving
-process without the plugin (examples/serve_onnx.py).
+A pretrained biLM as one ONNX graph for serving without PyTorch (``allennlp elmo-export MODEL OUT
+--format onnx``): character ids in, with dynamic batch and token axes, what `ElmoEmbedder` gives
+out and the mask (docs/serving.md), computed by `elmo_plugin.export.scan_forward`. Beside it go
+``options.json`` and ``character_ids.json``, how tokens become ids (examples/serve_onnx.py).
 """
 import contextlib
 import json
@@ -56,8 +51,7 @@ MASK_NAME = "mask"
 OUTPUTS = {"all": "layers", "top": "top", "average": "average"}
 MIX_OUTPUT = "mix"
 OPSET = 18
-# The example the graph is traced with: two sentences, the second shorter, so that the traced
-# graph masks finished rows; any batch and length run afterwards (the axes are symbolic).
+# The example traced: the second sentence shorter, so that the graph masks finished rows.
 EXAMPLE_SHAPE = (2, 7)
 
 
@@ -145,10 +139,8 @@ def character_id_table(bilm: ElmoBiLm) -> Dict[str, Any]:
 
 def example_ids(bilm: ElmoBiLm) -> torch.Tensor:
     """`EXAMPLE_SHAPE` character ids of real tokens, the second sentence shorter."""
-    batch_size, length = EXAMPLE_SHAPE
-    tokens = [["export"] * length, ["export"] * (length - 2)]
-    assert len(tokens) == batch_size
-    return bilm.character_ids.batch_to_ids(tokens)
+    length = EXAMPLE_SHAPE[1]
+    return bilm.character_ids.batch_to_ids([["export"] * length, ["export"] * (length - 2)])
 
 
 def _input_axes(model_path: str) -> List:
@@ -177,8 +169,7 @@ def check_dynamic_axes(model_path: str, shown_path: str) -> None:
 
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
-    """Only the exporter's warnings and errors (its passes log every rewrite at INFO and warn of
-    their own deprecations)."""
+    """Only the exporter's warnings and errors (its passes log every rewrite at INFO)."""
     loggers = [logging.getLogger(name) for name in ("onnx_ir", "onnxscript", "torch.onnx")]
     levels = [each.level for each in loggers]
     try:
@@ -200,12 +191,9 @@ def load_exported_module(
     argument_names: ArgumentNames = PYTHON_ARGUMENTS,
 ) -> ExportedElmo:
     """
-    The `ExportedElmo` of ``model``: a published model's name, a bilm-tf directory, an
-    ``elmo_bilm`` archive or serialization directory, an ELMoForManyLangs directory (all as
-    `resolve_model` takes them), or a task model's archive (an AllenNLP model with an ELMo
-    embedder, trained with the plugin or with AllenNLP's own ELMo), whose biLM ``embedder``
-    names when it has several (`choose_bilm`) and whose ``scalar_mix``-th mix of that embedder
-    is exported if given.
+    The `ExportedElmo` of ``model``: any model `resolve_model` takes, or a task model's archive
+    (an AllenNLP model with an ELMo embedder), whose biLM ``embedder`` names when it has several
+    (`choose_bilm`) and whose ``scalar_mix``-th mix of that embedder is exported if given.
     """
     files = resolve_model(model, argument_names=argument_names)
     task_model = False
@@ -256,11 +244,8 @@ def export_onnx(
     n_characters: int = 262,
     argument_names: ArgumentNames = PYTHON_ARGUMENTS,
 ) -> Dict[str, str]:
-    """
-    Writes ``elmo.onnx``, ``options.json`` and ``character_ids.json`` of ``model`` (see
-    `load_exported_module`) into ``output_directory`` as one set (`atomic_directory`); returns the
-    path of each file by kind.
-    """
+    """Writes ``elmo.onnx``, ``options.json`` and ``character_ids.json`` of ``model`` (see
+    `load_exported_module`) into ``output_directory`` as one set; returns each file's path by kind."""
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401
@@ -298,8 +283,5 @@ def export_onnx(
         with open(os.path.join(directory, CHARACTER_IDS_NAME), "w", encoding="utf-8") as handle:
             json.dump(table, handle, ensure_ascii=False)
             handle.write("\n")
-    return {
-        "model": os.path.join(output_directory, MODEL_NAME),
-        "options": os.path.join(output_directory, OPTIONS_NAME),
-        "character ids": os.path.join(output_directory, CHARACTER_IDS_NAME),
-    }
+    kinds = ("model", "options", "character ids")
+    return {kind: os.path.join(output_directory, name) for kind, name in zip(kinds, EXPORT_NAMES)}

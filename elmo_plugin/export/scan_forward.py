@@ -1,13 +1,9 @@
 """
 The biLM's forward written for export (``allennlp elmo-export --format onnx``): `ElmoBiLm.forward`
-of a stateless frozen biLM in operations whose shapes follow the input's and never its values, so
-that one exported graph runs at any batch and sentence length. The eager paths choose their work
-from the data (a shrinking batch, distinct tokens, Python loops over time), which an exporter
-records for one example only. Here the character encoder runs over every real position (each
-distinct token once, ``torch.unique``), and each LSTM layer is one ``scan`` over time (PyTorch's
-private prototype, imported only when this runs; written as an ONNX ``Scan``) with the eager
-step (`lstm_recurrence.projected_lstm_step`), a finished row keeping its state and giving zeros.
-tests/export/test_onnx_export.py compares it with the eager biLM on every configuration.
+of a stateless frozen biLM in operations whose shapes follow the input's, never its values, so
+that one graph runs at any batch and sentence length: each distinct real token encoded once, and
+each LSTM layer one ``scan`` over time (PyTorch's private prototype, imported only here) of
+`lstm_recurrence.projected_lstm_step`, a finished row keeping its state (docs/implementation.md).
 """
 from typing import List, Tuple
 
@@ -23,11 +19,8 @@ from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 @fast_path(reference_recurrence, time_major=True)
 def masked_recurrence(input_gates: torch.Tensor, running: torch.Tensor, h0: torch.Tensor,
                       c0: torch.Tensor, weights: LstmWeights) -> Tuple[torch.Tensor, ...]:
-    """
-    The recurrence of `lstm_recurrence.reference_recurrence` over every row at every step, time
-    major; ``running`` ``(time, batch)`` is True while a row's sentence lasts. Returns the outputs,
-    zero where a row does not run, and each row's state after its own last step.
-    """
+    """`lstm_recurrence.reference_recurrence` over every row at every step, time major; ``running``
+    ``(time, batch)`` is True while a row's sentence lasts. Outputs are zero where a row does not run."""
     from torch._higher_order_ops import scan  # private: imported only by an export
 
     def step(
@@ -50,8 +43,7 @@ def run_layer_masked(layer, inputs: torch.Tensor, mask: torch.Tensor) -> torch.T
     for ``inputs`` ``(batch, time, input_size)`` and a left-aligned ``mask``."""
     batch_size = inputs.size(0)
     h0, c0 = layer.zero_state(batch_size, inputs)
-    # The input half of the gates for every position at once, as the eager run does for the
-    # real positions (`lstm_layer.run_layer`).
+    # The input half of the gates at every position at once (eagerly: at the real positions).
     input_gates = torch.matmul(inputs, layer.input_weight) + layer.effective_bias()
     outputs, _, _ = masked_recurrence(
         input_gates.transpose(0, 1), mask.transpose(0, 1), h0, c0, layer.recurrence_weights()
@@ -63,24 +55,16 @@ def run_bilstm_masked(bilstm, inputs: torch.Tensor, mask: torch.Tensor) -> List[
     """`ElmoBiLstm.forward` (stateless, without dropout) with `run_layer_masked` for each layer."""
     lengths = mask.sum(dim=1)
     directions = []
-    for layers, direction_inputs in (
-        (bilstm.forward_layers, inputs),
-        (bilstm.backward_layers, reverse_within_lengths(inputs, lengths)),
-    ):
+    for layers, x in ((bilstm.forward_layers, inputs),
+                      (bilstm.backward_layers, reverse_within_lengths(inputs, lengths))):
         outputs = []
-        x = direction_inputs
         for layer_index, layer in enumerate(layers):
             output = run_layer_masked(layer, x, mask)
-            if bilstm.use_skip_connections and layer_index > 0:
-                output = output + x
-            outputs.append(output)
-            x = output
+            x = output + x if bilstm.use_skip_connections and layer_index > 0 else output
+            outputs.append(x)
         directions.append(outputs)
-    forward_outputs, backward_outputs = directions
-    return [
-        torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
-        for forward, backward in zip(forward_outputs, backward_outputs)
-    ]
+    return [torch.cat([forward, reverse_within_lengths(backward, lengths)], dim=-1)
+            for forward, backward in zip(*directions)]
 
 
 def bilm_layers_masked(
@@ -97,13 +81,10 @@ def bilm_layers_masked(
     batch_size, num_positions, ids_per_token = ids.shape
     encoder = bilm.character_encoder
     flat_ids = ids.reshape(batch_size * num_positions, ids_per_token)
-    # Only the real positions are encoded (a graph input of data-dependent length: ONNX's
-    # NonZero), as `ElmoBiLm.encode_tokens` does; the rest stay zero. In batches of real
-    # sentences most positions are padding, and the character encoder is most of the work at
-    # the Small size.
+    # Only the real positions are encoded (ONNX's NonZero), as `ElmoBiLm.encode_tokens` does: most
+    # positions of real batches are padding.
     real = mask.reshape(-1).nonzero().squeeze(1)
-    # Each distinct token once (ONNX's Unique over the id rows), as the eager biLM encodes them:
-    # in real text most positions repeat a token seen elsewhere in the batch.
+    # Each distinct token once (ONNX's Unique over the id rows), as the eager biLM encodes them.
     distinct, position_to_distinct = torch.unique(
         flat_ids.index_select(0, real), dim=0, return_inverse=True
     )

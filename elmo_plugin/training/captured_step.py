@@ -1,22 +1,9 @@
 """
-A training step as one function of tensors with fixed shapes, run eagerly, compiled whole, or
-captured whole as a CUDA graph: forward, loss, backward, gradient norm clipping and Adagrad's
-update, the optimizer's own state updated in place (so that a checkpoint is AllenNLP's).
-
-Why: the biLM's step on a GPU waits on the host, not on arithmetic (thousands of kernel
-launches a step, docs/gpu.md); a CUDA graph replays them all with one launch. A graph replays
-the memory addresses it captured, so everything the step reads or writes lives at fixed
-addresses: its inputs are copied into static buffers, the gradients are zeroed in place, not set
-to None, the LSTM state carried between stream batches is written in place into the module's
-buffers (`elmo_plugin.modules.elmo_lstm.ElmoBiLstm`), the negatives are drawn outside the graph
-and passed in, and nothing in the step reads a value on the host or makes a shape from data (the
-model's ``fixed_shape_stream``, dense softmax gradients, `adagrad_update`).
-
-On a CPU the same step function runs eagerly or under ``torch.compile`` (which makes no CUDA
-graph there); tests/training/test_captured_step.py checks that both give the same losses over
-several steps, and that every tensor the step makes has the same shape at every step. The CUDA
-graph itself is only `CapturedStep._on_cuda_graph`'s few lines, run on a GPU by
-``bash benchmarks/gpu/session.sh day`` (``benchmarks/training_compiled.py``'s ``captured`` side).
+A training step (forward, loss, backward, gradient norm clipping, Adagrad's update of the
+optimizer's own state) as one function of tensors with fixed shapes, run eagerly, compiled whole,
+or captured as one CUDA graph: a biLM step on a GPU waits on launching its kernels, which a graph
+replays at once. Everything the step touches lives at fixed addresses and nothing reads a value
+on the host (docs/implementation.md, "The fixed-shape stream step and the step captured whole").
 """
 import logging
 from typing import Any, Callable, List, Optional, Sequence, Union
@@ -45,11 +32,9 @@ def check_capture_setting(setting: Union[bool, str], name: str = "capture") -> U
 def adagrad_update(parameters: Sequence[torch.Tensor], sums: Sequence[torch.Tensor], lr: float,
                    eps: float, foreach: bool) -> None:
     """
-    torch's Adagrad update of ``parameters`` from their ``.grad`` (``lr_decay`` and
-    ``weight_decay`` 0), with torch's arithmetic, operation for operation: its single-tensor
-    path or its ``foreach`` path (torch's default on a GPU), which round differently. Fixed
-    shapes, no host read, no step counter (its ``lr`` does not depend on it without
-    ``lr_decay``): what a CUDA graph can replay. The accumulators ``sums`` are updated in place.
+    torch's Adagrad update of ``parameters`` from their ``.grad`` (``lr_decay`` and ``weight_decay``
+    0), operation for operation as its single-tensor or ``foreach`` path (they round differently),
+    without the step counter it then does not need; the accumulators ``sums`` updated in place.
     """
     grads = [parameter.grad for parameter in parameters]
     if foreach:
@@ -67,11 +52,8 @@ def adagrad_update(parameters: Sequence[torch.Tensor], sums: Sequence[torch.Tens
 
 class CapturedStep:
     """
-    One training step of ``loss_function`` (the inputs, tensors in any nesting, to a 0-dim
-    loss), then the gradients clipped to a global norm of ``max_norm`` (torch's
-    ``clip_grad_norm_``) and ``optimizer``'s update (`adagrad_update`), run as ``capture``
-    says. Calling it runs a step and returns the loss, detached (a tensor on the device: read it
-    when logging).
+    One training step of ``loss_function``, gradient clipping and ``optimizer``'s update, run as
+    ``capture`` says. Calling it runs a step and returns the loss, detached, on the device.
 
     # Parameters
 
@@ -84,11 +66,10 @@ class CapturedStep:
     max_norm : `float`, optional
         Clip the gradients to this global norm; None: no clipping.
     capture : `Union[bool, str]`, optional (default = `False`)
-        False: the step runs eagerly, the reference; ``"compiled"``: the step function under
-        ``torch.compile`` (forward, backward and update; any device); ``"cuda_graph"``: captured
-        as one ``torch.cuda.CUDAGraph`` after `WARMUP_STEPS` eager steps, then replayed (CUDA
-        only). A call with other shapes than the captured ones, or with values other than
-        tensors that differ from the captured ones, runs eagerly, with one warning.
+        False: eagerly, the reference; ``"compiled"``: under ``torch.compile`` (any device);
+        ``"cuda_graph"``: captured as one ``torch.cuda.CUDAGraph`` after `WARMUP_STEPS` eager
+        steps, then replayed (CUDA only). A call of other shapes or other non-tensor values than
+        the captured ones runs eagerly, with one warning.
     """
 
     def __init__(self, loss_function: Callable[..., torch.Tensor], optimizer: torch.optim.Adagrad,
@@ -122,9 +103,8 @@ class CapturedStep:
         return self._step_from_zero_gradients(*inputs)
 
     def _zero_gradients(self) -> None:
-        # In place, one operation: a CUDA graph replays the same gradient buffers. Outside the
-        # compiled function under torch.compile, where the backward pass (a graph break) then
-        # accumulates into buffers the compiled code did not touch.
+        # In place: a CUDA graph replays the same buffers. Outside the compiled function, whose
+        # backward (a graph break) accumulates into buffers the compiled code did not touch.
         gradients = [parameter.grad for parameter in self.parameters if parameter.grad is not None]
         if gradients:
             torch._foreach_zero_(gradients)
@@ -170,12 +150,8 @@ class CapturedStep:
                 state["step"] += 1
 
     def _on_cuda_graph(self, inputs: Any) -> torch.Tensor:
-        """
-        `WARMUP_STEPS` eager steps on a side stream (torch's recipe for a capture), then the
-        step captured once, at the first call after them (a capture records the kernels without
-        running them: that call's batch then runs by the first replay), and replayed with each
-        call's inputs copied into the captured ones.
-        """
+        """`WARMUP_STEPS` eager steps on a side stream (torch's recipe), then the step captured once
+        (its batch runs by the first replay) and replayed with each call's inputs copied in."""
         flat = [value for value in pytree.tree_leaves(inputs) if isinstance(value, torch.Tensor)]
         if self.steps < WARMUP_STEPS:
             side = torch.cuda.Stream()
@@ -189,10 +165,11 @@ class CapturedStep:
         if self._graph is None:
             # Numbers and other values are captured as constants: they must not change.
             self._static_others = others
-            self._static_inputs = [tensor.clone() for tensor in flat]
+            static = pytree.tree_map_only(torch.Tensor, torch.clone, inputs)
+            self._static_inputs = [value for value in pytree.tree_leaves(static) if isinstance(value, torch.Tensor)]
             self._graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self._graph):
-                self._static_loss = self.step(*self._restructured(inputs, self._static_inputs))
+                self._static_loss = self.step(*static)
             logger.info("capture: the training step captured as one CUDA graph")
         assert self._static_inputs is not None and self._static_loss is not None
         if others != self._static_others or [tensor.shape for tensor in flat] != [
@@ -206,12 +183,3 @@ class CapturedStep:
             static.copy_(tensor)
         self._graph.replay()
         return self._static_loss.clone()
-
-    @staticmethod
-    def _restructured(inputs: Any, tensors: List[torch.Tensor]) -> Any:
-        """``inputs`` with its tensors replaced by ``tensors``, in order."""
-        values, spec = pytree.tree_flatten(inputs)
-        replaced = iter(tensors)
-        values = [next(replaced) if isinstance(value, torch.Tensor) else value
-                  for value in values]
-        return pytree.tree_unflatten(values, spec)

@@ -1,11 +1,8 @@
 """
-The one question of both precisions, inference's ``precision="bfloat16"``
-(`elmo_plugin.modules.precision`) and pretraining's ``mixed_precision``
-(`elmo_plugin.models.elmo_language_model`): does this device multiply in bfloat16 natively?
-
-Where it does not (a CPU without AVX512-BF16 or AMX, a GPU before Ampere), PyTorch emulates
-bfloat16 products in software, many times slower than float32 (17x for training on an AVX2-only
-AMD EPYC), so both fall back to float32 with one warning.
+Does this device multiply in bfloat16 natively? The one question of inference's
+``precision="bfloat16"`` and pretraining's ``mixed_precision``: where it does not, PyTorch
+emulates bfloat16 products many times slower than float32, so both fall back to float32 with
+one warning.
 """
 import logging
 from typing import Dict, Union

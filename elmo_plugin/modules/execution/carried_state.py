@@ -12,16 +12,11 @@ LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (ba
 
 def carried_state(stored: Optional[LstmState], final: LstmState) -> LstmState:
     """
-    The state to carry after a batch whose rows ended in ``final`` (detached), given the state
-    carried so far (``stored``, None at first): ``final``'s rows, and the rows of ``stored``
-    beyond them (rows this batch did not reach keep their state for later, larger batches).
-
-    Eagerly, ``stored``'s own tensors, written in place where they can hold it: a step captured
-    as a CUDA graph reads the state from the same addresses at every replay, and a batch's outputs
-    may live in memory that the next replay writes over. Inside ``torch.compile``, new tensors:
-    written in place there, the state came out right but the backward pass of the next batch
-    read the state after it, not the one it started from (wrong gradients from the second batch
-    on; the slow test of tests/training/test_captured_step.py).
+    The state to carry after a batch that ended in ``final`` (detached), given the state carried
+    so far (``stored``, None at first): ``final``'s rows, then ``stored``'s rows beyond them.
+    Eagerly written in place into ``stored`` where it fits (a CUDA graph replays the addresses it
+    captured); new tensors inside ``torch.compile``, where writing in place made the next batch's
+    backward read the wrong state (docs/implementation.md).
     """
     h, c = final
     stored_h, stored_c = stored if stored is not None else (None, None)

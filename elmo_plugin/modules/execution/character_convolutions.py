@@ -1,9 +1,7 @@
 """
-The max-pooled character convolutions of `CharacterEncoder`: ``max over positions (conv(embedded)
-+ bias)`` of every filter, computed over only the windows that can differ
-(`max_pooled_convolutions`; `leading_max_pooled_convolutions` for an exported graph), beside the
-plain definition with ``nn.Conv1d`` over every position (`reference_max_pooled_convolutions`),
-which both equal to float rounding (tests compare values and gradients).
+The max-pooled character convolutions of `CharacterEncoder`: the plain definition with
+``nn.Conv1d`` over every position (`reference_max_pooled_convolutions`) and its fast paths, over
+only the windows that can differ (to float rounding, values and gradients).
 """
 import bisect
 from typing import List, NamedTuple, Optional, Sequence
@@ -22,21 +20,16 @@ from elmo_plugin.modules.execution.plan import (
 # Rows of (token, window position) per matrix multiply in `CharacterEncoder`: bounds the
 # (rows, total filters) intermediate to 64 MB at 2048 filters.
 CONVOLUTION_ROWS_PER_CHUNK = 8192
-# A chunk of tokens (sorted by length) ends before a token more than this many times as long as
-# its first (shortest) one, so that no token computes more than about twice the windows it
-# needs: every token of a chunk computes its longest token's windows. Lengths below
-# `CHUNK_MIN_LENGTH` count as that, so that short tokens do not each get a chunk of their own.
+# A chunk of tokens sorted by length ends before a token more than this many times as long as
+# its first (lengths below `CHUNK_MIN_LENGTH` count as that): no token computes much over twice
+# the windows it needs.
 CHUNK_LENGTH_RATIO = 2
 CHUNK_MIN_LENGTH = 4
 
 
 class _MaxOverWindows(torch.autograd.Function):
-    """
-    ``values.max(dim=1).values`` for ``(tokens, windows, filters)``, with the gradient routed to
-    the first maximal window as ``max`` does. ``max`` with indices runs ten times slower than
-    ``amax`` on CPU, so the first maximal window is found with ``amax`` too, and only when a
-    gradient is needed.
-    """
+    """``values.max(dim=1).values``, the gradient to the first maximal window as ``max``'s (which
+    runs ten times slower than ``amax`` on a CPU), found only when a gradient is needed."""
 
     @staticmethod
     def forward(ctx, values: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
@@ -60,10 +53,8 @@ class _MaxOverWindows(torch.autograd.Function):
 
 class CharacterConvolutions(NamedTuple):
     """
-    What the convolutions read of a `CharacterEncoder`: its character embedding ``(ids,
-    char_dim)``, whose row 0 (the mask id) gets no gradient, as the module's ``padding_idx=0``;
-    every convolution's kernel ``(count, char_dim, width)`` and bias ``(count,)``; and the id
-    that fills a token's row of ids after its end.
+    What the convolutions read of a `CharacterEncoder`: the character embedding ``(ids, char_dim)``
+    (row 0 gets no gradient), each kernel ``(count, char_dim, width)`` and bias, the padding id.
     """
 
     embedding: torch.Tensor
@@ -76,6 +67,10 @@ class CharacterConvolutions(NamedTuple):
         """``(width, count)`` of each convolution."""
         return [(kernel.size(2), kernel.size(0)) for kernel in self.kernels]
 
+    @property
+    def max_width(self) -> int:
+        return max(kernel.size(2) for kernel in self.kernels)
+
     def embed(self, character_ids: torch.Tensor) -> torch.Tensor:
         return nn.functional.embedding(character_ids, self.embedding, padding_idx=0)
 
@@ -84,18 +79,42 @@ class CharacterConvolutions(NamedTuple):
         return torch.cat([torch.full((count,), num_chars - width, device=device)
                           for width, count in self.filters])
 
+    def lengths(self, character_ids: torch.Tensor) -> torch.Tensor:
+        """Each position's length if the token ended there (0 at padding): maxed, the token's."""
+        positions = torch.arange(1, character_ids.size(1) + 1, device=character_ids.device)
+        return torch.where(character_ids != self.padding_id, positions, 0)
 
-def _fused_kernel(convolutions: CharacterConvolutions) -> torch.Tensor:
-    """
-    Every convolution's kernel in one ``(total filters, char_dim * max width)`` matrix,
-    narrower kernels padded with zero taps on the right, in ``unfold``'s (dim, tap) order.
-    """
-    max_width = max(width for width, _ in convolutions.filters)
-    return torch.cat(
-        [nn.functional.pad(kernel, (0, max_width - kernel.size(2)))
-         for kernel in convolutions.kernels]
-    ).flatten(1)
+    def fused_kernel(self) -> torch.Tensor:
+        """All kernels as one ``(total filters, char_dim * max width)`` matrix in ``unfold``'s
+        (dim, tap) order, narrower ones padded with zero taps on the right."""
+        return torch.cat([nn.functional.pad(kernel, (0, self.max_width - kernel.size(2)))
+                          for kernel in self.kernels]).flatten(1)
 
+
+def _narrowed(plan: Optional[ExecutionPlan], device_type: str, kernel: torch.Tensor):
+    """The context in which the products run in the plan's dtype (`plan.products_in`)."""
+    return products_in(products_dtype(plan, device_type, kernel.dtype), device_type, kernel.dtype)
+
+
+def _window_values(convolutions: CharacterConvolutions, character_ids: torch.Tensor,
+                   kernel: torch.Tensor, num_windows: int, narrowed) -> torch.Tensor:
+    """``(tokens, num_windows, filters)``: the fused kernel over each token's first windows, in one
+    product; zeros past the ids feed only zero taps or windows the callers leave out."""
+    embedded = convolutions.embed(character_ids)  # (tokens, chars, dim)
+    max_width = convolutions.max_width
+    embedded = nn.functional.pad(embedded, (0, 0, 0, num_windows + max_width - 1 - embedded.size(1)))
+    windows = embedded.unfold(1, max_width, 1)  # (tokens, windows, dim, max_width)
+    with narrowed:
+        return (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(embedded.size(0), num_windows, kernel.size(0))
+
+
+def _without_windows_off_the_end(values: torch.Tensor, convolutions: CharacterConvolutions,
+                                 num_chars: int) -> torch.Tensor:
+    """``values`` with each window that runs off the ids' end for its filter's width at minus
+    infinity, so that the max takes no value and routes no gradient there."""
+    last_start = convolutions.padding_starts(num_chars, values.device)
+    starts = torch.arange(values.size(1), device=values.device).unsqueeze(1)
+    return torch.where(starts <= last_start.unsqueeze(0), values, values.new_tensor(float("-inf")))
 
 
 def reference_max_pooled_convolutions(
@@ -115,30 +134,21 @@ def reference_max_pooled_convolutions(
 def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: CharacterConvolutions,
                             plan: Optional[ExecutionPlan] = None) -> torch.Tensor:
     """
-    `reference_max_pooled_convolutions`' numbers (to float rounding), computed as one matrix
-    multiply over only the windows that can differ, its operands rounded to the plan's products
-    dtype (`plan.products_in`).
+    `reference_max_pooled_convolutions`' numbers (to float rounding) as matrix products over only
+    the windows that can differ, in the plan's products dtype; with a ``fixed_shape`` plan, over
+    every window (`every_window_max_pooled_convolutions`: no lengths read by the host).
 
-    Why not ``nn.Conv1d``: it runs far below a large matrix multiply's speed on a CPU
-    (docs/implementation.md), and most of its windows are wasted. A token's ids end in
-    padding (a five-letter word has 7 non-padding ids of 50), and every window that
-    lies wholly in the padding has the same value for a given filter. So each token needs
-    only its windows that start before its padding, plus that one padding value (if a
-    wholly-padding window fits before the end), and the bias can be added after the max
-    (rounding is monotone, so this is exact). Tokens are sorted by their non-padding length
-    and processed in chunks, so a chunk computes as many window positions as its longest
-    token needs. A plan with ``fixed_shape`` computes every window instead
-    (`every_window_max_pooled_convolutions`): the lengths are then not read by the host.
+    Every window wholly in a token's padding has the same value for a filter, so a token needs
+    only its windows that start before its padding, plus that one value where such a window fits;
+    the bias is added after the max (rounding is monotone: exact). Tokens are sorted by length
+    and run in chunks of similar lengths (docs/implementation.md, "The fast paths, measured").
     """
     if fixed_shape(plan):
         return every_window_max_pooled_convolutions(character_ids, convolutions, plan)
     num_tokens, num_chars = character_ids.shape
-    max_width = max(width for width, _ in convolutions.filters)
-    kernel = _fused_kernel(convolutions)
-    device_type = character_ids.device.type
-    # A context, entered around each product (reusable: it is never nested).
-    narrowed = products_in(products_dtype(plan, device_type, kernel.dtype), device_type,
-                           kernel.dtype)
+    max_width = convolutions.max_width
+    kernel = convolutions.fused_kernel()
+    narrowed = _narrowed(plan, character_ids.device.type, kernel)  # reusable: never nested
     last_start = convolutions.padding_starts(num_chars, character_ids.device)
     # The value of a window made only of padding characters, for every filter.
     padding_row = convolutions.embedding[convolutions.padding_id]
@@ -146,19 +156,12 @@ def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: Character
     with narrowed:
         padding_value = kernel @ padding_window
 
-    # Non-padding length of each token: one past its last non-padding id.
-    positions = torch.arange(1, num_chars + 1, device=character_ids.device)
-    padding_id = convolutions.padding_id
-    lengths = torch.where(character_ids != padding_id, positions, 0).max(dim=1).values
-    lengths, order = lengths.sort()
+    lengths, order = convolutions.lengths(character_ids).max(dim=1).values.sort()
     sorted_lengths = lengths.tolist()
     pooled_chunks: List[torch.Tensor] = []
     start = 0
     while start < num_tokens:
-        # Tokens of similar lengths only: in a 20-token English sentence (the batch-1
-        # benchmark's) the longest of the 18 distinct tokens has 16 non-padding ids and 14
-        # have 3 to 8, so one chunk computed 18 x 16 = 288 windows where 113 are needed;
-        # two chunks compute 14 x 8 + 4 x 16 = 176.
+        # Tokens of similar lengths only: every token of a chunk computes its longest's windows.
         longest = CHUNK_LENGTH_RATIO * max(sorted_lengths[start], CHUNK_MIN_LENGTH)
         similar = max(start + 1, bisect.bisect_right(sorted_lengths, longest, lo=start))
         # Grow the chunk while its rows (tokens x its longest token's windows) fit the budget.
@@ -169,29 +172,10 @@ def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: Character
             end = start + max(1, CONVOLUTION_ROWS_PER_CHUNK // max(sorted_lengths[end - 1], 1))
         num_windows = max(sorted_lengths[end - 1], 1)
         chunk_ids = character_ids[order[start:end], : num_windows + max_width - 1]
-        embedded = convolutions.embed(chunk_ids)  # (tokens, chars, dim)
-        # Zeros past the token's end feed only the zero taps of narrower kernels, or windows
-        # that are invalid and excluded below.
-        embedded = nn.functional.pad(
-            embedded, (0, 0, 0, num_windows + max_width - 1 - embedded.size(1))
-        )
-        windows = embedded.unfold(1, max_width, 1)  # (tokens, windows, dim, max_width)
-        with narrowed:
-            values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
-                end - start, num_windows, -1
-            )
-        if num_windows - 1 <= num_chars - max_width:
-            pooled = _MaxOverWindows.apply(values)
-        else:  # Long tokens: each width has its own last valid window.
-            pooled_parts = []
-            offset = 0
-            for width, count in convolutions.filters:
-                valid = min(num_windows, num_chars - width + 1)
-                pooled_parts.append(
-                    _MaxOverWindows.apply(values[:, :valid, offset : offset + count])
-                )
-                offset += count
-            pooled = torch.cat(pooled_parts, dim=1)
+        values = _window_values(convolutions, chunk_ids, kernel, num_windows, narrowed)
+        if num_windows - 1 > num_chars - max_width:  # long tokens: windows off the end for a width
+            values = _without_windows_off_the_end(values, convolutions, num_chars)
+        pooled = _MaxOverWindows.apply(values)
         # Tokens with room for a window of nothing but padding also take its value.
         chunk_lengths = lengths[start:end].unsqueeze(1)
         has_padding_window = chunk_lengths <= last_start.unsqueeze(0)
@@ -199,9 +183,7 @@ def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: Character
         pooled_chunks.append(pooled)
         start = end
     pooled = torch.cat(pooled_chunks) if pooled_chunks else kernel.new_zeros(0, kernel.size(0))
-    restore = torch.empty_like(order)
-    restore[order] = torch.arange(num_tokens, device=order.device)
-    return pooled[restore] + torch.cat(list(convolutions.biases))
+    return pooled[order.argsort()] + torch.cat(list(convolutions.biases))
 
 
 @fast_path(reference_max_pooled_convolutions)
@@ -209,19 +191,13 @@ def leading_max_pooled_convolutions(
     character_ids: torch.Tensor, convolutions: CharacterConvolutions
 ) -> torch.Tensor:
     """
-    `reference_max_pooled_convolutions` over only the leading characters that can differ, for
-    the graph that ONNX export writes (where `max_pooled_convolutions`' chunks of sorted tokens
-    would be a Python loop over data): the ids are cut after the batch's longest token (its
-    last non-padding id) plus the widest window less one, and a token with room for a window of
-    nothing but padding also takes that window's value, which every such window has. The same
-    numbers as the reference, to float rounding: the windows cut off lie wholly in the padding.
-    Tokens are mostly far shorter than ``max_characters_per_token`` (a five-letter word has 7
-    non-padding ids of 50).
+    `reference_max_pooled_convolutions` over the ids cut after the batch's longest token plus the
+    widest window less one (no loop over data: for the ONNX graph); a token with room for a window
+    of nothing but padding also takes that window's value (the windows cut off are all such).
     """
     num_tokens, num_chars = character_ids.shape
-    max_width = max(width for width, _ in convolutions.filters)
-    positions = torch.arange(1, num_chars + 1, device=character_ids.device)
-    lengths = torch.where(character_ids != convolutions.padding_id, positions, 0)
+    max_width = convolutions.max_width
+    lengths = convolutions.lengths(character_ids)
     # One zero row, so that an empty batch has a longest length (0) too.
     lengths = torch.cat([lengths, lengths.new_zeros(1, num_chars)]).amax(dim=1)
     # .item(), not int(): under export a symbol for the graph, not the example's number.
@@ -248,31 +224,13 @@ def every_window_max_pooled_convolutions(
     plan: Optional[ExecutionPlan] = None,
 ) -> torch.Tensor:
     """
-    `reference_max_pooled_convolutions`' numbers (to float rounding) as one matrix multiply over
-    every window of every token, in the plan's products dtype, with shapes fixed by the input's
-    alone: no token's length is read by the host, no sorting, no chunks (a plan's
-    ``fixed_shape``: stream training, a step that never waits on the device and that a CUDA
-    graph can replay). About five times the windows `max_pooled_convolutions` computes for
-    English words, in one large product. A window that runs off the token's end for a filter's
-    width is left out of that filter's max (set to minus infinity, so that the max routes no
-    gradient to it).
+    `reference_max_pooled_convolutions`' numbers (to float rounding) as one product over every
+    window of every token, in the plan's products dtype, with shapes fixed by the input's alone
+    (a plan's ``fixed_shape``).
     """
-    num_tokens, num_chars = character_ids.shape
-    max_width = max(width for width, _ in convolutions.filters)
-    kernel = _fused_kernel(convolutions)
-    device_type = character_ids.device.type
-    narrowed = products_in(products_dtype(plan, device_type, kernel.dtype), device_type,
-                           kernel.dtype)
-    embedded = convolutions.embed(character_ids)  # (tokens, chars, dim)
-    # Zeros past the last character feed only the zero taps of narrower kernels, or windows
-    # that are invalid for the filter and excluded below.
-    embedded = nn.functional.pad(embedded, (0, 0, 0, max_width - 1))
-    windows = embedded.unfold(1, max_width, 1)  # (tokens, chars, dim, max_width)
-    with narrowed:
-        values = (windows.reshape(-1, kernel.size(1)) @ kernel.t()).view(
-            num_tokens, num_chars, kernel.size(0))
-    last_start = convolutions.padding_starts(num_chars, character_ids.device)
-    starts = torch.arange(num_chars, device=character_ids.device).unsqueeze(1)
-    valid = starts <= last_start.unsqueeze(0)  # (windows, filters)
-    values = torch.where(valid, values, values.new_tensor(float("-inf")))
+    num_chars = character_ids.size(1)
+    kernel = convolutions.fused_kernel()
+    values = _window_values(convolutions, character_ids, kernel, num_chars,
+                            _narrowed(plan, character_ids.device.type, kernel))
+    values = _without_windows_off_the_end(values, convolutions, num_chars)
     return _MaxOverWindows.apply(values) + torch.cat(list(convolutions.biases))

@@ -7,10 +7,9 @@ from typing import Callable, Dict, NamedTuple
 
 class FastPath(NamedTuple):
     """
-    A fast path and its reference, which take the same arguments; ``gradients``: a training path
-    (its gradients must equal the reference's too); ``full_batches``: only for batches in which
-    every row runs every step; ``time_major``: a recurrence over ``(time, batch, ...)`` input
-    gates and a ``(time, batch)`` mask of the rows running, which the reference takes packed.
+    A fast path and its reference, which take the same arguments; ``gradients``: its gradients must
+    equal too; ``full_batches``: only for batches without padding; ``time_major``: takes time-major
+    input gates and a ``(time, batch)`` mask of running rows where the reference takes them packed.
     """
 
     fast: Callable

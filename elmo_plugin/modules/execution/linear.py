@@ -18,12 +18,9 @@ def linear(
     plan: Optional[ExecutionPlan] = None,
 ) -> torch.Tensor:
     """
-    ``F.linear(inputs, weight, bias)``, its operands rounded to the plan's products dtype
-    (`plan.products_in`); a frozen weight's copy in that dtype is kept between calls
-    (`weight_copies`: the same bits). In the parameters' dtype, PyTorch's own product, as in
-    AllenNLP core. (oneDNN's private ``torch.ops.mkldnn._linear_pointwise`` ran a few rows 1.4x
-    as fast on a CPU, but 3x further from float64, and took our float32 output beyond twice core
-    float32's distance on wide character encoders: docs/implementation.md.)
+    ``F.linear(inputs, weight, bias)``, its operands rounded to the plan's products dtype (a frozen
+    weight's copy kept between calls); PyTorch's own product, as AllenNLP core's (docs/implementation.md
+    says why not oneDNN's faster, less exact one).
     """
     device_type, parameters = inputs.device.type, weight.dtype
     products = products_dtype(plan, device_type, parameters)

@@ -1,45 +1,27 @@
 """
 The recurrent loop of `ProjectedLstmLayer` over packed steps (each step's running rows a prefix
-of the batch, rows sorted longest first): its step, defined once, and the ways the steps run.
+of the batch, longest first): the step defined once (`projected_lstm_step`), its plain loop with
+autograd (`reference_recurrence`, also what `compiled_step` compiles), the in-place loop of
+training's forward and inference (`recurrence_loop`), and the hand-written backpropagation
+through time (`recurrence_backward`: one weight-gradient product over all steps, not one a step).
 
-- `projected_lstm_step`: one step of TensorFlow's ``LSTMCell`` with a projection: the definition;
-- `reference_recurrence`: its steps one after the other, with autograd; it is also what
-  `compiled_step` compiles, and what the ONNX export's scan steps with;
-- `recurrence_loop` (a fast path of it): the same steps in place, into buffers, with as few
-  operator calls a step as it allows: training's forward (``record``) and inference;
-- `recurrence_backward`: backpropagation through time, written out, which `training_recurrence`
-  runs after either forward (`ProjectedLstmRecurrence`).
-
-Why the hand-written backward: with autograd's per-step graph, each step's backward multiplies
-(projection x batch) by (batch x 4 cell) for the recurrent weight and writes a whole weight-sized
-gradient that is then added to the running sum; collecting the step gradients of the gates and
-multiplying once does the same arithmetic in one large, fast multiply (docs/implementation.md).
-
-Precision: the input gates and the state share the state's dtype, in which the gates, cells and
-outputs are computed and kept. The weights may have a narrower one (bfloat16: `lstm_layer` passes
-copies in the plan's products dtype); each step's two products then run in it, their operands
-rounded to it, and their results join the state's dtype. The cell state, which accumulates over
-the steps, never leaves the state's dtype. The fast paths keep what only feeds a product (h, a
-product's result already; tanh(c) o; in backward the gradients the products read) in the
-products' dtype between the steps, so that no step runs a conversion of its own: the same
-values, to the bit, with the conversions once per call (docs/implementation.md).
+Precision: the gates and cell state stay in the state's dtype; the two products a step run in the
+weights' (bfloat16 copies, from `lstm_layer`). The fast paths keep in the products' dtype what
+only feeds a product, so that conversions run once per call, not per step (docs/implementation.md).
 """
+import itertools
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 
 from elmo_plugin.modules.execution.fast_paths import fast_path
 
-# The most running rows for which a step multiplies by the transposed weights, where inference
-# is given them (`recurrence_loop`): the measured crossover of the two layouts in bfloat16.
+# The most running rows for which inference multiplies by the transposed weights (measured, bfloat16).
 FEW_ROWS_MAX = 16
 
 
 class LstmWeights(NamedTuple):
-    """
-    What the recurrence reads of a `ProjectedLstmLayer`: ``recurrent`` ``(projection, 4 * cell)``
-    and ``projection`` ``(cell, projection)``, in the products' dtype; the clips, None for none.
-    """
+    """``recurrent`` ``(projection, 4 * cell)``, ``projection`` ``(cell, projection)``; clips None for none."""
 
     recurrent: torch.Tensor
     projection: torch.Tensor
@@ -48,11 +30,8 @@ class LstmWeights(NamedTuple):
 
 
 class RecurrenceRecord(NamedTuple):
-    """
-    What a training forward keeps of every position for `recurrence_backward`: the gate
-    activations (i, j, f, o after their sigmoid or tanh), the clipped cells and their tanh, and
-    where each clip passed its value (None without that clip).
-    """
+    """What a training forward keeps of every position for `recurrence_backward` (passes: None without
+    that clip)."""
 
     activations: torch.Tensor
     cells: torch.Tensor
@@ -67,13 +46,9 @@ Recurrence = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # packed outputs, 
 def projected_lstm_step(input_gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
                         weights: LstmWeights, record: bool = False) -> Tuple:
     """
-    One step of TensorFlow's ``LSTMCell`` with a projection for every row given, the one
-    definition: ``input_gates`` ``(rows, 4 * cell)`` (the input half of the gates plus bias, in
-    the state's dtype), the state ``h`` ``(rows, projection)``, ``c`` ``(rows, cell)``; returns the
-    new ``(h, c)``, with ``record`` followed by what `RecurrenceRecord` keeps of the step (the
-    activations, the tanh of the cell, the clips' passes). The two products run in the weights'
-    dtype, everything else in the state's (``c``'s); where the dtypes agree the conversions are
-    no-ops (nothing in a traced or exported graph).
+    One step of TensorFlow's ``LSTMCell`` with a projection: ``input_gates`` ``(rows, 4 * cell)``
+    (input half plus bias), ``h`` ``(rows, projection)``, ``c`` ``(rows, cell)``; returns the new
+    ``(h, c)``, with ``record`` followed by the step's part of `RecurrenceRecord`.
     """
     matmul_dtype, state_dtype = weights.recurrent.dtype, c.dtype
     gates = input_gates + (h.to(matmul_dtype) @ weights.recurrent).to(state_dtype)
@@ -99,20 +74,15 @@ def projected_lstm_step(input_gates: torch.Tensor, h: torch.Tensor, c: torch.Ten
 def reference_recurrence(input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
                          weights: LstmWeights, step_sizes: List[int], record: bool = False) -> Tuple:
     """
-    The plain definition: `projected_lstm_step` over the packed steps, one after the other, with
-    autograd. ``input_gates`` ``(real positions, 4 * cell)``, packed step by step; ``h0``
-    ``(batch, projection)``, ``c0`` ``(batch, cell)``; ``step_sizes``: the running rows of each
-    step. Returns the packed outputs ``(real positions, projection)`` and each row's final ``h``,
-    ``c`` (its state after its own last step; the initial state for rows of length 0), and with
-    ``record`` the `RecurrenceRecord` of the steps. Written for tracing as well (a loop over a
-    number of steps fixed by the arguments, no branch on data), so that TorchDynamo captures it
-    whole with the steps unrolled.
+    The plain definition: `projected_lstm_step` over the packed steps with autograd.
+    ``input_gates`` ``(real positions, 4 * cell)``; ``step_sizes``: the running rows of each step.
+    Returns the packed outputs, each row's final ``h`` and ``c``, and with ``record`` the
+    `RecurrenceRecord`. No branch on data, so that TorchDynamo captures it whole.
     """
     h, c = h0, c0
     outputs: List[torch.Tensor] = []
     kept: List[Tuple] = []  # with record: each step's cell and the rest it records
-    # The final states of rows that have ended, in the order they ended: the shortest rows, at
-    # the bottom of the batch, first.
+    # The final states of rows that have ended, shortest (bottom of the batch) first.
     ended_h: List[torch.Tensor] = []
     ended_c: List[torch.Tensor] = []
     offset = 0
@@ -147,33 +117,16 @@ def recurrence_loop(
     few_rows: Optional[Tuple[torch.Tensor, torch.Tensor]] = None,
 ) -> Tuple:
     """
-    `reference_recurrence` without autograd, its arithmetic in place, with as few operator calls
-    a step as it allows, into buffers: with ``record`` (training's forward) the buffers of every
-    position that `RecurrenceRecord` keeps; without (inference) work buffers of one step's rows,
-    written over by every step. The same arguments and results.
+    `reference_recurrence` without autograd, in place, into buffers (with ``record``: of every
+    position; without: one step's rows, reused), with few operator calls a step; the same arguments
+    and results, and ``input_gates`` may come in the products' dtype. ``few_rows``: the weights
+    transposed, contiguous, in the products' dtype, for steps of at most `FEW_ROWS_MAX` rows (the
+    last bit may differ).
+    docs/implementation.md ("The fast paths, measured") says why each.
 
-    Why work buffers: fresh tensors would come from newly mapped pages on every step, whose
-    faults cost more than the step's arithmetic. Why so few calls: at batch 1 a step's work is
-    tiny, so each operator call (Python, the dispatcher, making a view) weighs: every step's
-    input gates and outputs are views made by one ``split`` each, and inference makes the work
-    buffers' gate views again only when the number of running rows changes. (f and o are
-    adjacent, but one sigmoid over both rounds some values differently from two, by one unit in
-    the last place; kept apart, the outputs with and without ``record`` are equal to the bit, so
-    validation in training computes what inference computes.) Where the weights' and the state's
-    dtypes agree, a step adds its input gates inside the recurrent product (``addmm``), which
-    rounds once less than the reference; else as the reference does.
-
-    ``input_gates`` may come in the products' narrower dtype (bfloat16, as inference's input
-    product made them) rather than the state's: each step then widens its rows into the work
-    buffer and adds the recurrent product there, in the state's dtype: the same arithmetic as
-    widening all of them first, to the bit, without a newly allocated tensor of every position.
-
-    ``few_rows``: the recurrent and projection weights transposed, ``(4 * cell, projection)`` and
-    ``(projection, cell)``, contiguous, in the products' dtype. Steps with at most `FEW_ROWS_MAX`
-    running rows then multiply by these instead (one row: a matrix-vector product): the same
-    products summed in another order (the results may differ in the last bit of the products'
-    dtype), faster in bfloat16 on a CPU. docs/implementation.md ("The fast paths, measured") has
-    the measurements behind each of these choices.
+    f and o get a sigmoid each (one over both rounds differently): so the outputs with and without
+    ``record`` agree to the bit. Where the dtypes agree, ``addmm`` adds the input gates (rounding
+    once less).
     """
     batch_size, cell_size = c0.shape
     num_positions = input_gates.size(0)
@@ -183,15 +136,12 @@ def recurrence_loop(
     activations = c0.new_empty(kept, 4 * cell_size)
     cells = c0.new_empty(kept, cell_size)
     tanh_cells = c0.new_empty(kept, cell_size)
-    # With narrower products the state h is kept in their dtype from step to step: a projection
-    # product's result is already rounded to it (and the projection clip, 3 in the published
-    # models, is exact in bfloat16), so keeping it loses nothing, and no step converts it again.
-    # The product input tanh(c) o is written in it directly. Widened once, after the loop.
+    # h and tanh(c) o are kept in the products' dtype (h is a product's result already), widened
+    # once after the loop.
     hidden = c0.new_empty(batch_size, cell_size, dtype=matmul_dtype)
     outputs = h0.new_empty(num_positions, h0.size(1), dtype=matmul_dtype)
     cell_passes = output_passes = None
     if record:
-        # Training keeps every position for its backward, each step's part a view made once.
         if weights.cell_clip is not None:
             cell_passes = torch.empty(num_positions, cell_size, dtype=torch.bool, device=c0.device)
         if weights.proj_clip is not None:
@@ -230,8 +180,7 @@ def recurrence_loop(
                 step_recurrent, step_projection = weights.recurrent, weights.projection
                 times = torch.mm
         if step_input.dtype != gates.dtype:
-            # gates = float(step_input) + float(h W): an addition in the state's dtype, as
-            # below (adding the two bfloat16 tensors would round the sum to bfloat16).
+            # Added in the state's dtype (two bfloat16 tensors would round the sum to bfloat16).
             gates.copy_(step_input).add_(times(h, step_recurrent))
         elif mixed:
             torch.add(step_input, times(h, step_recurrent), out=gates)
@@ -241,8 +190,7 @@ def recurrence_loop(
         j.tanh_()
         f.sigmoid_()
         o.sigmoid_()
-        # The first step reads the caller's c0 and writes the buffer; later ones may update it
-        # in place (elementwise, so reading and writing the same memory is safe).
+        # Later steps update the buffer in place (elementwise: safe).
         c = torch.mul(f, c, out=cell).addcmul_(i, j)
         if weights.cell_clip is not None:
             if record:
@@ -280,32 +228,18 @@ def recurrence_backward(
     record: RecurrenceRecord, step_sizes: List[int],
 ) -> Tuple[torch.Tensor, ...]:
     """
-    Backpropagation through time of a training forward (`reference_recurrence` or
-    `recurrence_loop` with ``record``): from the gradients of its packed outputs and final
-    states, those of ``input_gates``, ``h0``, ``c0`` and the two weights, each weight's in one
-    product over all steps. Through the clips as ``torch.clamp`` (passed within the bounds, ends
-    included). The products in the weights' dtype, as in forward, everything else in the
-    state's. Eager for packed batches, traced by `compiled_step` for full ones.
+    Backpropagation through time of a recorded forward: the gradients of ``input_gates``, ``h0``,
+    ``c0`` and the two weights (each in one product over all steps); the clips as ``torch.clamp``'s.
     """
     activations, cells, tanh_cells, cell_passes, output_passes = record
     matmul_dtype, state_dtype = weights.recurrent.dtype, c0.dtype
-    offsets = [0]
-    for rows in step_sizes:
-        offsets.append(offsets[-1] + rows)
-    # With narrower products, what only feeds a product is kept in their dtype, written there by
-    # the elementwise operation that computes it (rounded as converting it would round it): the
-    # gates' and projected outputs' gradients, and the recurrent part of h's. So no step runs a
-    # conversion of its own; the few results in the state's dtype are widened once, at the end.
-    # (The input gates' gradient is rounded to the products' dtype anyway: they came from a
-    # product in that dtype, whose backward converts it.)
+    offsets = [0, *itertools.accumulate(step_sizes)]
+    # What only feeds a product is written in the products' dtype by the operation computing it,
+    # so that no step converts (the input gates' gradient is rounded to it by their product anyway).
     grad_gates = torch.empty_like(activations, dtype=matmul_dtype)
-    # The gradient of each step's unclipped output.
-    grad_projected = torch.empty_like(outputs, dtype=matmul_dtype)
-    # The gradient of h after the step being processed that came back through the next step's
-    # recurrent product, for the rows that ran that step; a row's gradient after its last step
-    # is its final state's, added to its output's where that step reads it.
+    grad_projected = torch.empty_like(outputs, dtype=matmul_dtype)  # of each unclipped output
+    # h's gradient through the next step's recurrent product, for the rows that ran it.
     grad_h = grad_final_h.new_empty(grad_final_h.shape, dtype=matmul_dtype)
-    # Gradients of c after the step being processed, for the rows running then.
     grad_c = grad_final_c.clone()
     compiling = torch.compiler.is_compiling()  # TorchDynamo takes no out= into a block
     for step in range(len(step_sizes) - 1, -1, -1):
@@ -350,8 +284,7 @@ def recurrence_backward(
         else:
             torch.mm(step_gates, weights.recurrent.t(), out=grad_h[:rows])
         grad_c[:rows] = d_c * f
-    # The gradient of h0: through the first step's product for the rows that ran it; rows of
-    # length 0 never ran: their final-state gradient is their initial state's.
+    # Rows of length 0 never ran: their final state's gradient is their initial state's.
     grad_h0 = grad_final_h.clone()
     grad_h0[: step_sizes[0]] = grad_h[: step_sizes[0]]
     grad_c[step_sizes[0] :] = grad_final_c[step_sizes[0] :]
@@ -368,11 +301,8 @@ def recurrence_backward(
 
 
 class ProjectedLstmRecurrence(torch.autograd.Function):
-    """
-    A training recurrence as one autograd function of ``forward`` (with `reference_recurrence`'s
-    arguments and results, run with ``record``) and ``backward`` (`recurrence_backward`'s), then
-    the input gates, states, the `LstmWeights`' tensors and clips, and the step sizes.
-    """
+    """A training recurrence of ``forward`` (recording, as `reference_recurrence`) and ``backward``
+    (as `recurrence_backward`), then `reference_recurrence`'s arguments, the weights unpacked."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -404,7 +334,6 @@ def training_recurrence(
     step_sizes: List[int], forward: Callable = recurrence_loop,
     backward: Callable = recurrence_backward,
 ) -> Recurrence:
-    """`ProjectedLstmRecurrence` of ``forward`` and ``backward``: eagerly `recurrence_loop`'s and
-    `recurrence_backward`; `compiled_step` passes what it compiled."""
+    """`ProjectedLstmRecurrence` of ``forward`` and ``backward`` (`compiled_step` passes compiled ones)."""
     return ProjectedLstmRecurrence.apply(forward, backward, input_gates, h0, c0, *weights,
                                          step_sizes)

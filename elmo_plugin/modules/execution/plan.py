@@ -1,10 +1,7 @@
 """
-How the biLM runs, decided once: an `ExecutionPlan`, built from the device and the settings
-(inference's ``precision``, ``compile`` and ``tf32``; pretraining's ``mixed_precision``,
-``compile`` and ``tf32``) and handed down as a value to the character encoder and every LSTM
-layer, which hand it to the functions of this package. ``None`` wherever a plan is taken is
-plain PyTorch: the products in the parameters' dtype (or in an autocast's that the caller
-entered, as for any PyTorch layer), the eager paths, TF32 as the process has it.
+How the biLM runs, decided once: an `ExecutionPlan`, built from the device and the settings and
+handed down as a value to the character encoder and every LSTM layer. ``None`` wherever a plan
+is taken is plain PyTorch (docs/implementation.md, "How it runs: one execution plan").
 """
 import contextlib
 from dataclasses import dataclass
@@ -40,8 +37,7 @@ class ExecutionPlan:
     device : `torch.device`
     products : `torch.dtype`, optional (default = `None`)
         The dtype the matrix products round their operands to (bfloat16, where the device has
-        it natively); what accumulates (the LSTM's gates and cell state, the sums outside the
-        products) stays in the parameters' dtype. None: as without a plan.
+        it natively); what accumulates stays in the parameters' dtype. None: as without a plan.
     compile_mode : `str`, optional (default = `None`)
         The ``torch.compile`` mode of the LSTM recurrence for batches without padding
         (`compiled_step`); None: the eager loops.
@@ -49,16 +45,9 @@ class ExecutionPlan:
         On a CUDA device, float32 products in TF32 (True) or plain float32 (False) while the plan
         runs (`float32_products`, `tf32_through_backward`); None leaves the process's setting.
     fixed_shape : `bool`, optional (default = `False`)
-        Every row of every batch runs every step (stream training's windows, ``unroll_steps``
-        tokens in each row): no lengths are read by the host and no shape depends on the data:
-        the LSTM runs every row every step without sorting or packing, the token encoder encodes
-        every position without deduplicating tokens, and the character convolutions compute
-        every window (`character_convolutions.every_window_max_pooled_convolutions`). What is
-        computed is the same (tests/modules/test_fixed_shape_stream.py). A batch with padding
-        at the end of its rows (a stream that ran dry, at the end of a pass) gets the same
-        outputs at its real positions; the state its padded rows carry on to the next batch has
-        then run over the padding, where the other paths keep the state after each row's last
-        token.
+        Every row of every batch runs every step (stream training's windows): no lengths read by
+        the host, no shape from the data (the LSTM, token encoder and convolutions run every row,
+        position and window). The same outputs; a padded row's carried state runs over its padding.
     """
 
     device: torch.device
@@ -99,47 +88,31 @@ def products_dtype(plan: Optional[ExecutionPlan], device_type: str, parameters: 
 
 def products_in(products: torch.dtype, device_type: str, parameters: torch.dtype
                 ) -> ContextManager[None]:
-    """
-    Within: the products' operands rounded to ``products`` where that is narrower than
-    ``parameters``, by autocast (so its bits: a trained weight converted once for the rest of
-    the outermost autocast, each other operand at each product); else nothing.
-    """
+    """Within: the products' operands rounded to ``products`` where that differs from
+    ``parameters``, by autocast (so with autocast's bits); else nothing."""
     if products == parameters:
         return contextlib.nullcontext()
     return torch.autocast(device_type, dtype=products)
 
 
-def _set_tf32(plan: Optional[ExecutionPlan]) -> Optional[bool]:
-    """Sets CUDA's TF32 flag as the plan asks; returns the setting before (None: nothing set)."""
+@contextlib.contextmanager
+def float32_products(plan: Optional[ExecutionPlan]) -> Iterator[None]:
+    """Within: the plan's TF32 setting of CUDA's float32 products; the one before, afterwards."""
     if plan is None or plan.tf32 is None or plan.device.type != "cuda":
-        return None
+        yield
+        return
     before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = plan.tf32
-    return before
-
-
-def _restore_tf32(before: Optional[bool]) -> None:
-    if before is not None:
+    try:
+        yield
+    finally:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
 @contextlib.contextmanager
-def float32_products(plan: Optional[ExecutionPlan]) -> Iterator[None]:
-    """Within: the plan's TF32 setting; the one before, afterwards."""
-    before = _set_tf32(plan)
-    try:
-        yield
-    finally:
-        _restore_tf32(before)
-
-
-@contextlib.contextmanager
 def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
-    """
-    Within: `float32_products`, and PyTorch's own operations in the plan's products (autocast,
-    on where the plan has them, off where not), for code that takes no plan (the language
-    model's softmax, a biLM module of AllenNLP's). No plan: nothing changes.
-    """
+    """Within: `float32_products` and autocast to the plan's products (off without them), for code
+    that takes no plan (the softmax, AllenNLP's biLM). No plan: nothing changes."""
     if plan is None:
         yield
         return
@@ -150,21 +123,19 @@ def running(plan: Optional[ExecutionPlan]) -> Iterator[None]:
 
 def tf32_through_backward(plan: Optional[ExecutionPlan], loss: torch.Tensor,
                           parameters: Iterable[torch.Tensor]) -> None:
-    """
-    The plan's TF32 setting for the backward pass of ``loss`` too, which runs after the forward
-    pass returned (and `float32_products` restored the setting): set when it starts at ``loss``,
-    restored once the gradients of ``parameters`` are all computed.
-    """
+    """The plan's TF32 setting for the backward pass of ``loss`` too (after `float32_products`
+    restored it): set when it starts, restored once the gradients of ``parameters`` are computed."""
     if plan is None or plan.tf32 is None or plan.device.type != "cuda" or not loss.requires_grad:
         return
     trained = [parameter for parameter in parameters if parameter.requires_grad]
 
     def start(_gradient: torch.Tensor) -> None:
-        before = _set_tf32(plan)
+        setting = contextlib.ExitStack()
+        setting.enter_context(float32_products(plan))
 
         def end(_gradients) -> None:
             handle.remove()
-            _restore_tf32(before)
+            setting.close()
 
         # Registered when the backward pass starts: a forward pass without one leaves nothing.
         handle = torch.autograd.graph.register_multi_grad_hook(trained, end)

@@ -1,17 +1,9 @@
 """
-Frozen weights' copies in another dtype (autocast's) or layout, kept between calls.
-
-Where a plan's products are bfloat16 (`plan.ExecutionPlan`: bfloat16 inference), every product
-would convert its float32 weight to bfloat16 on every call (autocast's own cache keeps a
-converted weight only for the rest of one ``with torch.autocast`` block, and only for weights
-that require a gradient). For a frozen biLM that is the same conversion on every call (a few
-percent of a call, docs/implementation.md), so `kept_copy` makes it once.
-
-A copy is the same bits as the conversion (``weight.to(dtype)``, what autocast does too), so
-keeping it changes nothing in the results. It is made again when the weight changes: its storage (``.to``,
-``.cuda``, a new ``Parameter``) or its version (every in-place write, ``load_state_dict``
-included). The copies are kept here, by the identity of the weight, not on the modules: they are
-never in a state dict or a pickle, and they go when the weight goes.
+Frozen weights' copies in another dtype (autocast's) or layout, made once and kept between calls
+instead of converted at every product (autocast's own cache lasts one ``with`` block and keeps
+only weights that require a gradient). A copy is the same bits as ``weight.to(dtype)``; it is
+made again when the weight's storage or version changes. Kept here by the weight's identity, not
+on the modules: never in a state dict or a pickle, and gone with the weight.
 """
 import weakref
 from typing import Dict, Tuple
@@ -24,11 +16,8 @@ _KEPT: Dict[int, Dict[Tuple[torch.dtype, bool], Tuple[Tuple[int, int], torch.Ten
 
 
 def kept_copy(weight: torch.Tensor, dtype: torch.dtype, transposed: bool = False) -> torch.Tensor:
-    """
-    ``weight.to(dtype)`` (``transposed``: of the 2-d weight's transpose, laid out contiguously),
-    made once and kept while the weight is unchanged. Only for weights no gradient will be asked
-    of: the copy is made without autograd.
-    """
+    """``weight.to(dtype)`` (``transposed``: of its transpose, contiguous), kept while the weight is
+    unchanged; made without autograd, so only for weights no gradient is asked of."""
     kept = _KEPT.get(id(weight))
     if kept is None:
         kept = _KEPT[id(weight)] = {}
