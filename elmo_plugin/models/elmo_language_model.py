@@ -4,7 +4,7 @@ The biLM as an AllenNLP `Model`: what ``allennlp train training_configs/bilm.jso
 import dataclasses
 import logging
 import math
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -228,9 +228,8 @@ class ElmoLanguageModel(Model):
             if tokens is not None:
                 forward_loss, backward_loss = self._sentences_forward(tokens, sampled, plan)
             else:
-                forward_loss, backward_loss = self._stream_forward(
-                    forward_tokens, forward_targets, backward_tokens, backward_targets, sampled, plan
-                )
+                streams = ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
+                forward_loss, backward_loss = self._stream_forward(streams, sampled, plan)
         output = {
             "loss": 0.5 * (forward_loss + backward_loss),
             "forward_loss": forward_loss.detach(),
@@ -288,18 +287,11 @@ class ElmoLanguageModel(Model):
         ]
 
     def _stream_forward(
-        self,
-        forward_tokens: TextFieldTensors,
-        forward_targets: TextFieldTensors,
-        backward_tokens: TextFieldTensors,
-        backward_targets: TextFieldTensors,
-        sampled,
-        plan: ExecutionPlan,
+        self, streams: Sequence[Tuple[TextFieldTensors, TextFieldTensors]], sampled, plan: ExecutionPlan
     ) -> List[torch.Tensor]:
+        """The two directions' losses of ``streams``, each direction's (tokens, targets)."""
         losses: List[torch.Tensor] = []
-        for direction, (inputs, targets) in enumerate(
-            ((forward_tokens, forward_targets), (backward_tokens, backward_targets))
-        ):
+        for direction, (inputs, targets) in enumerate(streams):
             top, mask = self.bilm.stream_direction(direction, character_ids(inputs), plan)
             # The reader gives every input position its next token, so the input mask is the
             # target mask. (A mask computed from the target ids would drop <S>, whose id is 0.)

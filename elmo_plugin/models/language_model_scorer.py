@@ -338,12 +338,8 @@ class LanguageModelScorer:
                 top_candidates.append((torch.cat(best_values), torch.cat(best_ids)))
         # Each sentence's predictions are consecutive rows (row-major selection by the mask).
         counts = pairs.sum(dim=1).tolist()
-        forward_sums = _split_sums(target_log_probs[0], counts)
-        backward_sums = _split_sums(target_log_probs[1], counts)
-        scores = [
-            SentenceScore(list(sentence), forward, backward)
-            for sentence, forward, backward in zip(batch, forward_sums, backward_sums)
-        ]
+        sums = [_split_sums(log_probs, counts) for log_probs in target_log_probs]
+        scores = [SentenceScore(list(sentence), forward, backward) for sentence, forward, backward in zip(batch, *sums)]
         if k:
             both = self._both_candidates(directions[0][0], directions[1][0], counts, k)
             self._attach_substitutes(scores, counts, top_candidates, both)

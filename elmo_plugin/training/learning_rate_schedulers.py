@@ -53,15 +53,8 @@ class ReduceOnPlateauLearningRateScheduler(_PyTorchLearningRateSchedulerWithMetr
     ) -> None:
         self._verbose = verbose
         lr_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer=optimizer,
-            mode=mode,
-            factor=factor,
-            patience=patience,
-            threshold_mode=threshold_mode,
-            threshold=threshold,
-            cooldown=cooldown,
-            min_lr=min_lr,
-            eps=eps,
+            optimizer=optimizer, mode=mode, factor=factor, patience=patience, threshold_mode=threshold_mode,
+            threshold=threshold, cooldown=cooldown, min_lr=min_lr, eps=eps,
         )
         super().__init__(lr_scheduler)
 

@@ -130,17 +130,10 @@ class MetricsWhenRead(collections.UserDict):
     def __init__(self, compute: Callable[[], Dict[str, float]]) -> None:
         # Not UserDict.__init__: it would set the data to {} before anything is read.
         self._compute = compute
-        self._values: Optional[Dict[str, float]] = None
 
-    @property
+    @functools.cached_property
     def data(self) -> Dict[str, float]:  # type: ignore[override]
-        if self._values is None:
-            self._values = self._compute()
-        return self._values
-
-    @data.setter
-    def data(self, values: Dict[str, float]) -> None:
-        self._values = values
+        return self._compute()
 
 
 def _signature_with(function: Callable, name: str, default: Any, annotation: Any) -> inspect.Signature:
