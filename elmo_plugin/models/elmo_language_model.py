@@ -110,7 +110,6 @@ class ElmoLanguageModel(Model):
             "mixed_precision: bfloat16 autocast in training (%s)", "%s; mixed_precision is off, training in float32",
             logger,
         )
-        self._namespace = vocab_namespace
         self._vocabulary_order = VocabularyOrderCheck(vocab, vocab_namespace, enabled=check_vocabulary_order)
         self.bilm_options = BilmOptions.from_dict(options, source="model.options")
         self.bilm = ElmoBiLm(self.bilm_options)
@@ -130,8 +129,7 @@ class ElmoLanguageModel(Model):
                     f"vocabulary namespace '{vocab_namespace}' lacks {special}; a bilm-tf "
                     "vocabulary file starts with <S>, </S>, <UNK>"
                 )
-        self._bos_index = token_to_index[BOS_TOKEN]
-        self._eos_index = token_to_index[EOS_TOKEN]
+        self._boundary_ids = (token_to_index[BOS_TOKEN], token_to_index[EOS_TOKEN])
         self._projection_dim = self.bilm_options.projection_dim
         self._dropout = torch.nn.Dropout(self.bilm_options.dropout)
         self._sparse_softmax_gradients = sparse_softmax_gradients
@@ -178,11 +176,6 @@ class ElmoLanguageModel(Model):
         assert self._token_counts is not None
         self._loss_sums[direction] += total.to(self._loss_sums.dtype)
         self._token_counts[direction] += count
-
-    def _with_boundary_targets(self, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Target ids ``(batch, time + 2)`` for ``<S> tokens </S>``, matching the biLM's layout."""
-        bos, eos = (targets.new_tensor(index) for index in (self._bos_index, self._eos_index))
-        return add_sentence_boundaries(targets, mask, bos, eos)[0]
 
     def forward(  # type: ignore
         self,
@@ -275,7 +268,10 @@ class ElmoLanguageModel(Model):
         self.bilm.end_stream()  # sentences are stateless (validation after stream training)
         characters = character_ids(tokens)
         token_mask = character_mask(characters)
-        targets = self._with_boundary_targets(target_ids(tokens), token_mask)
+        # Target ids (batch, time + 2) for <S> tokens </S>, matching the biLM's layout.
+        targets = target_ids(tokens)
+        bos, eos = (targets.new_tensor(index) for index in self._boundary_ids)
+        targets = add_sentence_boundaries(targets, token_mask, bos, eos)[0]
         output = self.bilm(characters, execution=plan)
         top, mask = output["activations"][-1], output["mask"]
         # Position p of the forward LM predicts p + 1; position p of the backward LM predicts

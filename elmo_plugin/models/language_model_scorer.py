@@ -224,14 +224,8 @@ class SentenceScore(_Perplexities):
         return len(self.tokens) + 1
 
     def to_json(self) -> Dict[str, Any]:
-        record: Dict[str, Any] = {
-            "tokens": len(self.tokens),
-            "forward_log_prob": self.forward_log_prob,
-            "backward_log_prob": self.backward_log_prob,
-            "forward_perplexity": self.forward_perplexity,
-            "backward_perplexity": self.backward_perplexity,
-            "perplexity": self.perplexity,
-        }
+        names = ("forward_log_prob", "backward_log_prob", "forward_perplexity", "backward_perplexity", "perplexity")
+        record: Dict[str, Any] = {"tokens": len(self.tokens), **{name: getattr(self, name) for name in names}}
         if self.substitutes is not None:
             record["substitutes"] = [substitute.to_json() for substitute in self.substitutes]
         return record
@@ -350,18 +344,12 @@ class LanguageModelScorer:
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """For each token, the ``k`` words with the highest forward + backward log-probability: the
         forward LM's prediction of token i is row i of its sentence, the backward LM's row i + 1."""
-        forward_rows, backward_rows = [], []
-        start = 0
-        for count in counts:
-            forward_rows.extend(range(start, start + count - 1))
-            backward_rows.extend(range(start + 1, start + count))
-            start += count
-        forward_index = torch.tensor(forward_rows, dtype=torch.long, device=self.device)
-        backward_index = torch.tensor(backward_rows, dtype=torch.long, device=self.device)
+        starts = itertools.accumulate([0, *counts])
+        rows = [row for start, count in zip(starts, counts) for row in range(start, start + count - 1)]
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
         values, indices = [], []
-        forward_chunks = self._log_softmax_chunks(forward[forward_index])
-        backward_chunks = self._log_softmax_chunks(backward[backward_index])
-        for (_, forward_log_probs), (_, backward_log_probs) in zip(forward_chunks, backward_chunks):
+        chunks = zip(self._log_softmax_chunks(forward[index]), self._log_softmax_chunks(backward[index + 1]))
+        for (_, forward_log_probs), (_, backward_log_probs) in chunks:
             summed = forward_log_probs + backward_log_probs
             summed[:, self._boundaries] = -math.inf
             best = summed.topk(min(k, summed.size(1)), dim=1)

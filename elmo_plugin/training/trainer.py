@@ -229,14 +229,12 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         """AllenNLP's clipping of every gradient's elements to ``grad_clipping``, sparse ones too."""
         if self._grad_clipping is None:
             return
-        if not any(p.grad is not None and p.grad.is_sparse for p in self.model.parameters()):
-            super().clip_gradient()
-            return
-        if self._scaler is not None:
+        sparse = any(p.grad is not None and p.grad.is_sparse for p in self.model.parameters())
+        if not sparse or self._scaler is not None:
             super().clip_gradient()  # unscales first; it clips no sparse gradient: done below
-        parameters = [p for p in self.model.parameters() if p.grad is not None]
-        for gradient in gradients_to_clip(parameters):
-            gradient.clamp_(-self._grad_clipping, self._grad_clipping)
+        if sparse:
+            for gradient in gradients_to_clip(list(self.model.parameters())):
+                gradient.clamp_(-self._grad_clipping, self._grad_clipping)
 
     # -- the training loop ------------------------------------------------------------------------
 
@@ -285,13 +283,12 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             return None if value is None else float(value)
 
         done_early = False
+        # Where a resumed run starts: the batches before it are skipped.
+        start_after = (self._start_after_epochs_completed, self._start_after_batches_in_epoch_completed)
         for batch_group in batch_group_generator_tqdm:
             if done_early:
                 break
-            if self._epochs_completed < self._start_after_epochs_completed or (
-                self._epochs_completed == self._start_after_epochs_completed
-                and self._batches_in_epoch_completed < self._start_after_batches_in_epoch_completed
-            ):
+            if (self._epochs_completed, self._batches_in_epoch_completed) < start_after:
                 self._batches_in_epoch_completed += 1
                 self._total_batches_completed += 1
                 continue
@@ -397,10 +394,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         if self._distributed:
             dist.barrier()
 
-        if self._epochs_completed < self._start_after_epochs_completed or (
-            self._epochs_completed == self._start_after_epochs_completed
-            and self._batches_in_epoch_completed - 1 < self._start_after_batches_in_epoch_completed
-        ):
+        if (self._epochs_completed, self._batches_in_epoch_completed - 1) < start_after:
             metrics = {}
         else:
             self._raise_on_nan_loss()
