@@ -1,12 +1,8 @@
 """
-The biLM as the language model it was trained to be: sentence scores and lexical substitutes,
-what ``allennlp elmo-score`` writes, for a biLM whose softmax was kept (`load_language_model`).
-
-The computation is ``allennlp evaluate``'s for the ``elmo_bilm`` model in sentence mode
-(`elmo_plugin.models.elmo_language_model`, the definition it is tested against): each sentence is
-``<S> tokens </S>`` from a zero state, scored by the full softmax, so ``n`` tokens make ``n + 1``
-predictions per direction. Substitutes follow simple_elmo's ``get_elmo_substitutes``, with
-log-probabilities, best first, and ``both``: the words with the highest sum of the two.
+The biLM as the language model it was trained to be (``allennlp elmo-score``): sentence scores as
+``allennlp evaluate`` computes them for ``elmo_bilm`` in sentence mode (``<S> tokens </S>`` from a
+zero state, the full softmax: ``n`` tokens make ``n + 1`` predictions per direction), and lexical
+substitutes as simple_elmo's ``get_elmo_substitutes``, with log-probabilities, best first.
 """
 import itertools
 import json
@@ -28,18 +24,8 @@ from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
-from elmo_plugin.data.vocabulary import (
-    DEFAULT_LM_NAMESPACE,
-    UNK_TOKEN,
-    BilmTfVocabulary,
-    read_bilm_tf_vocabulary,
-)
-from elmo_plugin.model_files.bilm_tf.directory import (
-    OPTIONS_NAME,
-    SOFTMAX_NAME,
-    VOCABULARY_NAME,
-    WEIGHTS_NAME,
-)
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, UNK_TOKEN, BilmTfVocabulary, read_bilm_tf_vocabulary
+from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, SOFTMAX_NAME, VOCABULARY_NAME, WEIGHTS_NAME
 from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
 from elmo_plugin.model_files.stored_bilm import read_archive_bilm
@@ -111,8 +97,8 @@ def _no_softmax(model: str, what: str) -> ConfigurationError:
 def load_language_model(model: PathLike) -> BilmLanguageModel:
     """
     The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization
-    directory, or what ``allennlp elmo-export --include-softmax`` wrote. Anything else is one
-    `ConfigurationError` saying that scoring needs a model trained with its softmax.
+    directory, or what ``allennlp elmo-export --include-softmax`` wrote; anything else is a
+    `ConfigurationError` (`NO_SOFTMAX`).
     """
     name = os.fspath(model)
     if name.lower() in PUBLISHED_MODELS:
@@ -195,12 +181,7 @@ class Substitutes:
     both: Candidates
 
     def to_json(self) -> Dict[str, Any]:
-        return {
-            "word": self.word,
-            "forward": self.forward.to_json(),
-            "backward": self.backward.to_json(),
-            "both": self.both.to_json(),
-        }
+        return {"word": self.word, **{name: getattr(self, name).to_json() for name in ("forward", "backward", "both")}}
 
 
 class _Perplexities:
@@ -227,9 +208,9 @@ class _Perplexities:
 @dataclass
 class SentenceScore(_Perplexities):
     """
-    One sentence under the two language models: the natural-log probabilities of its
-    ``predictions`` (its tokens and ``</S>`` forward, its tokens and ``<S>`` backward), and the
-    perplexities they give. ``substitutes``: one entry per token, when asked for.
+    One sentence's natural-log probabilities under the two language models (its tokens and
+    ``</S>`` forward, its tokens and ``<S>`` backward) and their perplexities; ``substitutes``:
+    one entry per token, when asked for.
     """
 
     tokens: List[str]
@@ -243,14 +224,8 @@ class SentenceScore(_Perplexities):
         return len(self.tokens) + 1
 
     def to_json(self) -> Dict[str, Any]:
-        record: Dict[str, Any] = {
-            "tokens": len(self.tokens),
-            "forward_log_prob": self.forward_log_prob,
-            "backward_log_prob": self.backward_log_prob,
-            "forward_perplexity": self.forward_perplexity,
-            "backward_perplexity": self.backward_perplexity,
-            "perplexity": self.perplexity,
-        }
+        names = ("forward_log_prob", "backward_log_prob", "forward_perplexity", "backward_perplexity", "perplexity")
+        record: Dict[str, Any] = {"tokens": len(self.tokens), **{name: getattr(self, name) for name in names}}
         if self.substitutes is not None:
             record["substitutes"] = [substitute.to_json() for substitute in self.substitutes]
         return record
@@ -258,11 +233,7 @@ class SentenceScore(_Perplexities):
 
 @dataclass
 class CorpusScore(_Perplexities):
-    """
-    The sums over sentences: the perplexity of a file as ``allennlp evaluate`` computes it,
-    weighted by predictions (``exp`` of minus the total log-probability over the total number of
-    predictions, per direction), not a mean of the sentences' perplexities.
-    """
+    """The sums over sentences: a file's perplexity as ``allennlp evaluate`` computes it (not a mean of sentences')."""
 
     sentences: int = 0
     predictions: int = 0  # per direction
@@ -309,8 +280,7 @@ class LanguageModelScorer:
         self._boundaries = [self._token_to_id[BOS_TOKEN], self._token_to_id[EOS_TOKEN]]
 
     def _target_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """``(batch, longest + 2)``: the ids of ``<S> tokens </S>``, padded with ``<S>``'s id
-        (masked out: the biLM's mask says which positions are real)."""
+        """``(batch, longest + 2)``: the ids of ``<S> tokens </S>``, padded with ``<S>``'s id (masked out)."""
         bos, eos = self._boundaries
         width = max(len(sentence) for sentence in batch) + 2
         rows = [
@@ -321,8 +291,7 @@ class LanguageModelScorer:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     def _log_softmax_chunks(self, vectors: torch.Tensor) -> Iterator[Tuple[int, torch.Tensor]]:
-        """``(start, log-probabilities of rows start..)`` over the whole vocabulary, a few rows
-        at a time (at most `MAX_LOGITS` logits)."""
+        """``(start, log-probabilities of rows start..)``, at most `MAX_LOGITS` logits at a time."""
         rows = max(1, MAX_LOGITS // len(self.vocabulary))
         for start in range(0, vectors.size(0), rows):
             logits = torch.addmm(self.softmax_bias, vectors[start : start + rows], self.softmax_weight.t())
@@ -363,12 +332,8 @@ class LanguageModelScorer:
                 top_candidates.append((torch.cat(best_values), torch.cat(best_ids)))
         # Each sentence's predictions are consecutive rows (row-major selection by the mask).
         counts = pairs.sum(dim=1).tolist()
-        forward_sums = _split_sums(target_log_probs[0], counts)
-        backward_sums = _split_sums(target_log_probs[1], counts)
-        scores = [
-            SentenceScore(list(sentence), forward, backward)
-            for sentence, forward, backward in zip(batch, forward_sums, backward_sums)
-        ]
+        sums = [_split_sums(log_probs, counts) for log_probs in target_log_probs]
+        scores = [SentenceScore(list(sentence), forward, backward) for sentence, forward, backward in zip(batch, *sums)]
         if k:
             both = self._both_candidates(directions[0][0], directions[1][0], counts, k)
             self._attach_substitutes(scores, counts, top_candidates, both)
@@ -377,21 +342,14 @@ class LanguageModelScorer:
     def _both_candidates(
         self, forward: torch.Tensor, backward: torch.Tensor, counts: List[int], k: int
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """For each token, the ``k`` words with the highest forward + backward log-probability:
-        the forward LM's prediction of token i is row i of its sentence (row i + 1 predicts
-        ``</S>``), the backward LM's is row i + 1 (row 0 predicts ``<S>``)."""
-        forward_rows, backward_rows = [], []
-        start = 0
-        for count in counts:
-            forward_rows.extend(range(start, start + count - 1))
-            backward_rows.extend(range(start + 1, start + count))
-            start += count
-        forward_index = torch.tensor(forward_rows, dtype=torch.long, device=self.device)
-        backward_index = torch.tensor(backward_rows, dtype=torch.long, device=self.device)
+        """For each token, the ``k`` words with the highest forward + backward log-probability: the
+        forward LM's prediction of token i is row i of its sentence, the backward LM's row i + 1."""
+        starts = itertools.accumulate([0, *counts])
+        rows = [row for start, count in zip(starts, counts) for row in range(start, start + count - 1)]
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
         values, indices = [], []
-        forward_chunks = self._log_softmax_chunks(forward[forward_index])
-        backward_chunks = self._log_softmax_chunks(backward[backward_index])
-        for (_, forward_log_probs), (_, backward_log_probs) in zip(forward_chunks, backward_chunks):
+        chunks = zip(self._log_softmax_chunks(forward[index]), self._log_softmax_chunks(backward[index + 1]))
+        for (_, forward_log_probs), (_, backward_log_probs) in chunks:
             summed = forward_log_probs + backward_log_probs
             summed[:, self._boundaries] = -math.inf
             best = summed.topk(min(k, summed.size(1)), dim=1)
@@ -406,12 +364,10 @@ class LanguageModelScorer:
         directions: List[Tuple[torch.Tensor, torch.Tensor]],
         both: Tuple[torch.Tensor, torch.Tensor],
     ) -> None:
-        (forward_values, forward_ids), (backward_values, backward_ids) = (
-            (values.tolist(), ids.tolist()) for values, ids in directions
-        )
-        both_values, both_ids = both[0].tolist(), both[1].tolist()
+        forward, backward, both_lists = ((values.tolist(), ids.tolist()) for values, ids in (*directions, both))
 
-        def candidates(values: List[List[float]], ids: List[List[int]], row: int) -> Candidates:
+        def candidates(lists: Tuple[List[List[float]], List[List[int]]], row: int) -> Candidates:
+            values, ids = lists
             return Candidates(ids[row], [self.vocabulary[index] for index in ids[row]], values[row])
 
         start = both_row = 0
@@ -420,9 +376,9 @@ class LanguageModelScorer:
             for position, token in enumerate(score.tokens):
                 score.substitutes.append(Substitutes(
                     token,
-                    forward=candidates(forward_values, forward_ids, start + position),
-                    backward=candidates(backward_values, backward_ids, start + position + 1),
-                    both=candidates(both_values, both_ids, both_row),
+                    forward=candidates(forward, start + position),
+                    backward=candidates(backward, start + position + 1),
+                    both=candidates(both_lists, both_row),
                 ))
                 both_row += 1
             start += count
@@ -445,8 +401,7 @@ class LanguageModelScorer:
     def substitutes(
         self, sentences: Iterable[Sequence[str]], k: int = 3, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> List[List[Substitutes]]:
-        """For each sentence, for each token, the ``k`` words the language models expect there
-        (simple_elmo's ``get_elmo_substitutes``; see the module documentation)."""
+        """For each sentence, for each token, the ``k`` words the language models expect there."""
         if k < 1:
             raise ConfigurationError(f"k must be at least 1, got {k}")
         return [score.substitutes or [] for score in self.score(sentences, batch_size, substitutes=k)]
@@ -462,8 +417,8 @@ class LanguageModelScorer:
     ) -> CorpusScore:
         """
         Scores a file of tokenized sentences (checked by `check_scoring_files` unless
-        ``num_sentences`` is given) into JSON lines, one per sentence, written to ``output_file``
-        whole or not at all, or to stdout; returns the file's `CorpusScore`.
+        ``num_sentences`` is given) into JSON lines, to ``output_file`` (whole or not at all) or
+        stdout; returns the file's `CorpusScore`.
         """
         if num_sentences is None:
             num_sentences = check_scoring_files(input_file, output_file)
@@ -498,8 +453,7 @@ def _split_sums(values: torch.Tensor, counts: List[int]) -> List[float]:
 
 
 def check_tokens(batch: Sequence[Sequence[str]]) -> None:
-    """A sentence must be a non-empty list of tokens (not a string, which would be scored letter
-    by letter), a token a string that is not empty or whitespace."""
+    """A sentence must be a non-empty list (not a string) of non-blank string tokens."""
     for index, sentence in enumerate(batch):
         if isinstance(sentence, str):
             raise ConfigurationError(
@@ -516,9 +470,8 @@ def check_tokens(batch: Sequence[Sequence[str]]) -> None:
 
 def check_scoring_files(input_file: PathLike, output_file: Optional[PathLike]) -> int:
     """
-    Checks what a scoring run needs besides the model, before any model is loaded: the input
-    (`check_sentence_file`: UTF-8, no blank lines, not empty) and that the output can be written
-    without replacing it. Returns the number of sentences.
+    Checks the input (`check_sentence_file`) and that the output can be written without replacing
+    it, before any model is loaded. Returns the number of sentences.
     """
     input_path = os.fspath(input_file)
     num_sentences = check_sentence_file(input_path)

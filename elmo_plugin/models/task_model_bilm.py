@@ -1,22 +1,10 @@
 """
 The biLM inside a task model's archive (a tagger, a classifier, ... with an
-``elmo_token_embedder``), written back to the bilm-tf format: what ``allennlp elmo-export`` does
-with an archive that is not an ``elmo_bilm`` language model.
-
-Why: with ``requires_grad: true`` the task model fine-tunes its biLM, and that biLM is then only
-in the task model's weights. Exported as ``options.json`` + ``weights.hdf5`` it is an ordinary
-ELMo model again (``allennlp elmo --model DIR``, AllenNLP's ``Elmo``, bilm-tf) that computes the
-layers the task model's biLM computed (asked for in github.com/allenai/allennlp/issues/2403).
-
-The archive is loaded with AllenNLP's ``load_archive``, so the task model is built as for
-prediction (its biLM from the options and weight files its config names, then the archive's
-weights over them; models trained with AllenNLP's own embedder are converted as they load, see
-`elmo_plugin.model_files.allennlp_layout`). The biLMs are found as the model's `ElmoBiLm`
-modules, each named by the module that holds it: ``text_field_embedder.token_embedder_elmo``
-for the embedder under the key ``elmo`` of a ``text_field_embedder``, which can also be named
-by that key alone.
+``elmo_token_embedder``, which may have fine-tuned it), written back to the bilm-tf format: what
+``allennlp elmo-export`` does with an archive that is not an ``elmo_bilm`` language model. The
+archive is loaded with AllenNLP's ``load_archive``, as for prediction.
 """
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from allennlp.common.checks import ConfigurationError
 from torch import nn
@@ -53,11 +41,7 @@ def _short_name(name: str) -> Optional[str]:
 
 
 def _describe(bilms: Dict[str, ElmoBiLm]) -> str:
-    names: List[str] = []
-    for name in bilms:
-        short = _short_name(name)
-        names.append(f"{name} (or {short})" if short else name)
-    return ", ".join(names)
+    return ", ".join(f"{name} (or {_short_name(name)})" if _short_name(name) else name for name in bilms)
 
 
 def choose_bilm(bilms: Dict[str, ElmoBiLm], embedder: Optional[str], source: str) -> ElmoBiLm:
@@ -85,9 +69,7 @@ def choose_bilm(bilms: Dict[str, ElmoBiLm], embedder: Optional[str], source: str
             f"--embedder {embedder} is ambiguous in {source}; use one of the full names: "
             f"{', '.join(by_short)}"
         )
-    raise ConfigurationError(
-        f"{source} has no ELMo embedder named {embedder!r}; it has: {_describe(bilms)}"
-    )
+    raise ConfigurationError(f"{source} has no ELMo embedder named {embedder!r}; it has: {_describe(bilms)}")
 
 
 def export_task_model_bilm(
@@ -98,18 +80,15 @@ def export_task_model_bilm(
 ) -> Dict[str, str]:
     """
     Writes the biLM of the task model in ``archive_file`` (``model.tar.gz`` or serialization
-    directory) as ``options.json`` + ``weights.hdf5`` into ``output_directory`` (as one set, see
-    `write_bilm_tf_directory`; no ``vocabulary.txt``, as a task model has no language-model
-    vocabulary) and returns the path of each file by kind. ``embedder`` names the biLM when the
-    model has more than one (see `choose_bilm`).
+    directory) as ``options.json`` + ``weights.hdf5`` into ``output_directory``
+    (`write_bilm_tf_directory`) and returns the path of each file by kind. ``embedder`` names the
+    biLM when the model has more than one (`choose_bilm`).
     """
     from allennlp.models.archival import load_archive
 
     source = str(archive_file)
     try:
         archive = load_archive(source, cuda_device=-1)
-    except ConfigurationError:
-        raise
     except (RuntimeError, KeyError, OSError) as error:
         raise ConfigurationError(f"{source}: cannot load the model ({error})") from None
     bilms = elmo_bilms(archive.model)
@@ -121,6 +100,4 @@ def export_task_model_bilm(
             "be exported"
         )
     bilm = choose_bilm(bilms, embedder, source)
-    return write_bilm_tf_directory(
-        output_directory, bilm.options, bilm.state_dict(), None, n_characters=n_characters
-    )
+    return write_bilm_tf_directory(output_directory, bilm.options, bilm.state_dict(), None, n_characters=n_characters)

@@ -1,6 +1,4 @@
-"""
-Trainer callbacks of the plugin.
-"""
+"""Trainer callbacks of the plugin."""
 import logging
 from typing import Any
 
@@ -17,15 +15,9 @@ logger = logging.getLogger(__name__)
 
 @TrainerCallback.register("keep_freed_memory")
 class KeepFreedMemoryCallback(TrainerCallback):
-    """
-    Applies `keep_freed_memory_for_reuse` when training starts: CPU training steps of the
-    Original-size biLM ran about 30% faster. Only host memory is affected; on a GPU the tensors
-    live in PyTorch's own caching allocator (not measured there).
-    """
+    """Applies `keep_freed_memory_for_reuse` when training starts (docs/pretraining.md)."""
 
-    def on_start(
-        self, trainer: Any, is_primary: bool = True, **kwargs: Any
-    ) -> None:
+    def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
         if keep_freed_memory_for_reuse():
             logger.info("glibc keeps freed memory for reuse during training")
 
@@ -33,17 +25,13 @@ class KeepFreedMemoryCallback(TrainerCallback):
 @TrainerCallback.register("check_training_settings")
 class CheckTrainingSettingsCallback(TrainerCallback):
     """
-    Checks the trainer's settings when training starts, before the first batch: the configs
-    check their arguments themselves (bilm_common.libsonnet), but AllenNLP's ``-o`` overrides
-    are applied after that, so ``-o '{"trainer.num_epochs": 0}'`` would otherwise train nothing
-    and end in AllenNLP's "best.th does not exist"; and sparse softmax gradients with an optimizer
-    that cannot take them would fail only at the first update. Raises `ConfigurationError` naming
-    the setting.
+    Checks the trainer's settings before the first batch, which AllenNLP's ``-o`` overrides
+    bypass in the configs' own checks: ``trainer.num_epochs`` (0 would end in AllenNLP's
+    "best.th does not exist"), and sparse softmax gradients with an optimizer that cannot take
+    them. Raises `ConfigurationError` naming the setting.
     """
 
-    def on_start(
-        self, trainer: Any, is_primary: bool = True, **kwargs: Any
-    ) -> None:
+    def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
         num_epochs = getattr(trainer, "_num_epochs", None)
         if num_epochs is None:  # another kind of trainer: nothing known to check
             return

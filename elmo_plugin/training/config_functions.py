@@ -1,24 +1,12 @@
 """
-Functions that the plugin's jsonnet configs call while they are read: ``std.native(NAME)``.
-
-A task config with ELMo needs the biLM's output width for arithmetic (the encoder's
-``input_size`` is the word, character and ELMo widths added up). The width is in the model's
-files, and jsonnet cannot read a file whose name is a variable (``import`` takes only a literal);
-its "native functions" can, which the program that evaluates the config provides. AllenNLP
-provides none; `elmo_plugin.patches.jsonnet_natives` gives its jsonnet evaluation these.
-
-``std.native(NAME)`` is ``null`` where the plugin is not installed, so a config can fall back
-(``task_common.libsonnet`` then needs ``output_dim``). What training writes to ``config.json``
-holds the numbers, so archives load without these functions.
-
-- ``elmo_output_dim(ELMO_JSON)``: the width of the biLM that ``elmo_token_embedder`` would load
-  from the ``model``, ``options_file`` and ``weight_file`` of the JSON object, without loading its
-  weights; its ``output_dim``, if given, must agree with it.
-
-The functions take one string (JSON) and return a number: the ``_jsonnet`` 0.20 binding mishandles
-native functions with several parameters of longer names ("binding parameter a second time")
-and ``null`` arguments (a reference count error on ``None``), so neither is used.
+Functions that the plugin's jsonnet configs call while they are read, ``std.native(NAME)``
+(`elmo_plugin.patches.jsonnet_natives` gives them to AllenNLP's evaluation; ``null`` where the
+plugin is not installed, so a config can fall back). ``elmo_output_dim(ELMO_JSON)``: the width of
+the biLM that ``elmo_token_embedder`` would load from the ``model``, ``options_file`` and
+``weight_file`` of the JSON object, read from its options; its ``output_dim``, if given, must agree.
+One JSON string argument: the ``_jsonnet`` 0.20 binding mishandles several parameters and ``null``.
 """
+import itertools
 import json
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -71,13 +59,10 @@ def elmo_output_dim(
 
     # Raises
 
-    `ConfigurationError` (as jsonnet's error, on one line): a model that cannot be read (naming
-    the file, and the ``make`` target for the repository's own biLMs), or an ``output_dim`` that
-    is not the model's (naming both numbers and the model).
+    `ConfigurationError` (as jsonnet's error, on one line): a model that cannot be read, or an
+    ``output_dim`` that is not the model's.
     """
-    if output_dim is not None and (
-        isinstance(output_dim, bool) or not isinstance(output_dim, (int, float))
-    ):
+    if output_dim is not None and (isinstance(output_dim, bool) or not isinstance(output_dim, (int, float))):
         raise ConfigurationError(
             f"elmo output_dim must be a number (or left out: it is read from the model), got "
             f"{json.dumps(output_dim)}"
@@ -95,9 +80,7 @@ def elmo_output_dim(
 
 def _elmo_output_dim_native(elmo_json: str) -> int:
     elmo = json.loads(elmo_json)
-    return elmo_output_dim(
-        elmo.get("model"), elmo.get("options_file"), elmo.get("weight_file"), elmo.get("output_dim")
-    )
+    return elmo_output_dim(*(elmo.get(key) for key in ("model", "options_file", "weight_file", "output_dim")))
 
 
 # Kept for the life of the process: the binding keeps no reference to the parameter names.
@@ -111,16 +94,11 @@ def native_callbacks() -> NativeCallbacks:
 
 def jsonnet_error_line(error: BaseException) -> str:
     """
-    A jsonnet error as one line: its whole message (a message of several lines, such as an
-    ``error`` that shows an object, joined with single spaces), without the ``RUNTIME ERROR:`` /
-    ``STATIC ERROR:`` prefix and without the stack trace (the lines that start with a tab).
+    A jsonnet error as one line: its message's lines joined with single spaces, without the
+    ``RUNTIME ERROR:`` / ``STATIC ERROR:`` prefix and the stack trace (the lines that start with a tab).
     """
-    lines = []
-    for line in str(error).split("\n"):
-        if line.startswith("\t"):
-            break
-        lines.append(line.strip())
-    message = " ".join(line for line in lines if line)
+    lines = itertools.takewhile(lambda line: not line.startswith("\t"), str(error).split("\n"))
+    message = " ".join(line.strip() for line in lines if line.strip())
     for prefix in ("RUNTIME ERROR: ", "STATIC ERROR: "):
         if message.startswith(prefix):
             return message[len(prefix):]

@@ -1,26 +1,9 @@
 """
-What ``allennlp train`` shows on the console while the plugin is imported: a report a person
-reads, with the full detail in the serialization directory's ``out.log``.
-
-AllenNLP sends every log record of training to the console and to ``out.log`` alike: the echo of
-every config value (``allennlp.common.params``), the first batch's tensors ("Batch inputs"), the
-list of trainable parameters, a metrics table per epoch, and a nested "loading instances"
-progress bar whose cursor movements (``ESC[A``) end up in redirected output. Here, on the
-console only (`elmo_plugin.patches.console` applies it to AllenNLP's logging and progress bars):
-
-- log records below WARNING are not shown, except the plugin's report
-  (`REPORT_LOGGER`: one line per epoch, `EpochSummaryCallback`, and the end of the run,
-  `elmo_plugin.commands.train_command`); warnings that call for no action (`_NOT_ACTIONABLE`)
-  neither. ``out.log`` keeps everything, as before;
-- progress bars, on a terminal: the training bar (loss, perplexity) as before; the validation
-  bar disappears when it is done (``leave=False``); "loading instances" bars are not shown.
-  Redirected to a file or a pipe, no bar (bars redraw themselves with carriage returns and
-  cursor movements): the lines of the report say how far training is; AllenNLP's
-  ``--file-friendly-logging`` still prints a bar line every 10 seconds.
-
-``ELMO_PLUGIN_VERBOSE=1`` (or AllenNLP's own ``ALLENNLP_DEBUG`` / ``ALLENNLP_LOG_LEVEL=DEBUG``)
-keeps AllenNLP's console as it was: an environment variable, as the plugin cannot add flags to
-AllenNLP's ``train`` command (AllenNLP parses them before it imports plugins).
+What ``allennlp train`` shows on the console while the plugin is imported (applied by
+`elmo_plugin.patches.console`): the plugin's report (`REPORT_LOGGER`) and warnings that call for
+action, progress bars only on a terminal; ``out.log`` keeps everything, and
+``ELMO_PLUGIN_VERBOSE=1`` (or ``ALLENNLP_DEBUG``, ``ALLENNLP_LOG_LEVEL=DEBUG``) keeps AllenNLP's
+console, an environment variable because AllenNLP parses ``train``'s flags before it imports plugins.
 """
 import contextlib
 import logging
@@ -77,12 +60,8 @@ class ConsoleFormatter(logging.Formatter):
 
 
 def _is_console(handler: logging.Handler) -> bool:
-    return type(handler) is logging.StreamHandler and getattr(handler, "stream", None) in (
-        sys.stdout,
-        sys.stderr,
-        sys.__stdout__,
-        sys.__stderr__,
-    )
+    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    return type(handler) is logging.StreamHandler and getattr(handler, "stream", None) in streams
 
 
 def quiet_console_handlers(logger: Optional[logging.Logger] = None) -> None:
@@ -122,11 +101,10 @@ def progress_bar_arguments(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     from allennlp.common import logging as common_logging
 
     if not verbose():
-        if str(kwargs.get("desc", "")).startswith("loading instances"):
-            kwargs["disable"] = True
-        elif not common_logging.FILE_FRIENDLY_LOGGING and not _is_terminal(sys.stderr):
-            # Redirected: no bar (a bar redraws itself with carriage returns); the epoch lines
-            # report the progress, --file-friendly-logging a bar line every 10 s.
+        loading = str(kwargs.get("desc", "")).startswith("loading instances")
+        # Redirected: no bar (a bar redraws itself with carriage returns); the epoch lines
+        # report the progress, --file-friendly-logging a bar line every 10 s.
+        if loading or (not common_logging.FILE_FRIENDLY_LOGGING and not _is_terminal(sys.stderr)):
             kwargs["disable"] = True
         elif _validating:
             kwargs.setdefault("leave", False)
@@ -141,10 +119,7 @@ def _number(value: Any) -> str:
 
 def metrics_line(metrics: Dict[str, Any], prefix: str, names: List[str]) -> str:
     """``name value`` pairs of ``metrics[prefix + name]`` for the names present."""
-    parts = [
-        f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics
-    ]
-    return ", ".join(parts)
+    return ", ".join(f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics)
 
 
 def reported_metric_names(metrics: Dict[str, Any], tracked: List[str]) -> List[str]:
@@ -155,17 +130,15 @@ def reported_metric_names(metrics: Dict[str, Any], tracked: List[str]) -> List[s
 
 class EpochSummaryCallback(TrainerCallback):
     """
-    One line per epoch on the console (`REPORT_LOGGER`): the epoch, its training and validation
-    perplexity or loss and the metric that selects the best epoch, whether it is the best so far,
-    and how long it took. The plugin's ``gradient_descent`` trainer adds it to every run (as
-    AllenNLP adds its ``ConsoleLoggerCallback``, whose table now goes to ``out.log`` only).
+    One line per epoch on the console (`REPORT_LOGGER`): training and validation perplexity or loss
+    and the metric that selects the best epoch, whether it is the best so far, the time it took.
+    The plugin's ``gradient_descent`` trainer adds it to every run.
     """
 
     def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
         self._started = time.monotonic()
 
-    def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any
-                 ) -> None:
+    def on_epoch(self, trainer: Any, metrics: Dict[str, Any], epoch: int, is_primary: bool = True, **kwargs: Any):
         if not is_primary or epoch < 0:
             return
         now = time.monotonic()

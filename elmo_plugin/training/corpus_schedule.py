@@ -1,20 +1,9 @@
 """
-A linear learning-rate decay whose length follows the corpus it trains on.
-
-The CPU-sized biLM configs decay the rate linearly to zero over the run. AllenNLP gives a
-scheduler the number of batches per epoch only when the data loader can count them, and the
-pretraining loader reads lazily (``max_instances_in_memory``: a corpus larger than memory
-trains), so it cannot. The configs used to carry a fixed ``steps_per_epoch`` for the shared
-corpus (3,165 batches), and training on another corpus kept it: on a corpus of 63 batches the
-rate barely decayed, and nothing said so (bilm-tf users met the same trap with
-``n_train_tokens``).
-
-Now ``linear_decay_over_corpus`` leaves the number of batches open, and the trainer callback
-``count_batches_per_epoch`` (in every config that uses it) counts the training corpus's batches
-when training starts, reading it once through the trainer's own dataset reader and batching it as
-the loader does, and gives the count to the scheduler. Given explicitly
-(``num_steps_per_epoch``), a count is used as it is. Either way the rate reaches
-``end_learning_rate`` at the run's last update.
+A linear learning-rate decay whose length follows the corpus it trains on: the pretraining loader
+reads lazily and cannot count its batches, so the ``count_batches_per_epoch`` callback counts
+them when training starts and gives the count to ``linear_decay_over_corpus`` (unless
+``num_steps_per_epoch`` was given). Either way the rate reaches ``end_learning_rate`` at the run's
+last update.
 """
 import logging
 import math
@@ -38,11 +27,9 @@ logger = logging.getLogger(__name__)
 @LearningRateScheduler.register("linear_decay_over_corpus")
 class LinearDecayOverCorpus(PolynomialDecay):
     """
-    AllenNLP's ``polynomial_decay`` with ``power`` 1 and no warm-up (the rate falls linearly from
-    the optimizer's to ``end_learning_rate`` over ``num_epochs x num_steps_per_epoch`` updates),
-    except that ``num_steps_per_epoch`` may be unknown when it is built: the
-    ``count_batches_per_epoch`` callback then sets it (`set_num_steps_per_epoch`) before the
-    first update.
+    AllenNLP's ``polynomial_decay`` with ``power`` 1 and no warm-up, except that
+    ``num_steps_per_epoch`` may be unknown when it is built: the ``count_batches_per_epoch``
+    callback then sets it (`set_num_steps_per_epoch`) before the first update.
 
     # Parameters
 
@@ -67,21 +54,15 @@ class LinearDecayOverCorpus(PolynomialDecay):
         # PolynomialDecay needs a number to start with; until the count is known only the
         # initial rate (step 0) is ever asked for, and that does not depend on it.
         super().__init__(
-            optimizer,
-            num_epochs,
-            num_steps_per_epoch or 1,
-            power=1.0,
-            warmup_steps=0,
-            end_learning_rate=end_learning_rate,
-            last_epoch=last_epoch,
+            optimizer, num_epochs, num_steps_per_epoch or 1, power=1.0, warmup_steps=0,
+            end_learning_rate=end_learning_rate, last_epoch=last_epoch,
         )
 
     def set_num_steps_per_epoch(self, num_steps_per_epoch: int) -> None:
         """The number of updates per epoch, counted (see `count_batches_per_epoch`)."""
         if num_steps_per_epoch < 1:
             raise ConfigurationError(
-                f"linear_decay_over_corpus: the training data gives {num_steps_per_epoch} "
-                "batches per epoch"
+                f"linear_decay_over_corpus: the training data gives {num_steps_per_epoch} batches per epoch"
             )
         self.num_steps_per_epoch = num_steps_per_epoch
         self.total_steps = self.num_epochs * num_steps_per_epoch
@@ -98,14 +79,10 @@ class LinearDecayOverCorpus(PolynomialDecay):
 
 def count_batches_per_epoch(data_loader: Any) -> int:
     """
-    The number of batches ``data_loader`` yields in one epoch. A loader that knows it (``len``)
-    says so; ``bilm_stream`` counts its reader's windows; a lazy `MultiProcessDataLoader` reads
-    its corpus once through its dataset reader
-    (in this process, without indexing) and batches it as it would: in chunks of
-    ``max_instances_in_memory`` instances, each cut by its batch sampler or into ``batch_size``
-    rows. With ``num_workers`` > 0 each worker chunks its own share, so the count can be off by
-    fewer than ``num_workers`` batches per chunk; the rate then ends a few updates early or just
-    above ``end_learning_rate``.
+    The number of batches ``data_loader`` yields in one epoch: its ``len``, or ``bilm_stream``'s
+    count of its reader's windows, or a lazy `MultiProcessDataLoader`'s corpus read once and
+    batched as the loader would (with ``num_workers`` > 0 each worker chunks its own share, so the
+    count can be off by fewer than ``num_workers`` batches per chunk).
     """
     try:
         return len(data_loader)
@@ -120,23 +97,15 @@ def count_batches_per_epoch(data_loader: Any) -> int:
         )
     loader = data_loader
     instances = _read_without_using_a_pass(loader.reader, loader.data_path)
-    chunks = (
-        lazy_groups_of(instances, loader.max_instances_in_memory)
-        if loader.max_instances_in_memory
-        else [list(instances)]
-    )
-    batches = 0
-    for chunk in chunks:
-        batches += _batches_in(chunk, loader)
-    return batches
+    size = loader.max_instances_in_memory
+    chunks = lazy_groups_of(instances, size) if size else [list(instances)]
+    return sum(_batches_in(chunk, loader) for chunk in chunks)
 
 
 def _read_without_using_a_pass(reader: Any, data_path: Any) -> Iterator[Any]:
     """
-    ``reader.read(data_path)``. The ``bilm_corpus`` reader numbers its passes over a corpus and
-    shuffles each by its number; the count must not use one up (training would start at the
-    second shuffle order, and a resumed run, which does not count again, at another one), so
-    its pass number is pinned while counting (the order does not change the count).
+    ``reader.read(data_path)``, a ``bilm_corpus`` reader's pass number pinned: it shuffles each pass
+    by its number, and the count must not use one up (a resumed run does not count again).
     """
     if not isinstance(reader, BilmCorpusReader):
         yield from reader.read(data_path)
@@ -159,12 +128,8 @@ def _batches_in(instances: List[Any], loader: MultiProcessDataLoader) -> int:
 def agree_on_batches_per_epoch(batches: int) -> int:
     """
     In distributed training, the fewest batches of any process (``batches`` is this process's
-    count of its own shard), the same in every process; ``batches`` otherwise.
-
-    Each process reads its own part of the corpus, and the parts can differ by a batch or more.
-    AllenNLP's trainer ends every process's epoch when the first one runs out of batches (the
-    others' last batches are skipped), so the processes all make that many updates; and they
-    must decay the learning rate alike, or DDP's equal gradients would give different weights.
+    count of its own shard), the same in every process; ``batches`` otherwise. AllenNLP's trainer
+    ends every process's epoch when the first runs out, and all must decay the rate alike.
     """
     if not common_util.is_distributed():
         return batches
@@ -174,10 +139,7 @@ def agree_on_batches_per_epoch(batches: int) -> int:
     if fewest != max(count for count in counts if count is not None):
         logger.info(
             "Batches per epoch in the %d processes: %s; all decay the learning rate over %d (the "
-            "trainer stops every epoch when the first process runs out)",
-            len(counts),
-            counts,
-            fewest,
+            "trainer stops every epoch when the first process runs out)", len(counts), counts, fewest,
         )
     return fewest
 
@@ -185,10 +147,9 @@ def agree_on_batches_per_epoch(batches: int) -> int:
 @TrainerCallback.register("count_batches_per_epoch")
 class CountBatchesPerEpochCallback(TrainerCallback):
     """
-    When training starts, gives a ``linear_decay_over_corpus`` scheduler that has no
-    ``num_steps_per_epoch`` the number of updates per epoch of the training data
-    (`count_batches_per_epoch`, divided by the gradient accumulation steps). Does nothing for
-    other schedulers, or when the number was given.
+    When training starts, gives a ``linear_decay_over_corpus`` scheduler without
+    ``num_steps_per_epoch`` the training data's updates per epoch (`count_batches_per_epoch`,
+    divided by the gradient accumulation steps).
     """
 
     def on_start(self, trainer: Any, is_primary: bool = True, **kwargs: Any) -> None:
@@ -202,8 +163,6 @@ class CountBatchesPerEpochCallback(TrainerCallback):
         scheduler.set_num_steps_per_epoch(updates)
         logger.info(
             "Learning rate: linear decay to %g over %d epochs x %d updates (counted from %s)",
-            scheduler.end_learning_rate,
-            scheduler.num_epochs,
-            updates,
+            scheduler.end_learning_rate, scheduler.num_epochs, updates,
             getattr(trainer.data_loader, "data_path", "the training data"),
         )

@@ -1,10 +1,5 @@
 """
-A working ``reduce_on_plateau`` learning rate scheduler for current torch.
-
-AllenNLP 2.10.1's ``ReduceOnPlateauLearningRateScheduler`` passes ``verbose=`` to
-``torch.optim.lr_scheduler.ReduceLROnPlateau``, which recent torch no longer accepts, so any
-config with ``"type": "reduce_on_plateau"`` fails to build. This registration replaces it when
-the plugin is loaded; the config interface is unchanged.
+A working ``reduce_on_plateau`` learning rate scheduler for current torch (docs/errors.md).
 """
 import logging
 from typing import List, Union
@@ -58,15 +53,8 @@ class ReduceOnPlateauLearningRateScheduler(_PyTorchLearningRateSchedulerWithMetr
     ) -> None:
         self._verbose = verbose
         lr_scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer=optimizer,
-            mode=mode,
-            factor=factor,
-            patience=patience,
-            threshold_mode=threshold_mode,
-            threshold=threshold,
-            cooldown=cooldown,
-            min_lr=min_lr,
-            eps=eps,
+            optimizer=optimizer, mode=mode, factor=factor, patience=patience, threshold_mode=threshold_mode,
+            threshold=threshold, cooldown=cooldown, min_lr=min_lr, eps=eps,
         )
         super().__init__(lr_scheduler)
 

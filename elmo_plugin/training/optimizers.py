@@ -1,13 +1,8 @@
 """
-Adagrad that updates only the rows a sparse gradient holds, with the dense update's arithmetic.
-
-bilm-tf trains the biLM with Adagrad, and the softmax of a 793,471-word vocabulary holds 406M of
-its weights. A step uses a few thousand of its rows (the targets and the negatives), and Adagrad
-leaves a row whose gradient is zero exactly as it was (its squares add zero to the accumulator,
-its update is zero), so updating only the used rows gives the dense update exactly. The sampled
-softmax's ``sparse_gradients`` gives those rows as sparse gradients; torch's own Adagrad takes
-sparse gradients too, but coalesces them (a sort whose output size the host must read, a wait on
-a GPU) and computes the update in another order of operations than its dense path.
+Adagrad that updates only the rows a sparse gradient holds, with the dense update's arithmetic:
+Adagrad leaves a row whose gradient is zero as it was, so updating the used rows of the sampled
+softmax gives the dense update exactly (torch's own sparse Adagrad coalesces, a host read, and
+computes in another order).
 """
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -17,19 +12,18 @@ from torch.optim.adagrad import adagrad
 
 from elmo_plugin.modules.sampled_softmax_loss import row_sums_of
 
+# What torch's adagrad function takes from a parameter group as it is.
+_GROUP_SETTINGS = ("lr", "weight_decay", "lr_decay", "eps", "foreach", "maximize", "differentiable", "fused")
+
 
 @Optimizer.register("dense_sparse_adagrad")
 class DenseSparseAdagrad(Optimizer, torch.optim.Adagrad):
     """
-    torch's `Adagrad` (AllenNLP's ``"adagrad"``: the same parameters, the same state, so a
-    checkpoint of either resumes with the other), except for parameters with a sparse gradient
-    of one sparse dimension (the sampled softmax's ``sparse_gradients``): their used rows, and
-    only those, go through torch's own dense Adagrad code in the same call as the dense
-    parameters, then back into the parameter and its accumulator. Every element is therefore
-    computed exactly as the dense update computes it, and no shape depends on the data: a
-    repeated id is updated at each of its positions from the same row sums, to the same value.
-
-    Registered as an `Optimizer` with name ``"dense_sparse_adagrad"``.
+    torch's `Adagrad` (AllenNLP's ``"adagrad"``, the same parameters and state), except that the
+    used rows of a sparse row gradient go through torch's own dense Adagrad code with the dense
+    parameters, then back into the parameter and its accumulator: every element exactly as the
+    dense update computes it, no shape that depends on the data. Registered as an `Optimizer` with
+    name ``"dense_sparse_adagrad"``.
 
     # Parameters
 
@@ -48,12 +42,8 @@ class DenseSparseAdagrad(Optimizer, torch.optim.Adagrad):
         eps: float = 1e-10,
     ) -> None:
         super().__init__(
-            params=make_parameter_groups(model_parameters, parameter_groups),
-            lr=lr,
-            lr_decay=lr_decay,
-            weight_decay=weight_decay,
-            initial_accumulator_value=initial_accumulator_value,
-            eps=eps,
+            params=make_parameter_groups(model_parameters, parameter_groups), lr=lr, lr_decay=lr_decay,
+            weight_decay=weight_decay, initial_accumulator_value=initial_accumulator_value, eps=eps,
         )
 
     @torch.no_grad()
@@ -100,22 +90,12 @@ class DenseSparseAdagrad(Optimizer, torch.optim.Adagrad):
                 sums.append(parameter_sum)
                 steps.append(state["step"])
             adagrad(
-                params,
-                grads,
-                sums,
-                steps,
-                lr=group["lr"],
-                weight_decay=group["weight_decay"],
-                lr_decay=group["lr_decay"],
-                eps=group["eps"],
+                params, grads, sums, steps,
                 has_sparse_grad=False,
-                foreach=group["foreach"],
-                maximize=group["maximize"],
-                differentiable=group["differentiable"],
                 has_complex=any(torch.is_complex(p) for p in params),
-                fused=group["fused"],
                 grad_scale=getattr(self, "grad_scale", None),
                 found_inf=getattr(self, "found_inf", None),
+                **{key: group[key] for key in _GROUP_SETTINGS},
             )
             for parameter, parameter_sum, ids, new_rows, new_sum_rows in row_updates:
                 parameter.index_copy_(0, ids, new_rows)

@@ -1,35 +1,8 @@
 """
-AllenNLP's ``gradient_descent`` trainer with a GPU check that works on current torch, and
-without torch's deprecation notice about AllenNLP's ``torch.cuda.amp.autocast``.
-
-With ``"trainer.cuda_device": 0`` on a machine without a CUDA GPU, AllenNLP 2.10's own check
-(``check_for_gpu``) calls ``torch.device(0)``, which torch 2.x refuses with "RuntimeError: Cannot
-access accelerator device when none is available." instead of AllenNLP's explanation. The plugin
-registers this subclass under the same name (the default trainer); it checks the device first
-and says in one error what was asked, why it cannot be had, and what to do, then builds the
-trainer exactly as AllenNLP does.
-
-AllenNLP 2.10's training and validation loops enter ``torch.cuda.amp.autocast(use_amp)``
-for every batch, which torch 2.x deprecates: every training run printed a FutureWarning twice
-(from environment, not from the user's config). The two loops run here inside
-``warnings.catch_warnings()`` with an ignore filter for exactly that message from exactly
-AllenNLP's trainer module; every other warning is shown as before.
-
-``allennlp train`` with the plugin checks the device before it creates the serialization
-directory (`elmo_plugin.commands.train_command`); here it is checked again for Python callers.
-
-A training step that never waits on the device: AllenNLP's loop reads the loss to the host
-(``loss.item()``), checks it for NaN (``if torch.isnan(loss)``), reads the gradient norm
-(``.item()``) and asks the model for its metrics after every batch, for the progress bar; on a
-GPU each read waits until every kernel launched so far has run, so the host cannot queue the next
-step's work while the GPU computes. Here the loss and the NaN check accumulate on the device and
-are read every ``metrics_every_num_batches`` batches (the progress bar's refresh) and at the end of
-the epoch; the gradient norm goes to the callbacks as a 0-dim tensor (TensorBoard reads it at
-its own ``summary_interval``) and the batch metrics as a mapping computed when first read. The
-gradient norm and clipping take the sparse row gradients of the sampled softmax's
-``sparse_gradients`` (`rescale_gradients`). What still reads the host every batch is what needs
-to: distributed training's check that no worker has run out of data, and ``use_amp``'s gradient
-scaler.
+AllenNLP's ``gradient_descent`` trainer with a GPU check that works on torch 2.x, without torch's
+deprecation notice about AllenNLP's ``torch.cuda.amp.autocast``, and with a training step that
+never waits on the device: the loss, the NaN check and the metrics are read every
+``metrics_every_num_batches`` batches (docs/pretraining.md, docs/gpu.md).
 """
 import collections
 import contextlib
@@ -63,16 +36,12 @@ DEFAULT_METRICS_EVERY_NUM_BATCHES = 10
 
 def _cuda_index(device: Any) -> int:
     """The GPU index that ``device`` (an int, "cuda:N", "cpu", a torch.device) asks for, or -1."""
-    if device is None:
+    if device is None or (isinstance(device, str) and device == "cpu"):
         return -1
     if isinstance(device, torch.device):
         return -1 if device.type == "cpu" else (device.index or 0)
-    if isinstance(device, str):
-        if device == "cpu":
-            return -1
-        if device.startswith("cuda"):
-            return int(device.split(":", 1)[1]) if ":" in device else 0
-        return int(device)
+    if isinstance(device, str) and device.startswith("cuda"):
+        return int(device.split(":", 1)[1]) if ":" in device else 0
     return int(device)
 
 
@@ -118,10 +87,9 @@ def _without_the_autocast_deprecation() -> Iterator[None]:
 
 def gradients_to_clip(parameters: List[torch.Tensor]) -> List[torch.Tensor]:
     """
-    The gradients of ``parameters`` to measure and clip, one tensor each: a dense gradient as it
-    is; a sparse row gradient (the sampled softmax's ``sparse_gradients``) is first rewritten
-    with each id's rows summed at one position (`row_sums_of`), so that the squares of its values
-    are those of its dense form, and its values are given.
+    The gradients of ``parameters`` to measure and clip: a dense one as it is, a sparse row
+    gradient as the values of its rows summed by id (`row_sums_of`), whose squares are those of
+    its dense form.
     """
     gradients = []
     for parameter in parameters:
@@ -138,9 +106,8 @@ def gradients_to_clip(parameters: List[torch.Tensor]) -> List[torch.Tensor]:
 def clip_grad_norm(parameters: List[torch.Tensor], max_norm: float) -> torch.Tensor:
     """
     torch's ``clip_grad_norm_`` (exactly it where every gradient is dense), taking sparse row
-    gradients as their dense form: the same norm over the same numbers (summed in another order,
-    so it may differ in the last bit), the same factor applied element by element. Returns the
-    norm as a 0-dim tensor, without reading it.
+    gradients as their dense form (the same norm up to the order of the sum). Returns the norm as
+    a 0-dim tensor, without reading it.
     """
     parameters = [p for p in parameters if p.grad is not None]
     if not any(p.grad.is_sparse for p in parameters):
@@ -156,34 +123,24 @@ def clip_grad_norm(parameters: List[torch.Tensor], max_norm: float) -> torch.Ten
 
 class MetricsWhenRead(collections.UserDict):
     """
-    The metrics of a batch as the trainer's callbacks get them: a mapping computed (from the
-    model and the loss on the device) when first read, so that a batch whose metrics nobody
-    reads does not wait for the device. Read it in ``on_batch``: kept and read later, it gives
-    the model's metrics of that later time.
+    A batch's metrics, computed (read from the device) when first read. Read it in ``on_batch``:
+    read later, it gives the model's metrics of that later time.
     """
 
     def __init__(self, compute: Callable[[], Dict[str, float]]) -> None:
         # Not UserDict.__init__: it would set the data to {} before anything is read.
         self._compute = compute
-        self._values: Optional[Dict[str, float]] = None
 
-    @property
+    @functools.cached_property
     def data(self) -> Dict[str, float]:  # type: ignore[override]
-        if self._values is None:
-            self._values = self._compute()
-        return self._values
-
-    @data.setter
-    def data(self, values: Dict[str, float]) -> None:
-        self._values = values
+        return self._compute()
 
 
 def _signature_with(function: Callable, name: str, default: Any, annotation: Any) -> inspect.Signature:
     """``function``'s signature with a keyword parameter added before its ``**kwargs``."""
     signature = inspect.signature(function)
     parameters = list(signature.parameters.values())
-    added = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                              annotation=annotation)
+    added = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
     at = next((i for i, p in enumerate(parameters) if p.kind == p.VAR_KEYWORD), len(parameters))
     return signature.replace(parameters=parameters[:at] + [added] + parameters[at:])
 
@@ -192,18 +149,14 @@ def _signature_with(function: Callable, name: str, default: Any, annotation: Any
 class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
     """
     AllenNLP's `GradientDescentTrainer`, registered as ``"gradient_descent"`` (the default
-    trainer) in its place: the same parameters and behaviour, with `check_training_device` run
-    before anything is built, its loops without torch's autocast deprecation notice, and a
-    training loop that reads the device only every ``metrics_every_num_batches`` batches (see
-    the module's documentation).
+    trainer) in its place, with `check_training_device` run first (module documentation).
 
     # Parameters
 
     metrics_every_num_batches : `int`, optional (default = `10`)
-        Batches between two reads of the loss and the metrics from the device: the progress
-        bar's refresh, and the check for a NaN loss, which therefore stops training at most this
-        many batches after it (AllenNLP stops before the update of that batch; a checkpoint is
-        never saved with a NaN loss behind it). 1 reads after every batch, as AllenNLP does.
+        Batches between two reads of the loss and the metrics from the device (the progress bar's
+        refresh and the NaN check; no checkpoint is saved with a NaN loss behind it). 1 reads
+        after every batch, as AllenNLP does.
     **kwargs
         AllenNLP's `GradientDescentTrainer`'s.
     """
@@ -214,10 +167,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         check_training_device(kwargs.get("cuda_device"), kwargs.get("serialization_dir", "the serialization directory"))
         return super().from_partial_objects(*args, **kwargs)
 
-    def __init__(
-        self, *args: Any, metrics_every_num_batches: int = DEFAULT_METRICS_EVERY_NUM_BATCHES,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *args: Any, metrics_every_num_batches: int = DEFAULT_METRICS_EVERY_NUM_BATCHES, **kwargs: Any):
         if isinstance(metrics_every_num_batches, bool) or not (
             isinstance(metrics_every_num_batches, int) and metrics_every_num_batches >= 1
         ):
@@ -255,11 +205,8 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
 
     def rescale_gradients(self) -> Optional[torch.Tensor]:  # type: ignore[override]
         """
-        AllenNLP's gradient norm and clipping to ``grad_norm``, computed the same way (torch's
-        ``clip_grad_norm_`` for dense gradients), except that the norm is returned as a 0-dim
-        tensor on the device (read it when logging: AllenNLP's ``.item()`` waited for the device
-        every batch), and that sparse row gradients count as their dense form
-        (`clip_grad_norm`).
+        AllenNLP's gradient norm and clipping to ``grad_norm``, the norm returned as a 0-dim
+        tensor on the device, sparse row gradients counting as their dense form (`clip_grad_norm`).
         """
         if self._grad_norm is False or self._grad_norm is None:
             return None
@@ -282,14 +229,12 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         """AllenNLP's clipping of every gradient's elements to ``grad_clipping``, sparse ones too."""
         if self._grad_clipping is None:
             return
-        if not any(p.grad is not None and p.grad.is_sparse for p in self.model.parameters()):
-            super().clip_gradient()
-            return
-        if self._scaler is not None:
+        sparse = any(p.grad is not None and p.grad.is_sparse for p in self.model.parameters())
+        if not sparse or self._scaler is not None:
             super().clip_gradient()  # unscales first; it clips no sparse gradient: done below
-        parameters = [p for p in self.model.parameters() if p.grad is not None]
-        for gradient in gradients_to_clip(parameters):
-            gradient.clamp_(-self._grad_clipping, self._grad_clipping)
+        if sparse:
+            for gradient in gradients_to_clip(list(self.model.parameters())):
+                gradient.clamp_(-self._grad_clipping, self._grad_clipping)
 
     # -- the training loop ------------------------------------------------------------------------
 
@@ -303,18 +248,13 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             )
 
     def _train_epoch_reading_at_intervals(self, epoch: int) -> Dict[str, float]:
-        """
-        AllenNLP 2.10's ``GradientDescentTrainer._train_epoch``, step for step, except where it
-        read the device after every batch (see the module's documentation).
-        """
+        """AllenNLP 2.10's ``GradientDescentTrainer._train_epoch``, except where it read the device."""
         logger.info("Epoch %d/%d", epoch, self._num_epochs - 1)
-        cpu_memory_usage = []
-        for worker, memory in common_util.peak_cpu_memory().items():
-            cpu_memory_usage.append((worker, memory))
+        cpu_memory_usage = list(common_util.peak_cpu_memory().items())
+        for worker, memory in cpu_memory_usage:
             logger.info(f"Worker {worker} memory usage: {common_util.format_size(memory)}")
-        gpu_memory_usage = []
-        for gpu, memory in common_util.peak_gpu_memory().items():
-            gpu_memory_usage.append((gpu, memory))
+        gpu_memory_usage = list(common_util.peak_gpu_memory().items())
+        for gpu, memory in gpu_memory_usage:
             logger.info(f"GPU {gpu} memory usage: {common_util.format_size(memory)}")
 
         regularization_penalty = self.model.get_regularization_penalty()
@@ -327,9 +267,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
 
         self._pytorch_model.train()
         batch_generator = iter(self.data_loader)
-        batch_group_generator = common_util.lazy_groups_of(
-            batch_generator, self._num_gradient_accumulation_steps
-        )
+        batch_group_generator = common_util.lazy_groups_of(batch_generator, self._num_gradient_accumulation_steps)
         logger.info("Training")
         num_training_batches: Union[int, float]
         try:
@@ -337,22 +275,20 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             num_training_batches = math.ceil(len_data_loader / self._num_gradient_accumulation_steps)
         except TypeError:
             num_training_batches = float("inf")
-        if self._primary:
-            batch_group_generator_tqdm = Tqdm.tqdm(batch_group_generator, total=num_training_batches)
-        else:
-            batch_group_generator_tqdm = batch_group_generator
+        batch_group_generator_tqdm = (
+            Tqdm.tqdm(batch_group_generator, total=num_training_batches) if self._primary else batch_group_generator
+        )
 
         def as_float(value: Optional[torch.Tensor]) -> Optional[float]:
             return None if value is None else float(value)
 
         done_early = False
+        # Where a resumed run starts: the batches before it are skipped.
+        start_after = (self._start_after_epochs_completed, self._start_after_batches_in_epoch_completed)
         for batch_group in batch_group_generator_tqdm:
             if done_early:
                 break
-            if self._epochs_completed < self._start_after_epochs_completed or (
-                self._epochs_completed == self._start_after_epochs_completed
-                and self._batches_in_epoch_completed < self._start_after_batches_in_epoch_completed
-            ):
+            if (self._epochs_completed, self._batches_in_epoch_completed) < start_after:
                 self._batches_in_epoch_completed += 1
                 self._total_batches_completed += 1
                 continue
@@ -389,9 +325,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
                     if reg_loss is not None:
                         reg_loss = reg_loss / len(batch_group)
                         batch_reg_loss = reg_loss.detach()
-                        train_reg_loss = (
-                            batch_reg_loss if train_reg_loss is None else train_reg_loss + batch_reg_loss
-                        )
+                        train_reg_loss = batch_reg_loss if train_reg_loss is None else train_reg_loss + batch_reg_loss
 
                 backward_called = False
                 for callback in self._callbacks:
@@ -432,12 +366,8 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
 
             # The metrics of this batch, computed (read from the device) only when read.
             metrics = MetricsWhenRead(functools.partial(
-                lambda total, total_reg, loss_, reg_, batches: training_util.get_metrics(
-                    self.model, as_float(total), as_float(total_reg), as_float(loss_),
-                    as_float(reg_), batches,
-                ),
-                train_loss, train_reg_loss, batch_loss, batch_reg_loss,
-                self._batches_in_epoch_completed,
+                lambda losses, batches: training_util.get_metrics(self.model, *map(as_float, losses), batches),
+                (train_loss, train_reg_loss, batch_loss, batch_reg_loss), self._batches_in_epoch_completed,
             ))
             reading = self._batches_in_epoch_completed % self._metrics_every_num_batches == 0
             if reading:
@@ -445,15 +375,8 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
 
             for callback in self._callbacks:
                 callback.on_batch(
-                    self,
-                    batch_group,
-                    batch_group_outputs,
-                    metrics,
-                    epoch,
-                    self._batches_in_epoch_completed,
-                    is_training=True,
-                    is_primary=self._primary,
-                    batch_grad_norm=batch_grad_norm,
+                    self, batch_group, batch_group_outputs, metrics, epoch, self._batches_in_epoch_completed,
+                    is_training=True, is_primary=self._primary, batch_grad_norm=batch_grad_norm,
                 )
 
             if self._primary and reading:
@@ -461,24 +384,17 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
                 batch_group_generator_tqdm.set_description(description, refresh=False)
 
             if self._checkpointer is not None:
-                self._checkpointer.maybe_save_checkpoint(
-                    self, self._epochs_completed, self._batches_in_epoch_completed
-                )
+                self._checkpointer.maybe_save_checkpoint(self, self._epochs_completed, self._batches_in_epoch_completed)
 
         if self._distributed and not done_early:
-            logger.info(
-                f"Worker {torch.distributed.get_rank()} completed its entire epoch (training)."
-            )
+            logger.info(f"Worker {torch.distributed.get_rank()} completed its entire epoch (training).")
             done = torch.tensor(1, device=self.cuda_device)
             torch.distributed.all_reduce(done, torch.distributed.ReduceOp.SUM)
             assert done.item()
         if self._distributed:
             dist.barrier()
 
-        if self._epochs_completed < self._start_after_epochs_completed or (
-            self._epochs_completed == self._start_after_epochs_completed
-            and self._batches_in_epoch_completed - 1 < self._start_after_batches_in_epoch_completed
-        ):
+        if (self._epochs_completed, self._batches_in_epoch_completed - 1) < start_after:
             metrics = {}
         else:
             self._raise_on_nan_loss()
@@ -488,13 +404,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             if regularization_penalty is not None:
                 total_reg = dist_reduce_sum(as_float(train_reg_loss) or 0.0)
             metrics = training_util.get_metrics(
-                self.model,
-                total,
-                total_reg,
-                batch_loss=None,
-                batch_reg_loss=None,
-                num_batches=num_batches,
-                reset=True,
+                self.model, total, total_reg, batch_loss=None, batch_reg_loss=None, num_batches=num_batches, reset=True
             )
 
         for (worker, memory) in cpu_memory_usage:
