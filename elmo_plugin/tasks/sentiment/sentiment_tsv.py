@@ -211,4 +211,4 @@ class SentimentTsvReader(ShardedTaskReader):
                 tokens = tokens[: self.max_tokens]
         else:
             tokens = text
-        return self.classification_instance(tokens, label, id=instance_id)
+        return self.labelled_instance(tokens, label=label, id=instance_id)
