@@ -53,7 +53,7 @@ def at_least_one(items: Iterable[T], error: Exception) -> Iterator[T]:
 class ShardedTaskReader(ShardedDatasetReader):
     """
     The base of the task readers (not registered): a subclass implements ``_read``, passing what it
-    parsed through `shard_iterable`, and ``text_to_instance``, with `labelled_instance`.
+    parsed through `shard_iterable`; its ``text_to_instance``, if it has one, ends in this one's.
 
     # Parameters
 
@@ -80,14 +80,17 @@ class ShardedTaskReader(ShardedDatasetReader):
         # workers (``num_workers`` > 0); the data loader sets them in the main process.
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore
 
-    def labelled_instance(
+    def text_to_instance(  # type: ignore
         self,
         tokens: Sequence[Union[str, Token]],
         tags: Optional[List[str]] = None,
         label: Optional[str] = None,
         **metadata: Any,
     ) -> Instance:
-        """Fields ``tokens``, ``metadata`` and, unless predicting, ``tags`` (one per token) or ``label``."""
+        """
+        Fields ``tokens`` (strings or `Token`\\ s), ``metadata`` and, unless predicting, ``tags``
+        (one per token) or ``label``.
+        """
         text_field, metadata_dict = tokens_and_metadata(tokens, **metadata)
         fields: Dict[str, Field] = {"tokens": text_field, "metadata": MetadataField(metadata_dict)}
         if tags is not None:

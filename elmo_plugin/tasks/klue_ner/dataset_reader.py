@@ -222,7 +222,7 @@ class KlueNerReader(ShardedTaskReader):
         if not tokens:
             raise ConfigurationError(f"the sentence {sentence_id or text[:40]!r} has no morpheme")
         tags = None if gold_spans is None else morpheme_tags(spans, gold_spans, stats)
-        return self.labelled_instance(
+        return super().text_to_instance(
             tokens, tags, text=text, token_spans=spans, gold_spans=gold_spans, sentence_id=sentence_id
         )
 

@@ -171,4 +171,4 @@ class SentimentTsvReader(ShardedTaskReader):
                 tokens = tokens[: self.max_tokens]
         else:
             tokens = text
-        return self.labelled_instance(tokens, label=label, id=instance_id)
+        return super().text_to_instance(tokens, label=label, id=instance_id)

@@ -1,11 +1,10 @@
 """``token_tag_conll``: sequence tagging data in the two-column CoNLL layout (WikiANN, WNUT-17)."""
 import logging
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
-from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, at_least_one, no_instance_error
@@ -78,9 +77,3 @@ class TokenTagConllReader(ShardedTaskReader):
         error = no_instance_error(path, "sentences", " (expected token<TAB>tag lines)", hint="is it empty?")
         for tokens, tags in self.shard_iterable(at_least_one(read_token_tag_sentences(path), error)):
             yield self.text_to_instance(tokens, tags)
-
-    def text_to_instance(  # type: ignore
-        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
-    ) -> Instance:
-        """``tokens`` are strings or `Token`s; ``tags`` are left out when predicting."""
-        return self.labelled_instance(tokens, tags)

@@ -142,12 +142,6 @@ class ConlluTaggingReader(ShardedTaskReader):
         for sentence in self.shard_iterable(sentences):
             yield self.text_to_instance(sentence.words, [row[column] for row in sentence.rows])
 
-    def text_to_instance(  # type: ignore
-        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
-    ) -> Instance:
-        """``tokens`` are the words (strings or `Token`s); ``tags`` are left out when predicting."""
-        return self.labelled_instance(tokens, tags)
-
 
 @DatasetReader.register("conllu_sentence_genre")
 class ConlluSentenceGenreReader(ShardedTaskReader):
@@ -197,4 +191,4 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
         self, tokens: Sequence[Union[str, Token]], label: Optional[str] = None, sent_id: Optional[str] = None
     ) -> Instance:
         """``label`` (the genre) is left out when predicting."""
-        return self.labelled_instance(tokens, label=label, sent_id=sent_id)
+        return super().text_to_instance(tokens, label=label, sent_id=sent_id)
