@@ -137,9 +137,7 @@ def read_klue_ner(path: str) -> Iterator[KlueSentence]:
         # The character may itself be a space (KLUE's layout), so split on the last TAB.
         char, tab, tag = line.rpartition("\t")
         if not tab or len(char) != 1 or not tag:
-            raise ConfigurationError(
-                f"{path}:{line_index + 1}: expected one character, a TAB and a tag: {line[:80]!r}"
-            )
+            raise ConfigurationError(f"{path}:{line_index + 1}: expected one character, a TAB and a tag: {line[:80]!r}")
         if not chars:
             first_line = line_index + 1
         chars.append(" " if char == "\u2581" else char)

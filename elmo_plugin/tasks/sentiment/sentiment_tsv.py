@@ -90,9 +90,8 @@ class SentimentTsvReader(ShardedTaskReader):
                 continue
             if self.max_tokens is not None and len(tokens) > self.max_tokens:
                 truncated += 1
-                tokens = tokens[: self.max_tokens]
             instances += 1
-            yield self.text_to_instance(tokens, label, row_id)
+            yield self.text_to_instance(tokens[: self.max_tokens], label, row_id)
         _, shards = self.shard()
         where = f" (one of {shards} shards)" if shards > 1 else ""
         if instances == 0:
@@ -165,10 +164,5 @@ class SentimentTsvReader(ShardedTaskReader):
     ) -> Instance:
         """``text`` is the raw text (tokenized here, cut to ``max_tokens``) or its tokens (used as
         they are); ``label`` is left out when predicting."""
-        if isinstance(text, str):
-            tokens: Sequence[Union[str, Token]] = self._tokenizer.tokenize(text)
-            if self.max_tokens is not None:
-                tokens = tokens[: self.max_tokens]
-        else:
-            tokens = text
+        tokens = self._tokenizer.tokenize(text)[: self.max_tokens] if isinstance(text, str) else text
         return super().text_to_instance(tokens, label=label, id=instance_id)

@@ -238,15 +238,11 @@ def _heads(path: str, sentence: ConlluSentence) -> List[int]:
 def _check_columns(path: str, sentence: ConlluSentence, num_predicates: int) -> None:
     """Every word line must have exactly the columns of the sentence's predicates (one too few or too
     many would give labels silently to the wrong predicate)."""
+    # Without predicates, an empty 12th column (a trailing TAB) may follow the sense column.
+    expected = f"{SENSE + 1 + num_predicates}" if num_predicates else f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
     for row, line_number in zip(sentence.rows, sentence.line_numbers):
-        if num_predicates:
-            ok = len(row) == SENSE + 1 + num_predicates
-            expected = f"{SENSE + 1 + num_predicates}"
-        else:
-            # Without predicates: the sense column, and an empty 12th column (a trailing TAB).
-            ok = len(row) == SENSE + 1 or (len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL)
-            expected = f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
-        if not ok:
+        empty_12th = not num_predicates and len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL
+        if len(row) != SENSE + 1 + num_predicates and not empty_12th:
             raise ConfigurationError(
                 f"{path}:{line_number}: {len(row)} tab-separated columns, but the sentence "
                 f"has {num_predicates} predicate(s), so Universal PropBank needs {expected} "
