@@ -20,9 +20,7 @@ def tokens_and_metadata(
     tokens: Sequence[Union[str, Token]], **metadata: Any
 ) -> Tuple[TextField, Dict[str, Any]]:
     """The ``tokens`` `TextField` (`Token`\\ s kept as they are) and ``{"words": [...], **metadata}``."""
-    text_field = TextField(
-        [token if isinstance(token, Token) else Token(token) for token in tokens]
-    )
+    text_field = TextField([token if isinstance(token, Token) else Token(token) for token in tokens])
     return text_field, {"words": [token.text for token in text_field.tokens], **metadata}
 
 

@@ -48,11 +48,8 @@ class MorphemeTagStats:
     sentences: int = 0
     morphemes: int = 0
     entities: int = 0
-    # Morphemes that hold characters both of an entity and outside it (or of two entities).
-    crossing_morphemes: int = 0
-    # Entities whose character span differs from the span of the morphemes that get its tags:
-    # even a perfect morpheme tagger misses them.
-    unreachable_entities: int = 0
+    crossing_morphemes: int = 0  # holding characters of an entity and outside it (or of two entities)
+    unreachable_entities: int = 0  # not the span of the morphemes tagged with it: a perfect tagger misses them
 
 
 def char_tags_to_spans(char_tags: Sequence[str], where: str = "") -> List[CharSpan]:

@@ -14,12 +14,9 @@ from elmo_plugin.tasks.klue_ner.metric import CharSpan, KlueNerF1
 
 
 def token_tags_to_char_spans(tags: List[str], token_spans: List[List[int]]) -> List[CharSpan]:
-    """The entities of BIO ``tags`` (one per token) as character spans, from an entity's first
-    token's start to its last token's end, in text order."""
-    return sorted(
-        (token_spans[first][0], token_spans[last][1], kind)
-        for kind, (first, last) in bio_tags_to_spans(tags)
-    )
+    """The entities of BIO ``tags`` (one per token) as character spans of their tokens, in text order."""
+    spans = bio_tags_to_spans(tags)
+    return sorted((token_spans[first][0], token_spans[last][1], kind) for kind, (first, last) in spans)
 
 
 @Model.register("character_span_crf_tagger")

@@ -168,7 +168,7 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                 continue
             words = sentence.words
             heads = _heads(path, sentence)
-            predicates = [index for index, row in enumerate(sentence.rows) if _has_sense(row)]
+            predicates = [i for i, row in enumerate(sentence.rows) if len(row) > SENSE and row[SENSE] not in NO_LABEL]
             _check_columns(path, sentence, len(predicates))
             if not predicates:
                 stats.sentences_without_predicate += 1
@@ -216,10 +216,6 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
             metadata["gold_tags"] = tags
         fields["metadata"] = MetadataField(metadata)
         return Instance(fields)
-
-
-def _has_sense(row: List[str]) -> bool:
-    return len(row) > SENSE and row[SENSE] not in NO_LABEL
 
 
 def _heads(path: str, sentence: ConlluSentence) -> List[int]:
