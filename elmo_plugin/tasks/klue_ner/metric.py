@@ -1,7 +1,4 @@
-"""
-KLUE-NER's scores on character spans, so that a tagger of other units (morphemes) gives numbers
-comparable with published KLUE-NER results.
-"""
+"""KLUE-NER's scores on character spans, comparable with published results whatever a tagger's units."""
 from collections import Counter
 from typing import Dict, List, Sequence, Set, Tuple
 
@@ -48,10 +45,7 @@ class KlueNerF1(Metric):
         self._char: Dict[str, Counter] = {"tp": Counter(), "fp": Counter(), "fn": Counter()}
 
     def __call__(  # type: ignore
-        self,
-        predicted: Sequence[Sequence[CharSpan]],
-        gold: Sequence[Sequence[CharSpan]],
-        texts: Sequence[str],
+        self, predicted: Sequence[Sequence[CharSpan]], gold: Sequence[Sequence[CharSpan]], texts: Sequence[str]
     ) -> None:
         """One list of spans per sentence in ``predicted`` and ``gold``; ``texts`` the sentences."""
         for predicted_spans, gold_spans, text in zip(predicted, gold, texts):

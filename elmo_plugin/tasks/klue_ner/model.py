@@ -32,10 +32,7 @@ class CharacterSpanCrfTagger(CrfTagger):
         self._character_metric = KlueNerF1()
 
     def forward(  # type: ignore
-        self,
-        tokens: TextFieldTensors,
-        tags: torch.LongTensor = None,
-        metadata: Optional[List[Dict[str, Any]]] = None,
+        self, tokens: TextFieldTensors, tags: torch.LongTensor = None, metadata: Optional[List[Dict[str, Any]]] = None,
         **kwargs,
     ) -> Dict[str, torch.Tensor]:
         output = super().forward(tokens, tags=tags, metadata=metadata, **kwargs)

@@ -25,10 +25,9 @@ Row = Tuple[int, Optional[str], str, str]
 @DatasetReader.register("sentiment_tsv")
 class SentimentTsvReader(ShardedTaskReader):
     """
-    Reads a TSV file with a header for text classification, one instance per row, the text
-    tokenized by ``tokenizer``, with the fields allennlp's ``basic_classifier`` takes: ``tokens``,
-    ``label`` and ``metadata`` (``{"words", "id"}``). Fields are split on TAB only, without
-    quoting; rows whose text gives no token and empty lines are skipped and counted.
+    Reads a TSV file with a header (split on TAB, no quoting), one instance per row, with
+    ``basic_classifier``'s fields: ``tokens``, ``label`` and ``metadata`` (``{"words", "id"}``).
+    Rows whose text gives no token and empty lines are skipped and counted.
 
     # Parameters
 

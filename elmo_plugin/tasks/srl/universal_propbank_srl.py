@@ -114,15 +114,11 @@ def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence
 @DatasetReader.register("universal_propbank_srl")
 class UniversalPropBankSrlReader(ShardedTaskReader):
     """
-    Reads Universal PropBank CoNLL-U files (column 11 the predicate sense, column 11 + j the
-    labels of the j-th predicate) for span-based semantic role labelling, one instance per
-    predicate, with the fields of allennlp-models' ``srl`` reader (`SrlReader`) for CoNLL-2012:
-    ``tokens``, ``verb_indicator``, ``tags`` (BIO, ``labels`` namespace) and ``metadata``. A
-    sentence without predicates gives one all-``O`` instance, as `SrlReader`'s; sentences marked
-    ``# propbank = no-up`` are skipped (counts in ``last_read_stats``).
-
-    From heads to spans (a heuristic: dependency subtrees do not always match PropBank's
-    constituents), for each predicate:
+    Reads Universal PropBank CoNLL-U files (column 11 the predicate sense, column 11 + j the labels
+    of the j-th predicate), one instance per predicate, with `SrlReader`'s fields: ``tokens``,
+    ``verb_indicator``, ``tags`` (BIO, ``labels`` namespace) and ``metadata``. A sentence without
+    predicates gives one all-``O`` instance; ``# propbank = no-up`` ones are skipped (counts in
+    ``last_read_stats``). From heads to spans, a heuristic, for each predicate:
 
     1. The predicate's word gets ``B-V`` (another label on its own row is dropped and counted).
     2. Every other labelled word is an argument head; a ``V`` on another row (a phrasal verb's

@@ -51,10 +51,9 @@ def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]
 @DatasetReader.register("token_tag_conll")
 class TokenTagConllReader(ShardedTaskReader):
     """
-    Reads a sequence tagging file with one ``token<TAB>tag`` per line and a blank line after every
-    sentence, one instance per sentence, with the fields allennlp-models' ``crf_tagger`` takes:
-    ``tokens``, ``tags`` and ``metadata``. The tags are used as written: give the ``crf_tagger``
-    the file's scheme (BIO for WikiANN and WNUT-17) as its ``label_encoding``.
+    Reads `read_token_tag_sentences` into one instance per sentence with ``crf_tagger``'s fields:
+    ``tokens``, ``tags`` (as written: give ``crf_tagger`` the file's scheme, e.g. BIO, as its
+    ``label_encoding``) and ``metadata``.
 
     # Parameters
 

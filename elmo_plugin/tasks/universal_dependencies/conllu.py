@@ -31,11 +31,8 @@ _MULTIWORD_OR_EMPTY_NODE_ID = re.compile(r"[0-9]+[-.][0-9]+")
 
 @dataclass
 class ConlluSentence:
-    """
-    One sentence of a CoNLL-U file: its first line's number (1-based), its ``# key = value``
-    comments (``# newpar``: the value `None`), its word rows split on TAB (10 columns or more;
-    multiword tokens and empty nodes left out) and each row's line number.
-    """
+    """A CoNLL-U sentence: its first line (1-based), ``# key = value`` comments (``# newpar``: `None`),
+    word rows split on TAB (no multiword tokens nor empty nodes) and each row's line number."""
 
     start_line: int
     comments: Dict[str, Optional[str]] = field(default_factory=dict)
