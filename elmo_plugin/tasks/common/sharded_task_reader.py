@@ -69,6 +69,7 @@ class ShardedTaskReader(ShardedDatasetReader):
         label_namespace: str = "labels",
         **kwargs,
     ) -> None:
+        # Sharding is cheap and exact: every shard parses and checks the whole file, keeping every n-th instance.
         super().__init__(**kwargs)
         self._token_indexers = token_indexers or {"tokens": SingleIdTokenIndexer()}
         self.label_namespace = label_namespace
