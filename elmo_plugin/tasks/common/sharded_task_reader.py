@@ -16,19 +16,14 @@ from elmo_plugin.data.dataset_readers.sharded_reader import ShardedDatasetReader
 T = TypeVar("T")
 
 
-def tokens_and_metadata(
-    tokens: Sequence[Union[str, Token]], **metadata: Any
-) -> Tuple[TextField, Dict[str, Any]]:
+def tokens_and_metadata(tokens: Sequence[Union[str, Token]], **metadata: Any) -> Tuple[TextField, Dict[str, Any]]:
     """The ``tokens`` `TextField` (`Token`\\ s kept as they are) and ``{"words": [...], **metadata}``."""
     text_field = TextField([token if isinstance(token, Token) else Token(token) for token in tokens])
     return text_field, {"words": [token.text for token in text_field.tokens], **metadata}
 
 
 def no_instance_error(
-    path: str,
-    what: str,
-    detail: str = "",
-    hint: Optional[str] = "is it empty or in another format?",
+    path: str, what: str, detail: str = "", hint: Optional[str] = "is it empty or in another format?"
 ) -> ConfigurationError:
     """
     ``path: no {what} in the file{detail}; {hint}``, raised on the whole file (one shard's share
@@ -64,10 +59,7 @@ class ShardedTaskReader(ShardedDatasetReader):
     """
 
     def __init__(
-        self,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        label_namespace: str = "labels",
-        **kwargs,
+        self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, label_namespace: str = "labels", **kwargs
     ) -> None:
         # Sharding is cheap and exact: every shard parses and checks the whole file, keeping every n-th instance.
         super().__init__(**kwargs)
@@ -80,10 +72,7 @@ class ShardedTaskReader(ShardedDatasetReader):
         instance["tokens"].token_indexers = self._token_indexers  # type: ignore
 
     def text_to_instance(  # type: ignore
-        self,
-        tokens: Sequence[Union[str, Token]],
-        tags: Optional[List[str]] = None,
-        label: Optional[str] = None,
+        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None, label: Optional[str] = None,
         **metadata: Any,
     ) -> Instance:
         """

@@ -37,16 +37,10 @@ class CharacterSpanCrfTagger(CrfTagger):
     ) -> Dict[str, torch.Tensor]:
         output = super().forward(tokens, tags=tags, metadata=metadata, **kwargs)
         if metadata is not None and all(m.get("gold_spans") is not None for m in metadata):
-            predicted = [
-                token_tags_to_char_spans(
-                    [self.vocab.get_token_from_index(t, self.label_namespace) for t in path],
-                    m["token_spans"],
-                )
-                for path, m in zip(output["tags"], metadata)
-            ]
-            self._character_metric(
-                predicted, [m["gold_spans"] for m in metadata], [m["text"] for m in metadata]
-            )
+            label = self.vocab.get_index_to_token_vocabulary(self.label_namespace)
+            paths = [[label[index] for index in path] for path in output["tags"]]
+            predicted = [token_tags_to_char_spans(labels, m["token_spans"]) for labels, m in zip(paths, metadata)]
+            self._character_metric(predicted, [m["gold_spans"] for m in metadata], [m["text"] for m in metadata])
         return output
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
