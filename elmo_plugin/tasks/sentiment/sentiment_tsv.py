@@ -55,15 +55,9 @@ class SentimentTsvReader(ShardedTaskReader):
     """
 
     def __init__(
-        self,
-        tokenizer: Optional[Tokenizer] = None,
-        token_indexers: Optional[Dict[str, TokenIndexer]] = None,
-        text_column: str = "text",
-        label_column: str = "label",
-        id_column: Optional[str] = "id",
-        max_tokens: Optional[int] = None,
-        label_namespace: str = "labels",
-        **kwargs,
+        self, tokenizer: Optional[Tokenizer] = None, token_indexers: Optional[Dict[str, TokenIndexer]] = None,
+        text_column: str = "text", label_column: str = "label", id_column: Optional[str] = "id",
+        max_tokens: Optional[int] = None, label_namespace: str = "labels", **kwargs,
     ) -> None:
         super().__init__(token_indexers, label_namespace, **kwargs)
         if max_tokens is not None and max_tokens < 1:
@@ -156,9 +150,7 @@ class SentimentTsvReader(ShardedTaskReader):
         return header.index(self.text_column), header.index(self.label_column), id_index
 
     def text_to_instance(  # type: ignore
-        self,
-        text: Union[str, Sequence[Union[str, Token]]],
-        label: Optional[str] = None,
+        self, text: Union[str, Sequence[Union[str, Token]]], label: Optional[str] = None,
         instance_id: Optional[str] = None,
     ) -> Instance:
         """``text`` is the raw text (tokenized here, cut to ``max_tokens``) or its tokens (used as

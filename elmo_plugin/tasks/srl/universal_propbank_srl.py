@@ -183,9 +183,7 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                         "%s:%d: predicate %d's label %s on word %d gave no span",
                         path, sentence.line_numbers[index], j + 1, label, index + 1,
                     )
-                verb_label = [0] * len(words)
-                verb_label[predicate] = 1
-                yield words, verb_label, conversion.tags
+                yield words, [int(index == predicate) for index in range(len(words))], conversion.tags
         if stats.sentences == stats.skipped_no_up:  # no instance
             raise no_instance_error(path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)")
         logger.info(
