@@ -1,9 +1,7 @@
 """
-The downstream tasks that BENCHMARKS.md measures ELMo on, each with its reader (and, where
-AllenNLP has none that fits, its model and metric) together, as allennlp-models groups a task.
-Nothing here is needed to use ELMo itself. The package is the plugin's second line
-(``.allennlp_plugins``, the start-up hook): importing it registers the readers, models and
-metrics by name, and it needs allennlp-models (``pip install elmo_plugin[tasks]``).
+The downstream tasks that BENCHMARKS.md measures ELMo on, each with its reader (and model and
+metric where AllenNLP has none that fits). Importing it, the plugin's second line, registers them;
+it needs allennlp-models (``pip install elmo_plugin[tasks]``); ELMo itself does not need it.
 """
 from elmo_plugin.tasks.klue_ner import CharacterSpanCrfTagger, KlueNerF1, KlueNerReader
 from elmo_plugin.tasks.sentiment import SentimentTsvReader

@@ -1,11 +1,9 @@
 """
-Opening a task config's data file: the task configs read their data under ``data_root``, by
-default ``../shared/data``, which a user does not have; `task_data_path` raises one
-`ConfigurationError` naming the file, ``data_root``, the data set's public source and how to
-rerun (``allennlp train`` has made its serialization directory by then: ``-f`` or another ``-s``).
+Opening a task config's data file: the configs read it under ``data_root`` (by default
+``../shared/data``, which a user does not have), so a missing file's error names the file,
+``data_root``, the data set's public source and how to pass another ``data_root``.
 """
 import re
-from typing import Optional, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
@@ -42,30 +40,21 @@ TASK_DATA_SOURCES = {
 }
 
 
-def _known_layout(path: str) -> Optional[Tuple[str, str, str, str]]:
-    """(data_root, folder, configs, source) when ``path`` lies in the task configs' layout."""
-    for folder, (configs, source) in TASK_DATA_SOURCES.items():
-        match = re.match(rf"^(.*?)/{re.escape(folder)}(/|$)", path)
-        if match:
-            return match.group(1) or "/", folder, configs, source
-    return None
-
-
 def missing_task_data(path: str) -> ConfigurationError:
     """The error for a data file that does not exist (see the module documentation)."""
-    layout = _known_layout(path)
-    if layout is None:
-        return ConfigurationError(f"the data file {path} does not exist")
-    data_root, folder, configs, source = layout
-    return ConfigurationError(
-        f"the data file {path} does not exist. The task configs ({configs}) read it under their "
-        f"data_root argument (here {data_root}; by default ../shared/data beside the repository, "
-        f"which only the project's machines have). The data is public: {source}. Put it under a "
-        f"folder of yours and pass data_root in a config of your own, e.g. "
-        f'(import "/path/to/elmo_plugin/training_configs/tasks/{configs.split(",")[0]}.libsonnet")'
-        f'(use_elmo=false, data_root="/path/to/data"), or give the paths with -o '
-        f"'{{\"train_data_path\": ..., \"validation_data_path\": ...}}'"
-    )
+    for folder, (configs, source) in TASK_DATA_SOURCES.items():
+        layout = re.match(rf"^(.*?)/{re.escape(folder)}(/|$)", path)
+        if layout:
+            return ConfigurationError(
+                f"the data file {path} does not exist. The task configs ({configs}) read it under their "
+                f"data_root argument (here {layout.group(1) or '/'}; by default ../shared/data beside the "
+                f"repository, which only the project's machines have). The data is public: {source}. Put it "
+                f"under a folder of yours and pass data_root in a config of your own, e.g. "
+                f'(import "/path/to/elmo_plugin/training_configs/tasks/{configs.split(",")[0]}.libsonnet")'
+                f'(use_elmo=false, data_root="/path/to/data"), or give the paths with -o '
+                f"'{{\"train_data_path\": ..., \"validation_data_path\": ...}}'"
+            )
+    return ConfigurationError(f"the data file {path} does not exist")
 
 
 def task_data_path(file_path: str) -> str:

@@ -1,17 +1,13 @@
 """
-``klue_ner``: KLUE-NER (Korean named entities, tagged per character) read as morphemes, so that
-a tagger can use the Korean biLM, whose tokens are Mecab morphemes.
-
-KLUE tags every character of a sentence (BIO, types PS LC OG DT TI QT). The reader rebuilds the
-sentence's text from its characters, tokenizes it into morphemes with their character offsets,
-and gives each morpheme a tag from the entities it overlaps (`morpheme_tags`). It keeps the gold
-entities as character spans in the metadata, so that the model can be scored on characters as
-KLUE scores it (`elmo_plugin.tasks.klue_ner.metric`), whatever the morphemes were.
+``klue_ner``: KLUE-NER (Korean named entities, BIO-tagged per character) read as Mecab morphemes,
+the Korean biLM's tokens, tagged from the entities they overlap (`morpheme_tags`); the gold
+entities stay character spans in the metadata, so that the model is scored on characters as KLUE
+scores it (`elmo_plugin.tasks.klue_ner.metric`). docs/korean.md, "KLUE-NER", has the details.
 """
 import logging
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from allennlp.common.checks import ConfigurationError
@@ -22,13 +18,11 @@ from allennlp.data.tokenizers import Token, Tokenizer
 
 from elmo_plugin.common.text_files import decoded_lines
 from elmo_plugin.korean.tokenizers import MecabKoTokenizer
-from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, at_least_one, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
+from elmo_plugin.tasks.klue_ner.metric import CharSpan
 
 logger = logging.getLogger(__name__)
-
-# An entity as a character span of the sentence's text: (start, end exclusive, type).
-CharSpan = Tuple[int, int, str]
 
 # "train.tsv[:90%]", "train.tsv[90%:]": a part of a file's sentences (see `select_part`).
 _PART = re.compile(r"^(?P<path>.*)\[(?P<start>\d*)%?:(?P<end>\d*)%?\]$")
@@ -54,19 +48,14 @@ class MorphemeTagStats:
     sentences: int = 0
     morphemes: int = 0
     entities: int = 0
-    # Morphemes that hold characters both of an entity and outside it (or of two entities).
-    crossing_morphemes: int = 0
-    # Entities whose character span differs from the span of the morphemes that get its tags:
-    # even a perfect morpheme tagger misses them.
-    unreachable_entities: int = 0
-    by_type: Dict[str, int] = field(default_factory=dict)
+    crossing_morphemes: int = 0  # holding characters of an entity and outside it (or of two entities)
+    unreachable_entities: int = 0  # not the span of the morphemes tagged with it: a perfect tagger misses them
 
 
 def char_tags_to_spans(char_tags: Sequence[str], where: str = "") -> List[CharSpan]:
     """
-    The entities of a BIO (IOB2) tag sequence as ``(start, end, type)`` spans, ``end``
-    exclusive. An ``I-X`` that does not continue an ``X`` starts a new entity (as the strict IOB2
-    reading of seqeval, which KLUE uses, would not count it: KLUE's gold tags have none).
+    The entities of BIO (IOB2) tags as ``(start, end exclusive, type)`` spans. An ``I-X`` that does
+    not continue an ``X`` starts an entity (seqeval's strict IOB2 would drop it; KLUE's gold has none).
     """
     spans: List[CharSpan] = []
     start, kind = -1, None
@@ -86,18 +75,10 @@ def morpheme_tags(
     stats: Optional[MorphemeTagStats] = None,
 ) -> List[str]:
     """
-    BIO tags for morphemes at character spans ``token_spans`` (``(start, end)``, ``end``
-    exclusive), from the character-span ``entities``:
-
-    - a morpheme that overlaps no entity is ``O``;
-    - the first morpheme that overlaps an entity is ``B-TYPE``, the others that overlap it
-      ``I-TYPE``;
-    - a morpheme that overlaps two entities (Mecab joined the end of one with the start of the
-      next) keeps the tag of the first: the second then starts at its next morpheme, or is lost.
-
-    A morpheme that also holds characters outside its entity (e.g. ``박씨`` as one morpheme
-    for the entity ``박``) crosses a boundary: its entity then maps back to a wider span than the
-    gold one. `stats` counts both (docs/korean.md, "KLUE-NER").
+    BIO tags for the morphemes at character spans ``token_spans`` (``end`` exclusive): ``B-TYPE``
+    for the first morpheme that overlaps an entity, ``I-TYPE`` for the others, ``O`` for none. A
+    morpheme over two entities keeps the first's tag; one that also holds characters outside its
+    entity (``박씨`` for the entity ``박``) crosses a boundary. ``stats`` counts both.
     """
     tags = ["O"] * len(token_spans)
     owner: List[Optional[int]] = [None] * len(token_spans)
@@ -112,22 +93,15 @@ def morpheme_tags(
             owner[i] = number
         if stats is not None:
             stats.entities += 1
-            stats.by_type[kind] = stats.by_type.get(kind, 0) + 1
             mapped = (token_spans[free[0]][0], token_spans[free[-1]][1]) if free else None
             if mapped != (start, end) or len(free) != len(covering):
                 stats.unreachable_entities += 1
     if stats is not None:
         stats.sentences += 1
         stats.morphemes += len(token_spans)
-        for i, (token_start, token_end) in enumerate(token_spans):
-            inside = {
-                number for number, (start, end, _) in enumerate(entities)
-                if token_start < end and start < token_end
-            }
-            if len(inside) > 1 or any(
-                token_start < start or end < token_end
-                for number, (start, end, _) in enumerate(entities) if number in inside
-            ):
+        for token_start, token_end in token_spans:
+            inside = [(start, end) for start, end, _ in entities if token_start < end and start < token_end]
+            if len(inside) > 1 or any(token_start < start or end < token_end for start, end in inside):
                 stats.crossing_morphemes += 1
     return tags
 
@@ -160,9 +134,7 @@ def read_klue_ner(path: str) -> Iterator[KlueSentence]:
         # The character may itself be a space (KLUE's layout), so split on the last TAB.
         char, tab, tag = line.rpartition("\t")
         if not tab or len(char) != 1 or not tag:
-            raise ConfigurationError(
-                f"{path}:{line_index + 1}: expected one character, a TAB and a tag: {line[:80]!r}"
-            )
+            raise ConfigurationError(f"{path}:{line_index + 1}: expected one character, a TAB and a tag: {line[:80]!r}")
         if not chars:
             first_line = line_index + 1
         chars.append(" " if char == "\u2581" else char)
@@ -207,24 +179,19 @@ class KlueNerReader(ShardedTaskReader):
         self._tokenizer = tokenizer or MecabKoTokenizer()
 
     def _read(self, file_path) -> Iterator[Instance]:
-        file_path = str(file_path)
-        part = _PART.match(file_path)
-        start = end = None
+        part = _PART.match(str(file_path))
         if part:
             file_path = part.group("path")
-            start = float(part.group("start")) if part.group("start") else None
-            end = float(part.group("end")) if part.group("end") else None
+            start, end = (float(bound) if bound else None for bound in part.group("start", "end"))
         path = task_data_path(file_path)
-        sentences = list(read_klue_ner(path))
-        if not sentences:
-            raise no_instance_error(path, "sentences", " (expected character<TAB>tag lines)")
+        error = no_instance_error(path, "sentences", " (expected character<TAB>tag lines)")
+        sentences = list(at_least_one(read_klue_ner(path), error))
         if part:
             sentences = select_part(sentences, start, end)
             logger.info("%s: sentences %s%% to %s%%: %d", path, start or 0, end or 100, len(sentences))
         stats = MorphemeTagStats()
         for sentence in self.shard_iterable(sentences):
-            where = f"{path}:{sentence.line}: "
-            spans = char_tags_to_spans(sentence.char_tags, where)
+            spans = char_tags_to_spans(sentence.char_tags, f"{path}:{sentence.line}: ")
             yield self.text_to_instance(sentence.text, spans, sentence.sentence_id, stats)
         if stats.sentences:
             logger.info(
@@ -237,11 +204,9 @@ class KlueNerReader(ShardedTaskReader):
     def tokenize(self, text: str) -> Tuple[List[Token], List[Tuple[int, int]]]:
         """The morphemes of ``text`` and their character spans."""
         tokens = [token for token in self._tokenizer.tokenize(text) if token.idx is not None]
-        spans = []
-        for token in tokens:
-            end = token.idx_end if token.idx_end is not None else token.idx + len(token.text)
-            spans.append((token.idx, end))
-        return tokens, spans
+        return tokens, [
+            (token.idx, token.idx + len(token.text) if token.idx_end is None else token.idx_end) for token in tokens
+        ]
 
     def text_to_instance(  # type: ignore
         self, text: str, gold_spans: Optional[List[CharSpan]] = None, sentence_id: Optional[str] = None,
@@ -252,7 +217,7 @@ class KlueNerReader(ShardedTaskReader):
         if not tokens:
             raise ConfigurationError(f"the sentence {sentence_id or text[:40]!r} has no morpheme")
         tags = None if gold_spans is None else morpheme_tags(spans, gold_spans, stats)
-        return self.tagging_instance(
+        return super().text_to_instance(
             tokens, tags, text=text, token_spans=spans, gold_spans=gold_spans, sentence_id=sentence_id
         )
 

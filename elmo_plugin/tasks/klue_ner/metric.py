@@ -1,12 +1,10 @@
-"""
-KLUE-NER's scores on character spans, so that a tagger of other units (morphemes) gives numbers
-comparable with published KLUE-NER results.
-"""
+"""KLUE-NER's scores on character spans, comparable with published results whatever a tagger's units."""
 from collections import Counter
 from typing import Dict, List, Sequence, Set, Tuple
 
 from allennlp.training.metrics.metric import Metric
 
+# An entity as a character span of the sentence's text: (start, end exclusive, type).
 CharSpan = Tuple[int, int, str]
 
 
@@ -17,6 +15,19 @@ def span_char_tags(length: int, spans: Sequence[CharSpan]) -> List[str]:
         for index in range(start, min(end, length)):
             tags[index] = ("B-" if index == start else "I-") + kind
     return tags
+
+
+def _entity_chars(text: str, spans: Sequence[CharSpan]) -> Set[Tuple[int, str]]:
+    """``(index, BIO tag)`` of the characters of ``text`` in an entity, spaces left out."""
+    tags = span_char_tags(len(text), spans)
+    return {(index, tag) for index, tag in enumerate(tags) if tag != "O" and not text[index].isspace()}
+
+
+def _count(counts: Dict[str, Counter], predicted: Set[Tuple], gold: Set[Tuple]) -> None:
+    """Adds the true and false positives and the false negatives by label, an item's last element."""
+    counts["tp"].update(item[-1] for item in predicted & gold)
+    counts["fp"].update(item[-1] for item in predicted - gold)
+    counts["fn"].update(item[-1] for item in gold - predicted)
 
 
 @Metric.register("klue_ner_f1")
@@ -34,34 +45,12 @@ class KlueNerF1(Metric):
         self._char: Dict[str, Counter] = {"tp": Counter(), "fp": Counter(), "fn": Counter()}
 
     def __call__(  # type: ignore
-        self,
-        predicted: Sequence[Sequence[CharSpan]],
-        gold: Sequence[Sequence[CharSpan]],
-        texts: Sequence[str],
+        self, predicted: Sequence[Sequence[CharSpan]], gold: Sequence[Sequence[CharSpan]], texts: Sequence[str]
     ) -> None:
         """One list of spans per sentence in ``predicted`` and ``gold``; ``texts`` the sentences."""
         for predicted_spans, gold_spans, text in zip(predicted, gold, texts):
-            predicted_set: Set[CharSpan] = set(predicted_spans)
-            gold_set: Set[CharSpan] = set(gold_spans)
-            for span in predicted_set & gold_set:
-                self._entity["tp"][span[2]] += 1
-            for span in predicted_set - gold_set:
-                self._entity["fp"][span[2]] += 1
-            for span in gold_set - predicted_set:
-                self._entity["fn"][span[2]] += 1
-            predicted_tags = span_char_tags(len(text), predicted_spans)
-            gold_tags = span_char_tags(len(text), gold_spans)
-            for char, p, g in zip(text, predicted_tags, gold_tags):
-                if char.isspace():
-                    continue
-                if p == g:
-                    if g != "O":
-                        self._char["tp"][g] += 1
-                else:
-                    if p != "O":
-                        self._char["fp"][p] += 1
-                    if g != "O":
-                        self._char["fn"][g] += 1
+            _count(self._entity, set(predicted_spans), set(gold_spans))
+            _count(self._char, _entity_chars(text, predicted_spans), _entity_chars(text, gold_spans))
 
     @staticmethod
     def _f1(tp: int, fp: int, fn: int) -> float:

@@ -14,12 +14,9 @@ from elmo_plugin.tasks.klue_ner.metric import CharSpan, KlueNerF1
 
 
 def token_tags_to_char_spans(tags: List[str], token_spans: List[List[int]]) -> List[CharSpan]:
-    """The entities of BIO ``tags`` (one per token) as character spans, from an entity's first
-    token's start to its last token's end, in text order."""
-    return sorted(
-        (token_spans[first][0], token_spans[last][1], kind)
-        for kind, (first, last) in bio_tags_to_spans(tags)
-    )
+    """The entities of BIO ``tags`` (one per token) as character spans of their tokens, in text order."""
+    spans = bio_tags_to_spans(tags)
+    return sorted((token_spans[first][0], token_spans[last][1], kind) for kind, (first, last) in spans)
 
 
 @Model.register("character_span_crf_tagger")
@@ -35,24 +32,15 @@ class CharacterSpanCrfTagger(CrfTagger):
         self._character_metric = KlueNerF1()
 
     def forward(  # type: ignore
-        self,
-        tokens: TextFieldTensors,
-        tags: torch.LongTensor = None,
-        metadata: Optional[List[Dict[str, Any]]] = None,
+        self, tokens: TextFieldTensors, tags: torch.LongTensor = None, metadata: Optional[List[Dict[str, Any]]] = None,
         **kwargs,
     ) -> Dict[str, torch.Tensor]:
         output = super().forward(tokens, tags=tags, metadata=metadata, **kwargs)
         if metadata is not None and all(m.get("gold_spans") is not None for m in metadata):
-            predicted = [
-                token_tags_to_char_spans(
-                    [self.vocab.get_token_from_index(t, self.label_namespace) for t in path],
-                    m["token_spans"],
-                )
-                for path, m in zip(output["tags"], metadata)
-            ]
-            self._character_metric(
-                predicted, [m["gold_spans"] for m in metadata], [m["text"] for m in metadata]
-            )
+            label = self.vocab.get_index_to_token_vocabulary(self.label_namespace)
+            paths = [[label[index] for index in path] for path in output["tags"]]
+            predicted = [token_tags_to_char_spans(labels, m["token_spans"]) for labels, m in zip(paths, metadata)]
+            self._character_metric(predicted, [m["gold_spans"] for m in metadata], [m["text"] for m in metadata])
         return output
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:

@@ -1,11 +1,7 @@
 """
-``universal_propbank_srl``: reads Universal PropBank (UP 1.0) CoNLL-U files into span-based
-semantic role labelling instances, laid out exactly as allennlp-models' ``srl`` reader
-(`SrlReader`, without BERT) lays out CoNLL-2012 data, so that allennlp-models' ``srl`` model
-(`SemanticRoleLabeler`) trains and evaluates on them unchanged.
-
-UP annotates dependency heads, not spans; `propbank_frame_to_bio` turns one predicate's column
-into BIO tags (see `UniversalPropBankSrlReader` for the heuristic).
+``universal_propbank_srl``: Universal PropBank (UP 1.0) CoNLL-U files read as span-based semantic
+role labelling instances laid out as allennlp-models' ``srl`` reader lays out CoNLL-2012, for its
+``srl`` model unchanged. `propbank_frame_to_bio` turns UP's head labels into spans.
 """
 import logging
 from dataclasses import dataclass
@@ -33,8 +29,7 @@ SPLIT_VERB = "C-V"
 
 @dataclass
 class PropBankReadStats:
-    """What the last pass of `UniversalPropBankSrlReader` over a file saw (the whole file,
-    whatever the shard)."""
+    """What the last pass of `UniversalPropBankSrlReader` saw of the whole file, whatever the shard."""
 
     sentences: int = 0
     skipped_no_up: int = 0
@@ -62,24 +57,16 @@ class FrameConversion:
 
 def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence[str]) -> FrameConversion:
     """
-    Turns one predicate's head-based UP labels into BIO span tags (the heuristic described in
-    `UniversalPropBankSrlReader`).
-
-    # Parameters
-
-    heads : `Sequence[int]`
-        The HEAD column of the sentence's words: 1-based, 0 for the root.
-    predicate : `int`
-        The predicate's 0-based word index.
-    labels : `Sequence[str]`
-        The predicate's column, one label per word (``_`` or empty for none).
+    One predicate's UP labels as BIO span tags (the heuristic of `UniversalPropBankSrlReader`), from
+    ``heads`` (the HEAD column: 1-based, 0 for the root), the ``predicate``'s 0-based word index and
+    its ``labels``, one per word (``_`` or empty for none).
     """
     num_words = len(heads)
     tags = ["O"] * num_words
     tags[predicate] = f"B-{VERB}"
     arguments: List[Tuple[int, str]] = []
     dropped: List[Tuple[int, str]] = []
-    v_on_other_rows = 0
+    v_on_other_rows = cut_spans = 0
     for index, label in enumerate(labels):
         if label in NO_LABEL:
             continue
@@ -87,9 +74,7 @@ def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence
             if label != VERB:  # a source quirk: the predicate row carries another label
                 dropped.append((index, label))
             continue
-        if label == VERB:
-            # A second V marks the other part of a split (phrasal) verb, which the data
-            # elsewhere labels C-V ("break ... through", "Drop by").
+        if label == VERB:  # the other part of a phrasal verb ("break ... through"), elsewhere C-V
             label = SPLIT_VERB
             v_on_other_rows += 1
         arguments.append((index, label))
@@ -98,20 +83,16 @@ def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence
     for index, head in enumerate(heads):
         if head > 0:
             children[head - 1].append(index)
-    # The subtree of an argument head stops at the predicate and at the other argument heads:
-    # PropBank arguments do not nest, and a labelled word inside another head's subtree (the
-    # relative pronoun under the noun it modifies, an adjunct under a predicate nominal) is
-    # an argument of its own.
+    # Arguments do not nest: a labelled word in another head's subtree (a relative pronoun under its
+    # noun) is an argument of its own.
     stops: Set[int] = {predicate, *(index for index, _ in arguments)}
     taken = [False] * num_words
     taken[predicate] = True
-    cut_spans = 0
     for head, label in arguments:  # in sentence order
         if taken[head]:  # cannot happen on a tree; guards against cyclic HEAD columns
             dropped.append((head, label))
             continue
-        subtree = {head}
-        stack = [head]
+        subtree, stack = {head}, [head]
         while stack:
             for child in children[stack.pop()]:
                 if child not in subtree and child not in stops:
@@ -133,15 +114,11 @@ def propbank_frame_to_bio(heads: Sequence[int], predicate: int, labels: Sequence
 @DatasetReader.register("universal_propbank_srl")
 class UniversalPropBankSrlReader(ShardedTaskReader):
     """
-    Reads Universal PropBank CoNLL-U files (column 11 the predicate sense, column 11 + j the
-    labels of the j-th predicate) for span-based semantic role labelling, one instance per
-    predicate, with the fields of allennlp-models' ``srl`` reader (`SrlReader`) for CoNLL-2012:
-    ``tokens``, ``verb_indicator``, ``tags`` (BIO, ``labels`` namespace) and ``metadata``. A
-    sentence without predicates gives one all-``O`` instance, as `SrlReader`'s; sentences marked
-    ``# propbank = no-up`` are skipped (counts in ``last_read_stats``).
-
-    From heads to spans (a heuristic: dependency subtrees do not always match PropBank's
-    constituents), for each predicate:
+    Reads Universal PropBank CoNLL-U files (column 11 the predicate sense, column 11 + j the labels
+    of the j-th predicate), one instance per predicate, with `SrlReader`'s fields: ``tokens``,
+    ``verb_indicator``, ``tags`` (BIO, ``labels`` namespace) and ``metadata``. A sentence without
+    predicates gives one all-``O`` instance; ``# propbank = no-up`` ones are skipped (counts in
+    ``last_read_stats``). From heads to spans, a heuristic, for each predicate:
 
     1. The predicate's word gets ``B-V`` (another label on its own row is dropped and counted).
     2. Every other labelled word is an argument head; a ``V`` on another row (a phrasal verb's
@@ -167,8 +144,7 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
     """
 
     def __init__(self, token_indexers: Optional[Dict[str, TokenIndexer]] = None, **kwargs) -> None:
-        # No label_namespace parameter: the srl model reads its tags from "labels", and a config's
-        # label_namespace is an error rather than a setting silently ignored.
+        # No label_namespace: the srl model reads "labels", so a config's label_namespace is an error.
         super().__init__(token_indexers, label_namespace="labels", **kwargs)
         self.last_read_stats = PropBankReadStats()
 
@@ -178,11 +154,9 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
             yield self.text_to_instance([Token(word) for word in words], verb_label, tags)
 
     def _frames(self, path: str) -> Iterator[Tuple[List[str], List[int], List[str]]]:
-        # The frames are converted before sharding (cheap next to making instances), so that
-        # every shard checks the whole file and the counts are the file's, not one shard's.
+        # Converted before sharding (cheap), so that every shard checks the whole file and counts it.
         stats = PropBankReadStats()
         self.last_read_stats = stats
-        instances = 0
         for sentence in read_conllu_sentences(path):
             stats.sentences += 1
             if sentence.comments.get("propbank") == "no-up":
@@ -190,11 +164,10 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                 continue
             words = sentence.words
             heads = _heads(path, sentence)
-            predicates = [index for index, row in enumerate(sentence.rows) if _has_sense(row)]
+            predicates = [i for i, row in enumerate(sentence.rows) if len(row) > SENSE and row[SENSE] not in NO_LABEL]
             _check_columns(path, sentence, len(predicates))
             if not predicates:
                 stats.sentences_without_predicate += 1
-                instances += 1
                 yield words, [0] * len(words), ["O"] * len(words)
                 continue
             for j, predicate in enumerate(predicates):
@@ -210,11 +183,8 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
                         "%s:%d: predicate %d's label %s on word %d gave no span",
                         path, sentence.line_numbers[index], j + 1, label, index + 1,
                     )
-                verb_label = [0] * len(words)
-                verb_label[predicate] = 1
-                instances += 1
-                yield words, verb_label, conversion.tags
-        if instances == 0:
+                yield words, [int(index == predicate) for index in range(len(words))], conversion.tags
+        if stats.sentences == stats.skipped_no_up:  # no instance
             raise no_instance_error(path, "SRL instances", " (no sentences, or only '# propbank = no-up' ones)")
         logger.info(
             "%s: %d sentences, %d skipped as '# propbank = no-up', %d predicates, %d "
@@ -242,10 +212,6 @@ class UniversalPropBankSrlReader(ShardedTaskReader):
         return Instance(fields)
 
 
-def _has_sense(row: List[str]) -> bool:
-    return len(row) > SENSE and row[SENSE] not in NO_LABEL
-
-
 def _heads(path: str, sentence: ConlluSentence) -> List[int]:
     heads = []
     for row, line_number in zip(sentence.rows, sentence.line_numbers):
@@ -262,15 +228,11 @@ def _heads(path: str, sentence: ConlluSentence) -> List[int]:
 def _check_columns(path: str, sentence: ConlluSentence, num_predicates: int) -> None:
     """Every word line must have exactly the columns of the sentence's predicates (one too few or too
     many would give labels silently to the wrong predicate)."""
+    # Without predicates, an empty 12th column (a trailing TAB) may follow the sense column.
+    expected = f"{SENSE + 1 + num_predicates}" if num_predicates else f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
     for row, line_number in zip(sentence.rows, sentence.line_numbers):
-        if num_predicates:
-            ok = len(row) == SENSE + 1 + num_predicates
-            expected = f"{SENSE + 1 + num_predicates}"
-        else:
-            # Without predicates: the sense column, and an empty 12th column (a trailing TAB).
-            ok = len(row) == SENSE + 1 or (len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL)
-            expected = f"{SENSE + 1} (or {SENSE + 2}, the last empty)"
-        if not ok:
+        empty_12th = not num_predicates and len(row) == SENSE + 2 and row[SENSE + 1] in NO_LABEL
+        if len(row) != SENSE + 1 + num_predicates and not empty_12th:
             raise ConfigurationError(
                 f"{path}:{line_number}: {len(row)} tab-separated columns, but the sentence "
                 f"has {num_predicates} predicate(s), so Universal PropBank needs {expected} "

@@ -1,18 +1,13 @@
-"""
-``token_tag_conll``: the dataset reader for sequence tagging data in the two-column CoNLL
-layout (``token<TAB>tag`` per line, a blank line after every sentence), e.g. the WikiANN and
-WNUT-17 NER sets. Its instances fit allennlp-models' ``crf_tagger`` and ``simple_tagger``.
-"""
+"""``token_tag_conll``: sequence tagging data in the two-column CoNLL layout (WikiANN, WNUT-17)."""
 import logging
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Tuple
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
 from allennlp.data.instance import Instance
-from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, at_least_one, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
 
 logger = logging.getLogger(__name__)
@@ -46,10 +41,7 @@ def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]
             )
         token, tag = columns
         if not token or not tag:
-            raise ConfigurationError(
-                f"{path}:{line_index + 1}: empty {'token' if not token else 'tag'}: "
-                f"{line[:80]!r}"
-            )
+            raise ConfigurationError(f"{path}:{line_index + 1}: empty {'tag' if token else 'token'}: {line[:80]!r}")
         tokens.append(token)
         tags.append(tag)
     if tokens:
@@ -59,10 +51,9 @@ def read_token_tag_sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]
 @DatasetReader.register("token_tag_conll")
 class TokenTagConllReader(ShardedTaskReader):
     """
-    Reads a sequence tagging file with one ``token<TAB>tag`` per line and a blank line after every
-    sentence, one instance per sentence, with the fields allennlp-models' ``crf_tagger`` takes:
-    ``tokens``, ``tags`` and ``metadata``. The tags are used as written: give the ``crf_tagger``
-    the file's scheme (BIO for WikiANN and WNUT-17) as its ``label_encoding``.
+    Reads `read_token_tag_sentences` into one instance per sentence with ``crf_tagger``'s fields:
+    ``tokens``, ``tags`` (as written: give ``crf_tagger`` the file's scheme, e.g. BIO, as its
+    ``label_encoding``) and ``metadata``.
 
     # Parameters
 
@@ -81,24 +72,7 @@ class TokenTagConllReader(ShardedTaskReader):
     def _read(self, file_path) -> Iterator[Instance]:
         path = task_data_path(file_path)
         logger.info("Reading token<TAB>tag sentences from %s", path)
-        for tokens, tags in self.shard_iterable(self._sentences(path)):
+        # Parsed and checked before sharding: every shard checks the whole file.
+        error = no_instance_error(path, "sentences", " (expected token<TAB>tag lines)", hint="is it empty?")
+        for tokens, tags in self.shard_iterable(at_least_one(read_token_tag_sentences(path), error)):
             yield self.text_to_instance(tokens, tags)
-
-    @staticmethod
-    def _sentences(path: str) -> Iterator[Tuple[List[str], List[str]]]:
-        # Parsed before sharding, so that every shard checks the whole file and the empty-file
-        # check sees all sentences, not one shard's.
-        count = 0
-        for sentence in read_token_tag_sentences(path):
-            count += 1
-            yield sentence
-        if count == 0:
-            raise no_instance_error(
-                path, "sentences", " (expected token<TAB>tag lines)", hint="is it empty?"
-            )
-
-    def text_to_instance(  # type: ignore
-        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
-    ) -> Instance:
-        """``tokens`` are strings or `Token`s; ``tags`` are left out when predicting."""
-        return self.tagging_instance(tokens, tags)

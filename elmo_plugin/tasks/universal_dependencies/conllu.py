@@ -1,12 +1,11 @@
 """
-Dataset readers for CoNLL-U files (Universal Dependencies): ``conllu_tagging`` (part-of-speech
-tags) and ``conllu_sentence_genre`` (the genre prefix of ``sent_id``). They and
-``universal_propbank_srl`` parse every CoNLL-U file with `read_conllu_sentences`.
+CoNLL-U (Universal Dependencies) readers ``conllu_tagging`` (part-of-speech tags) and
+``conllu_sentence_genre`` (the genre prefix of ``sent_id``), and `read_conllu_sentences`.
 """
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -15,7 +14,7 @@ from allennlp.data.token_indexers import TokenIndexer
 from allennlp.data.tokenizers import Token
 
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, no_instance_error
+from elmo_plugin.tasks.common.sharded_task_reader import ShardedTaskReader, at_least_one, no_instance_error
 from elmo_plugin.tasks.common.task_data import task_data_path
 
 # CoNLL-U's ten columns (0-based indices into a row).
@@ -27,17 +26,13 @@ TAG_COLUMNS = {"upos": UPOS, "xpos": XPOS}
 _WORD_ID = re.compile(r"[0-9]+")
 # Multiword tokens ("1-2": the surface token "don't" over the words "do" "n't") and empty nodes
 # ("8.1": enhanced-dependency nodes without a surface word) are not words of the sentence.
-_MULTIWORD_ID = re.compile(r"[0-9]+-[0-9]+")
-_EMPTY_NODE_ID = re.compile(r"[0-9]+\.[0-9]+")
+_MULTIWORD_OR_EMPTY_NODE_ID = re.compile(r"[0-9]+[-.][0-9]+")
 
 
 @dataclass
 class ConlluSentence:
-    """
-    One sentence of a CoNLL-U file: its first line's number (1-based), its ``# key = value``
-    comments (``# newpar``: the value `None`), its word rows split on TAB (10 columns or more;
-    multiword tokens and empty nodes left out) and each row's line number.
-    """
+    """A CoNLL-U sentence: its first line (1-based), ``# key = value`` comments (``# newpar``: `None`),
+    word rows split on TAB (no multiword tokens nor empty nodes) and each row's line number."""
 
     start_line: int
     comments: Dict[str, Optional[str]] = field(default_factory=dict)
@@ -83,7 +78,7 @@ def read_conllu_sentences(path: Union[str, "os.PathLike[str]"]) -> Iterator[Conl
                 f"tab-separated columns, found {len(columns)}: {line[:80]!r}"
             )
         word_id = columns[ID]
-        if _MULTIWORD_ID.fullmatch(word_id) or _EMPTY_NODE_ID.fullmatch(word_id):
+        if _MULTIWORD_OR_EMPTY_NODE_ID.fullmatch(word_id):
             continue
         if not _WORD_ID.fullmatch(word_id):
             raise ConfigurationError(
@@ -140,24 +135,9 @@ class ConlluTaggingReader(ShardedTaskReader):
     def _read(self, file_path) -> Iterator[Instance]:
         path = task_data_path(file_path)
         column = TAG_COLUMNS[self.tag_column]
-        for words, tags in self.shard_iterable(self._sentences(path, column)):
-            yield self.text_to_instance(words, tags)
-
-    def _sentences(self, path: str, column: int) -> Iterator:
-        # Parsed before sharding, so that every shard checks the whole file and the empty-file
-        # check below sees all sentences, not one shard's.
-        count = 0
-        for sentence in read_conllu_sentences(path):
-            count += 1
-            yield sentence.words, [row[column] for row in sentence.rows]
-        if count == 0:
-            raise no_instance_error(path, "CoNLL-U sentences")
-
-    def text_to_instance(  # type: ignore
-        self, tokens: Sequence[Union[str, Token]], tags: Optional[List[str]] = None
-    ) -> Instance:
-        """``tokens`` are the words (strings or `Token`s); ``tags`` are left out when predicting."""
-        return self.tagging_instance(tokens, tags)
+        sentences = at_least_one(read_conllu_sentences(path), no_instance_error(path, "CoNLL-U sentences"))
+        for sentence in self.shard_iterable(sentences):
+            yield self.text_to_instance(sentence.words, [row[column] for row in sentence.rows])
 
 
 @DatasetReader.register("conllu_sentence_genre")
@@ -183,11 +163,12 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
 
     def _read(self, file_path) -> Iterator[Instance]:
         path = task_data_path(file_path)
-        for words, genre, sent_id in self.shard_iterable(self._sentences(path)):
-            yield self.text_to_instance(words, genre, sent_id)
+        sentences = at_least_one(self._sent_ids(path), no_instance_error(path, "CoNLL-U sentences"))
+        for sentence, genre, sent_id in self.shard_iterable(sentences):
+            yield self.text_to_instance(sentence.words, genre, sent_id)
 
-    def _sentences(self, path: str) -> Iterator:
-        count = 0
+    @staticmethod
+    def _sent_ids(path: str) -> Iterator[Tuple[ConlluSentence, str, str]]:
         for sentence in read_conllu_sentences(path):
             sent_id = sentence.comments.get("sent_id")
             if not sent_id:
@@ -201,13 +182,10 @@ class ConlluSentenceGenreReader(ShardedTaskReader):
                     f"{path}:{sentence.start_line}: sent_id {sent_id!r} has no genre prefix "
                     "(the text before the first '-')"
                 )
-            count += 1
-            yield sentence.words, genre, sent_id
-        if count == 0:
-            raise no_instance_error(path, "CoNLL-U sentences")
+            yield sentence, genre, sent_id
 
     def text_to_instance(  # type: ignore
         self, tokens: Sequence[Union[str, Token]], label: Optional[str] = None, sent_id: Optional[str] = None
     ) -> Instance:
         """``label`` (the genre) is left out when predicting."""
-        return self.classification_instance(tokens, label, sent_id=sent_id)
+        return super().text_to_instance(tokens, label=label, sent_id=sent_id)
