@@ -1,12 +1,15 @@
 """
-What the plugin's ``allennlp`` subcommands share: argument types, and how they report a
-problem: one line ``allennlp NAME: error: ...`` on stderr and an exit status, never a traceback.
+What the plugin's ``allennlp`` subcommands share: their strict parsers, argument types, and how
+they report a problem: one line ``allennlp NAME: error: ...`` on stderr and an exit status.
 """
 import argparse
+import contextlib
 import difflib
 import sys
-from typing import Callable, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Callable, Iterator, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar, Union
 
+import torch
+from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import SigTermReceived
 
@@ -67,17 +70,55 @@ def unrecognized_arguments_message(parser: argparse.ArgumentParser, extras: List
     return message
 
 
-def strict_subparser(subparser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def subcommand_parser(
+    parser: argparse._SubParsersAction,
+    name: str,
+    description: str,
+    help: str,  # noqa: A002 (argparse's name)
+    formatter_class: Type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter,
+) -> argparse.ArgumentParser:
     """
-    Makes a plugin subcommand's parser report what it does not know itself ("did you mean
-    --model?" rather than the top-level usage, to which argparse hands unknown arguments back), and
-    take long options only as spelled out (``--al`` is not ``--all``), by changing its class.
+    The parser of the plugin subcommand ``name``, strict: it reports what it does not know itself
+    ("did you mean --model?" rather than the top-level usage, to which argparse hands unknown
+    arguments back) and takes long options only as spelled out (``--al`` is not ``--all``).
+    `usage_line` gives its usage line.
     """
-    subparser.__class__ = type(
-        "StrictSubcommandParser", (_StrictSubcommandParser, type(subparser)), {}
-    )
+    subparser = parser.add_parser(name, description=description, help=help, formatter_class=formatter_class)
+    subparser.__class__ = type("StrictSubcommandParser", (_StrictSubcommandParser, type(subparser)), {})
     subparser.allow_abbrev = False
+    # The parser itself, so that the usage line shows every argument added after this.
+    subparser.set_defaults(subcommand_parser=subparser)
     return subparser
+
+
+def usage_line(args: argparse.Namespace) -> str:
+    """The usage line of the subcommand that parsed ``args`` ("" for a namespace built by hand)."""
+    parser = getattr(args, "subcommand_parser", None)
+    return parser.format_usage() if parser is not None else ""
+
+
+def add_file_friendly_logging(subparser: argparse.ArgumentParser) -> None:
+    """``--file-friendly-logging``, which `use_file_friendly_logging` applies."""
+    subparser.add_argument(
+        "--file-friendly-logging", action="store_true",
+        help="print the progress bar on separate lines, less often (for log files)",
+    )
+
+
+def use_file_friendly_logging(args: argparse.Namespace) -> None:
+    if args.file_friendly_logging:
+        common_logging.FILE_FRIENDLY_LOGGING = True
+
+
+@contextlib.contextmanager
+def gpu_memory_as_error(batch_size: int, before: str = "", after: str = "") -> Iterator[None]:
+    """Turns running out of GPU memory into a `ConfigurationError` that suggests a smaller batch."""
+    try:
+        yield
+    except torch.cuda.OutOfMemoryError:
+        raise ConfigurationError(
+            f"{before}the GPU ran out of memory with --batch-size {batch_size}; try a smaller batch size{after}"
+        ) from None
 
 
 def exit_with_error(command: str, message: str, status: int = EXIT_ERROR, usage: str = "") -> NoReturn:
@@ -97,8 +138,7 @@ def run_reporting_errors(
     """
     Runs ``work()`` and returns its result. ``errors`` (bad input) end the command with one line
     and status 1; ``usage_errors`` with the ``usage`` line, that line and status 2; Ctrl-C and
-    SIGTERM (`SigTermReceived`) with the line ``interrupted`` (or what that function returns) and
-    status 130 or 143. The work leaves no partial output (the plugin writes every output atomically).
+    SIGTERM with the line ``interrupted`` (or what that function returns) and status 130 or 143.
     """
     try:
         with watch_sigterm():
@@ -107,11 +147,6 @@ def run_reporting_errors(
         exit_with_error(command, str(error), EXIT_USAGE, usage)
     except errors as error:
         exit_with_error(command, str(error))
-    except KeyboardInterrupt:
-        exit_with_error(command, _message(interrupted), EXIT_INTERRUPTED)
-    except SigTermReceived:
-        exit_with_error(command, _message(interrupted), EXIT_TERMINATED)
-
-
-def _message(message: Union[str, Callable[[], str]]) -> str:
-    return message if isinstance(message, str) else message()
+    except (KeyboardInterrupt, SigTermReceived) as error:
+        message = interrupted if isinstance(interrupted, str) else interrupted()
+        exit_with_error(command, message, EXIT_INTERRUPTED if isinstance(error, KeyboardInterrupt) else EXIT_TERMINATED)
