@@ -37,37 +37,29 @@ def positive_int(value: str) -> int:
 
 
 class _StrictSubcommandParser(argparse.ArgumentParser):
-    """The parser of one of the plugin's subcommands (see `strict_subparser`)."""
+    """The parser of one of the plugin's subcommands (see `subcommand_parser`)."""
 
     def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace=None):
         # A mistyped long option first: it is the mistake, whatever else then seems missing.
-        known = {option for action in self._actions for option in action.option_strings}
         for arg in args if args is not None else sys.argv[1:]:
             if arg == "--":
                 break
-            if arg.startswith("--") and arg.split("=", 1)[0] not in known:
-                self.error(unrecognized_arguments_message(self, [arg]))
+            if arg.startswith("--") and arg.split("=", 1)[0] not in self._option_string_actions:
+                self.error(self._unrecognized([arg]))
         namespace, extras = super().parse_known_args(args, namespace)
         if extras:
-            self.error(unrecognized_arguments_message(self, extras))
+            self.error(self._unrecognized(extras))
         return namespace, extras
 
-
-def unrecognized_arguments_message(parser: argparse.ArgumentParser, extras: List[str]) -> str:
-    """``unrecognized arguments: ...``, with "did you mean --x?" for each mistyped option."""
-    known = [option for action in parser._actions for option in action.option_strings]
-    guesses = []
-    for extra in extras:
-        if not extra.startswith("-"):
-            continue
-        flag = extra.split("=", 1)[0]
-        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
-        if close and close[0] not in guesses:
-            guesses.append(close[0])
-    message = f"unrecognized arguments: {' '.join(extras)}"
-    if guesses:
-        message += f" (did you mean {' or '.join(guesses)}?)"
-    return message
+    def _unrecognized(self, extras: List[str]) -> str:
+        """``unrecognized arguments: ...``, with "did you mean --x?" for each mistyped option."""
+        guesses = []
+        for extra in (extra for extra in extras if extra.startswith("-")):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], list(self._option_string_actions), n=1)
+            if close and close[0] not in guesses:
+                guesses.append(close[0])
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        return message + (f" (did you mean {' or '.join(guesses)}?)" if guesses else "")
 
 
 def subcommand_parser(

@@ -16,8 +16,6 @@ from elmo_plugin.commands.common import EXIT_ERROR
 
 RENDEZVOUS_TIMEOUT_VARIABLE = "ELMO_PLUGIN_RENDEZVOUS_TIMEOUT"
 DEFAULT_RENDEZVOUS_TIMEOUT = 600.0
-# What AllenNLP 2.10's train_model reads from the distributed block (the rest is ignored).
-DISTRIBUTED_KEYS = ("cuda_devices", "num_nodes", "primary_address", "primary_port", "ddp_accelerator")
 # The names other tools use for the primary's address and port.
 LAUNCHER_KEYS = ("master_address", "master_addr", "master_port")
 
