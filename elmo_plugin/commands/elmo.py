@@ -19,7 +19,6 @@ from elmo_plugin.commands.common import (
     positive_int,
     run_reporting_errors,
     subcommand_parser,
-    usage_line,
     use_file_friendly_logging,
 )
 from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
@@ -213,7 +212,8 @@ class ElmoCommand(Subcommand):
             help="with --ray: the number of workers, each holding the model (and a GPU with --cuda-device 0)",
         )
         add_file_friendly_logging(subparser)
-        subparser.set_defaults(func=elmo_command)
+        # The usage line without the options AllenNLP adds to every subcommand after this.
+        subparser.set_defaults(func=elmo_command, elmo_usage=subparser.format_usage())
         return subparser
 
 
@@ -252,7 +252,7 @@ def elmo_command(args: argparse.Namespace) -> None:
     (`EmbeddingJob.checked`) come before the GPU and the model.
     """
     job = embedding_job(args)
-    usage = usage_line(args)
+    usage = args.elmo_usage
     if job.include_sentence_indices and job.use_sentence_keys:
         exit_with_error(
             "elmo",
