@@ -1,26 +1,8 @@
 """
-elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin.
-
-Importing the package does exactly three things (the ``allennlp`` command of an environment the
-plugin is installed in imports it by itself, `elmo_plugin.patches.startup_hook`;
-``--include-package elmo_plugin`` and the ``.allennlp_plugins`` file do it too):
-
-1. registers its components with AllenNLP (docs/architecture.md lists them, with the five that
-   replace AllenNLP's own under the same name: ``elmo_characters``, ``elmo_token_embedder``,
-   ``reduce_on_plateau``, the trainer ``gradient_descent``, the checkpointer ``default``) and
-   its subcommands ``elmo``, ``elmo-vocab``, ``elmo-export``, ``elmo-tokenize``, ``elmo-score``;
-2. where allennlp-models can be imported, registers the downstream tasks' readers, models and
-   metrics too (`elmo_plugin.tasks`, the plugin's second line; ``pip install elmo_plugin[tasks]``);
-   the core imports without it;
-3. applies the patches that `elmo_plugin.patches.install` lists (configs' ``elmo_output_dim``,
-   the training console, the plugin's ``allennlp train``, no "Plugin ... available" lines, no
-   tensorboardX traceback at exit).
-
-The public Python API is re-exported here: `ElmoEmbedder`, `EmbeddingsFile` (reads what
-``allennlp elmo`` writes, either layout, sharded or not; `ParquetEmbeddings` for ``--ray``),
-`Elmo`, `ElmoBiLm`, `BilmOptions`,
-`batch_to_ids`, `LanguageModelScorer` (sentence scores and lexical substitutes), ...; the task
-classes (`KlueNerReader`, ...) are imported from `elmo_plugin.tasks` on first use.
+elmo_plugin: ELMo (Peters et al. 2018) as an AllenNLP plugin. Importing it registers its components
+and subcommands (the task models' too where allennlp-models can be imported) and applies the
+patches that `elmo_plugin.patches.install` lists (docs/architecture.md says what exactly). The
+public Python API is re-exported here; the task classes come from `elmo_plugin.tasks` on first use.
 """
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
 import elmo_plugin.patches.quiet_import  # noqa: F401, I001

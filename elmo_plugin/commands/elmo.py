@@ -8,17 +8,18 @@ cluster, writing Parquet (`elmo_plugin.embedding_output.ray_engine`, which alone
 import argparse
 from typing import Any, Callable, Optional, TypeVar
 
-import torch
 from allennlp.commands.subcommand import Subcommand
-from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.commands.common import (
     EXIT_USAGE,
+    add_file_friendly_logging,
     exit_with_error,
+    gpu_memory_as_error,
     positive_int,
     run_reporting_errors,
-    strict_subparser,
+    subcommand_parser,
+    use_file_friendly_logging,
 )
 from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
 from elmo_plugin.elmo_embedder import ElmoEmbedder
@@ -95,8 +96,7 @@ COMMAND_ARGUMENTS = ArgumentNames("--options-file", "--weight-file", "--model", 
 
 
 class _ListModelsAction(argparse.Action):
-    """``--list-models``: prints the published models and exits, like ``--help``, so that the
-    positional arguments and the output mode are not needed."""
+    """``--list-models``: prints the published models and exits, like ``--help``."""
 
     def __init__(self, option_strings, dest, help=None) -> None:  # noqa: A002 (argparse's name)
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
@@ -108,24 +108,17 @@ class _ListModelsAction(argparse.Action):
 
 @Subcommand.register("elmo")
 class ElmoCommand(Subcommand):
-    """
-    ``allennlp elmo``: see the module documentation and ``allennlp elmo --help``.
-    """
+    """``allennlp elmo``: see the module documentation and ``allennlp elmo --help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = strict_subparser(
-            parser.add_parser(
-                self.name,
-                description=_DESCRIPTION,
-                help="Embed a file of tokenized sentences with a pretrained ELMo biLM (HDF5 output).",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-            )
+        subparser = subcommand_parser(
+            parser, self.name, _DESCRIPTION,
+            "Embed a file of tokenized sentences with a pretrained ELMo biLM (HDF5 output).",
         )
-        subparser.add_argument("input_file", type=str, help="the sentences: one tokenized sentence per line, UTF-8")
-        subparser.add_argument("output_file", type=str, help="the HDF5 file to write (refused if it exists)")
+        subparser.add_argument("input_file", help="the sentences: one tokenized sentence per line, UTF-8")
+        subparser.add_argument("output_file", help="the HDF5 file to write (refused if it exists)")
         subparser.add_argument(
-            "--overwrite",
-            action="store_true",
+            "--overwrite", action="store_true",
             help="replace OUTPUT_FILE if it exists, once the new file is complete (until then it stays as it was)",
         )
 
@@ -135,81 +128,63 @@ class ElmoCommand(Subcommand):
         layers.add_argument("--average", action="store_true", help="write the mean of all layers: (num_tokens, dim)")
 
         subparser.add_argument(
-            "--model",
-            type=str,
-            metavar="NAME_OR_PATH",
+            "--model", metavar="NAME_OR_PATH",
             help=f"the model: {describe_model_forms()} (published models are downloaded, "
             "ZIPs unpacked, once into AllenNLP's cache; a directory named like a published "
             f"model needs a slash: ./small). Default: {DEFAULT_MODEL}",
         )
         subparser.add_argument(
-            "--list-models",
-            action=_ListModelsAction,
+            "--list-models", action=_ListModelsAction,
             help=f"list the published models (sizes, URLs, whether cached; {MODELS_URL_VARIABLE} "
             "replaces their address) and exit",
         )
-        # Not required=True for argparse: giving only one of the two gets its own explanation,
-        # see `elmo_command`.
+        # Not required=True for argparse: giving only one of the two gets its own explanation.
         subparser.add_argument(
-            "--options-file",
-            type=str,
-            metavar="OPTIONS_JSON",
+            "--options-file", metavar="OPTIONS_JSON",
             help="the bilm-tf options.json of the model (path or URL); with --weight-file, instead of --model",
         )
         subparser.add_argument(
-            "--weight-file",
-            type=str,
-            metavar="WEIGHTS_HDF5",
+            "--weight-file", metavar="WEIGHTS_HDF5",
             help="the bilm-tf weights.hdf5 that goes with --options-file (path or URL)",
         )
         subparser.add_argument(
             "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="sentences per biLM call"
         )
         subparser.add_argument(
-            "--cuda-device",
-            type=int,
-            default=-1,
+            "--cuda-device", type=int, default=-1,
             help="the GPU to run on; -1 runs on the CPU. Under torchrun any value >= 0 means "
             "each process's own GPU, LOCAL_RANK",
         )
         subparser.add_argument(
-            "--forget-sentences",
-            action="store_true",
+            "--forget-sentences", action="store_true",
             help='do not write the "sentence_to_index" dataset that maps each sentence to its '
             "line number (useful when the sentence file is kept anyway)",
         )
         subparser.add_argument(
-            "--use-sentence-keys",
-            action="store_true",
+            "--use-sentence-keys", action="store_true",
             help="key each embedding by its sentence instead of its line number; duplicate "
             "sentences and sentences containing '/' are then errors, and no "
             '"sentence_to_index" is written (it would map every sentence to itself)',
         )
         subparser.add_argument(
-            "--include-sentence-indices",
-            action="store_true",
+            "--include-sentence-indices", action="store_true",
             help='also write the JSON map of sentences to line numbers under "sentence_indices", '
             "as AllenNLP 0.8 did (the flag of AllenNLP's ELMo how-to; 0.9 renamed the dataset "
             '"sentence_to_index" and writes it by default); not with --use-sentence-keys',
         )
         subparser.add_argument(
-            "--stateful",
-            action="store_true",
+            "--stateful", action="store_true",
             help="carry the LSTM state from each batch to the next, as AllenNLP 0.9 did (its "
             "exact results; they then depend on --batch-size and the line order)",
         )
         subparser.add_argument(
-            "--precision",
-            choices=PRECISIONS,
-            default="float32",
+            "--precision", choices=PRECISIONS, default="float32",
             help="bfloat16: the biLM's matrix products in bfloat16 where the CPU or GPU has it "
             "natively (AVX512-BF16 or AMX; Ampere or newer), the cell state and the output "
             "float32; elsewhere one warning and float32 (docs/embedding.md, 'Precision')",
         )
         subparser.add_argument(
-            "--layout",
-            choices=LAYOUTS,
-            default=PER_SENTENCE,
+            "--layout", choices=LAYOUTS, default=PER_SENTENCE,
             help="per-sentence: one dataset per line (AllenNLP 0.9's layout); flat: per output "
             "layer one (total_tokens, dim) dataset with offsets and sentences, for large corpora",
         )
@@ -217,38 +192,27 @@ class ElmoCommand(Subcommand):
             "--float16", action="store_true", help="store the vectors as float16 (half the bytes; computed as before)"
         )
         subparser.add_argument(
-            "--sentence-vectors",
-            action="store_true",
+            "--sentence-vectors", action="store_true",
             help="write one vector per sentence, the mean over its tokens: (num_layers, dim) "
             "with --all, (dim,) otherwise",
         )
         subparser.add_argument(
-            "--shard-tokens",
-            type=positive_int,
-            default=DEFAULT_PIECE_TOKENS,
-            metavar="N",
+            "--shard-tokens", type=positive_int, default=DEFAULT_PIECE_TOKENS, metavar="N",
             help="under torchrun: about this many tokens per shard file, the unit of work that "
             "a rerun after a crash reuses; an input with fewer tokens per process is cut into "
             "one shard per process",
         )
         subparser.add_argument(
-            "--ray",
-            metavar="local|auto|ADDRESS",
+            "--ray", metavar="local|auto|ADDRESS",
             help="run on Ray Data and write a Parquet folder, one row per sentence: local starts "
             "Ray here, auto joins RAY_ADDRESS's cluster (needs elmo_plugin[ray])",
         )
         subparser.add_argument(
-            "--ray-workers",
-            type=positive_int,
-            default=1,
-            metavar="N",
+            "--ray-workers", type=positive_int, default=1, metavar="N",
             help="with --ray: the number of workers, each holding the model (and a GPU with --cuda-device 0)",
         )
-        subparser.add_argument(
-            "--file-friendly-logging",
-            action="store_true",
-            help="print the progress bar on separate lines, less often (for log files)",
-        )
+        add_file_friendly_logging(subparser)
+        # The usage line without the options AllenNLP adds to every subcommand after this.
         subparser.set_defaults(func=elmo_command, elmo_usage=subparser.format_usage())
         return subparser
 
@@ -283,37 +247,52 @@ def embedding_job(args: argparse.Namespace) -> EmbeddingJob:
 
 def elmo_command(args: argparse.Namespace) -> None:
     """
-    Runs ``allennlp elmo`` for parsed arguments: builds the job once (`embedding_job`) and runs
-    it in this process, on Ray or, started by torchrun, as one rank of a sharded run. Problems
-    are one line of stderr and status 2 (usage errors) or 1; an interruption exits with 130 or
-    143; no output is left behind. The cheap checks (`EmbeddingJob.checked`) come before the
-    GPU and the model.
+    Runs ``allennlp elmo`` for parsed arguments: the job (`embedding_job`) in this process, on Ray
+    or, started by torchrun, as one rank of a sharded run. The cheap checks
+    (`EmbeddingJob.checked`) come before the GPU and the model.
     """
     job = embedding_job(args)
+    usage = args.elmo_usage
     if job.include_sentence_indices and job.use_sentence_keys:
         exit_with_error(
             "elmo",
             "--include-sentence-indices maps sentences to line numbers; with --use-sentence-keys "
             "the keys are the sentences themselves: use one of the two",
             EXIT_USAGE,
-            args.elmo_usage,
+            usage,
         )
-    if args.file_friendly_logging:
-        common_logging.FILE_FRIENDLY_LOGGING = True
+    use_file_friendly_logging(args)
     process = torchrun_process()
+    wrote = f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}"
+    not_written = f"interrupted; {job.output_path} was not written."
     if job.ray_address is not None:
         if process is not None:
             exit_with_error("elmo", "--ray runs its own workers; start it without torchrun", EXIT_USAGE)
-        _on_ray(job, args.elmo_usage)
+        count = _run(lambda: _on_ray(job), not_written, usage)
+        print(f"{wrote}: {count} sentences, Parquet, by {job.ray_workers} Ray workers")
     elif process is None:
-        _single_process(job, args.elmo_usage)
+        _run(lambda: _single_process(job), not_written, usage)
+        print(wrote)
     else:
-        _sharded(job, process, args.elmo_usage)
+        shards = shards_directory(job.output_path)
+        result = _run(
+            lambda: _sharded(job, process, shards),
+            f"rank {process.rank} interrupted; {job.output_path} was not written. The "
+            f"finished shards in {shards} are kept: run the same command again to resume.",
+            usage if process.is_first else "",
+        )
+        if result is not None:
+            reused = f"; {result.reused_sentences} of them reused from an earlier run"
+            print(
+                f"{wrote}: {result.num_sentences} sentences by {result.num_ranks} processes"
+                f"{reused if result.reused_sentences else ''} (vectors in {result.shards_directory}, keep it "
+                "beside the file)"
+            )
 
 
-def _one_line_for_an_existing_output(work: Callable[[], T]) -> Callable[[], T]:
-    """``work``, ending the command with one line and status 2, a usage error as argparse's, if
-    the job's output exists and --overwrite was not given."""
+def _run(work: Callable[[], T], interrupted: str, usage: str) -> T:
+    """`run_reporting_errors` for ``allennlp elmo``; an existing output (without --overwrite) is a
+    usage error without the usage line."""
 
     def refusing() -> T:
         try:
@@ -321,85 +300,34 @@ def _one_line_for_an_existing_output(work: Callable[[], T]) -> Callable[[], T]:
         except ExistingOutputError as error:
             exit_with_error("elmo", str(error), EXIT_USAGE)
 
-    return refusing
-
-
-def _single_process(job: EmbeddingJob, usage: str) -> None:
-    def embed() -> None:
-        checked = job.checked()
-        embedder = ElmoEmbedder.for_job(checked)
-        try:
-            write_embeddings(checked, embedder)
-        except torch.cuda.OutOfMemoryError:
-            raise ConfigurationError(
-                f"the GPU ran out of memory with --batch-size {job.batch_size}; try a smaller "
-                f"batch size. {job.output_path} was not written."
-            ) from None
-
-    run_reporting_errors(
-        "elmo",
-        _one_line_for_an_existing_output(embed),
-        interrupted=f"interrupted; {job.output_path} was not written.",
-        usage_errors=(IncompleteFilePairError,),
-        usage=usage,
-    )
-    print(f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}")
-
-
-def _on_ray(job: EmbeddingJob, usage: str) -> None:
-    """``allennlp elmo --ray``: the job checked here (input, output, options) before Ray starts,
-    then `run_ray`."""
-
-    def embed() -> int:
-        checked = job.checked()
-        try:
-            import ray  # noqa: F401 (only to say what is missing)
-        except ImportError:
-            raise ConfigurationError(
-                "--ray needs Ray Data: pip install 'elmo_plugin[ray]' (or requirements/ray.txt)"
-            ) from None
-        return run_ray(checked, ElmoEmbedder.for_job)
-
-    count = run_reporting_errors(
-        "elmo",
-        _one_line_for_an_existing_output(embed),
-        interrupted=f"interrupted; {job.output_path} was not written.",
-        usage_errors=(IncompleteFilePairError,),
-        usage=usage,
-    )
-    print(
-        f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}: "
-        f"{count} sentences, Parquet, by {job.ray_workers} Ray workers"
+    return run_reporting_errors(
+        "elmo", refusing, interrupted=interrupted, usage_errors=(IncompleteFilePairError,), usage=usage
     )
 
 
-def _sharded(job: EmbeddingJob, process: TorchrunProcess, usage: str) -> None:
-    """``allennlp elmo`` as one rank of a torchrun job (`run_sharded`); rank 0 checks the job
-    and prints the result."""
-    shards = shards_directory(job.output_path)
+def _single_process(job: EmbeddingJob) -> None:
+    checked = job.checked()
+    embedder = ElmoEmbedder.for_job(checked)
+    with gpu_memory_as_error(job.batch_size, after=f". {job.output_path} was not written."):
+        write_embeddings(checked, embedder)
 
-    def embed() -> Optional[ShardedResult]:
-        try:
-            return run_sharded(process, job, ElmoEmbedder.for_job)
-        except torch.cuda.OutOfMemoryError:
-            raise ConfigurationError(
-                f"rank {process.rank}: the GPU ran out of memory with --batch-size "
-                f"{job.batch_size}; try a smaller batch size. The finished shards in {shards} "
-                "are kept: run the command again to resume"
-            ) from None
 
-    result = run_reporting_errors(
-        "elmo",
-        _one_line_for_an_existing_output(embed),
-        interrupted=f"rank {process.rank} interrupted; {job.output_path} was not written. The "
-        f"finished shards in {shards} are kept: run the same command again to resume.",
-        usage_errors=(IncompleteFilePairError,),
-        usage=usage if process.is_first else "",
-    )
-    if result is not None:
-        reused = f"; {result.reused_sentences} of them reused from an earlier run" if result.reused_sentences else ""
-        print(
-            f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to "
-            f"{job.output_path}: {result.num_sentences} sentences by {result.num_ranks} "
-            f"processes{reused} (vectors in {result.shards_directory}, keep it beside the file)"
-        )
+def _on_ray(job: EmbeddingJob) -> int:
+    """The job checked here (input, output, options) before Ray starts, then `run_ray`."""
+    checked = job.checked()
+    try:
+        import ray  # noqa: F401 (only to say what is missing)
+    except ImportError:
+        raise ConfigurationError(
+            "--ray needs Ray Data: pip install 'elmo_plugin[ray]' (or requirements/ray.txt)"
+        ) from None
+    return run_ray(checked, ElmoEmbedder.for_job)
+
+
+def _sharded(job: EmbeddingJob, process: TorchrunProcess, shards: str) -> Optional[ShardedResult]:
+    """One rank of a torchrun job (`run_sharded`); rank 0 checks the job and returns the result."""
+    with gpu_memory_as_error(
+        job.batch_size, before=f"rank {process.rank}: ",
+        after=f". The finished shards in {shards} are kept: run the command again to resume",
+    ):
+        return run_sharded(process, job, ElmoEmbedder.for_job)

@@ -9,12 +9,7 @@ import argparse
 
 from allennlp.commands.subcommand import Subcommand
 
-from elmo_plugin.commands.common import (
-    EXIT_USAGE,
-    exit_with_error,
-    run_reporting_errors,
-    strict_subparser,
-)
+from elmo_plugin.commands.common import EXIT_USAGE, exit_with_error, run_reporting_errors, subcommand_parser
 from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from elmo_plugin.export.onnx_export import export_onnx
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
@@ -44,9 +39,7 @@ class ElmoExportCommand(Subcommand):
             "(google/elmo/2 or /3, DeepPavlov's; saved_model.pb and variables/) is converted "
             "to either format, without TensorFlow."
         )
-        subparser = strict_subparser(
-            parser.add_parser(self.name, description=description, help=description)
-        )
+        subparser = subcommand_parser(parser, self.name, description, description, argparse.HelpFormatter)
         subparser.add_argument(
             "model",
             help="model.tar.gz or the serialization directory, or a TF-Hub ELMo module's "
@@ -75,18 +68,14 @@ class ElmoExportCommand(Subcommand):
             "Runtime, with options.json and character_ids.json",
         )
         layers = subparser.add_mutually_exclusive_group()
-        layers.add_argument(
-            "--all", dest="layers", action="store_const", const="all",
-            help="onnx: output 'layers', (num_layers, batch, tokens, dim) (the default)",
-        )
-        layers.add_argument(
-            "--top", dest="layers", action="store_const", const="top",
-            help="onnx: output 'top', the top layer, (batch, tokens, dim)",
-        )
-        layers.add_argument(
-            "--average", dest="layers", action="store_const", const="average",
-            help="onnx: output 'average', the mean of all layers, (batch, tokens, dim)",
-        )
+        for layer, output in (
+            ("all", "'layers', (num_layers, batch, tokens, dim) (the default)"),
+            ("top", "'top', the top layer, (batch, tokens, dim)"),
+            ("average", "'average', the mean of all layers, (batch, tokens, dim)"),
+        ):
+            layers.add_argument(
+                f"--{layer}", dest="layers", action="store_const", const=layer, help=f"onnx: output {output}"
+            )
         layers.add_argument(
             "--scalar-mix", type=int, default=None, metavar="K",
             help="onnx, a task model: output 'mix', the K-th scalar mix of its ELMo embedder "
@@ -100,28 +89,21 @@ def export_from_args(args: argparse.Namespace) -> None:
     tf_hub = is_tf_hub_module(args.model)
     onnx = args.format == "onnx"
     onnx_outputs = args.layers is not None or args.scalar_mix is not None
-    if tf_hub and (args.include_softmax or args.embedder is not None):
-        option = "--include-softmax" if args.include_softmax else "--embedder"
-        exit_with_error(
-            "elmo-export", f"{option} is for training runs and task models; a TF-Hub module holds "
-            "one biLM and no softmax", EXIT_USAGE,
-        )
-    if tf_hub and not onnx and onnx_outputs:
-        exit_with_error(
-            "elmo-export", "--all, --top, --average and --scalar-mix choose the outputs of "
-            "--format onnx", EXIT_USAGE,
-        )
-    if onnx and args.include_softmax:
-        exit_with_error(
-            "elmo-export", "--include-softmax is for --format bilm-tf; an ONNX graph serves "
-            "the biLM's layers", EXIT_USAGE,
-        )
-    if not onnx and onnx_outputs:
-        option = "--scalar-mix" if args.scalar_mix is not None else f"--{args.layers}"
-        exit_with_error(
-            "elmo-export", f"{option} chooses the outputs of --format onnx; the bilm-tf format "
-            "holds the whole biLM", EXIT_USAGE,
-        )
+    usage_errors = (
+        (tf_hub and (args.include_softmax or args.embedder is not None),
+         f"{'--include-softmax' if args.include_softmax else '--embedder'} is for training runs and task models; "
+         "a TF-Hub module holds one biLM and no softmax"),
+        (tf_hub and not onnx and onnx_outputs,
+         "--all, --top, --average and --scalar-mix choose the outputs of --format onnx"),
+        (onnx and args.include_softmax,
+         "--include-softmax is for --format bilm-tf; an ONNX graph serves the biLM's layers"),
+        (not onnx and onnx_outputs,
+         f"{'--scalar-mix' if args.scalar_mix is not None else f'--{args.layers}'} chooses the outputs of "
+         "--format onnx; the bilm-tf format holds the whole biLM"),
+    )
+    for wrong, message in usage_errors:
+        if wrong:
+            exit_with_error("elmo-export", message, EXIT_USAGE)
 
     def export():
         # A TF-Hub module is read for its notes (what was taken rather than read) and, for

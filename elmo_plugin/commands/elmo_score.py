@@ -5,12 +5,16 @@ on a file of tokenized sentences (`elmo_plugin.models.language_model_scorer`).
 import argparse
 import sys
 
-import torch
 from allennlp.commands.subcommand import Subcommand
-from allennlp.common import logging as common_logging
-from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
+from elmo_plugin.commands.common import (
+    add_file_friendly_logging,
+    gpu_memory_as_error,
+    positive_int,
+    run_reporting_errors,
+    subcommand_parser,
+    use_file_friendly_logging,
+)
 from elmo_plugin.models.language_model_scorer import (
     DEFAULT_BATCH_SIZE,
     CorpusScore,
@@ -48,13 +52,11 @@ class ElmoScoreCommand(Subcommand):
     """``allennlp elmo-score``: see the module documentation and ``allennlp elmo-score --help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = strict_subparser(parser.add_parser(
-            self.name,
-            description=_DESCRIPTION,
-            help="Score tokenized sentences with a biLM's language models (log-probabilities, "
+        subparser = subcommand_parser(
+            parser, self.name, _DESCRIPTION,
+            "Score tokenized sentences with a biLM's language models (log-probabilities, "
             "perplexities, lexical substitutes), as JSON lines.",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ))
+        )
         subparser.add_argument(
             "model",
             help="an elmo_bilm model.tar.gz or serialization directory, or an elmo-export "
@@ -73,34 +75,24 @@ class ElmoScoreCommand(Subcommand):
             "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="sentences per biLM call",
         )
         subparser.add_argument("--cuda-device", type=int, default=-1, help="the GPU to run on; -1 runs on the CPU")
-        subparser.add_argument(
-            "--file-friendly-logging", action="store_true",
-            help="print the progress bar on separate lines, less often (for log files)",
-        )
+        add_file_friendly_logging(subparser)
         subparser.set_defaults(func=score_command)
         return subparser
 
 
 def score_command(args: argparse.Namespace) -> None:
-    """Runs ``allennlp elmo-score``: the input and output are checked before the model is loaded; no
-    output file is left behind on an error or an interruption."""
-    if args.file_friendly_logging:
-        common_logging.FILE_FRIENDLY_LOGGING = True
-    destination = args.output or "stdout"
+    """Runs ``allennlp elmo-score``: the input and output are checked before the model is loaded."""
+    use_file_friendly_logging(args)
 
     def score() -> CorpusScore:
         num_sentences = check_scoring_files(args.input_file, args.output)
         # The scorer checks the GPU before it reads the model.
         scorer = LanguageModelScorer(args.model, cuda_device=args.cuda_device)
-        try:
+        with gpu_memory_as_error(args.batch_size):
             return scorer.score_file(
                 args.input_file, args.output, substitutes=args.substitutes, batch_size=args.batch_size,
                 num_sentences=num_sentences,
             )
-        except torch.cuda.OutOfMemoryError:
-            raise ConfigurationError(
-                f"the GPU ran out of memory with --batch-size {args.batch_size}; try a smaller batch size"
-            ) from None
 
     corpus = run_reporting_errors(
         "elmo-score",
@@ -109,7 +101,7 @@ def score_command(args: argparse.Namespace) -> None:
     )
     summary = (
         f"Scored {corpus.sentences} sentences of {args.input_file} ({corpus.predictions} predictions "
-        f"per direction) into {destination}: forward ppl {corpus.forward_perplexity:.2f}, backward ppl "
+        f"per direction) into {args.output or 'stdout'}: forward ppl {corpus.forward_perplexity:.2f}, backward ppl "
         f"{corpus.backward_perplexity:.2f}, ppl {corpus.perplexity:.2f} (weighted by tokens, as "
         "allennlp evaluate computes them)"
     )

@@ -11,7 +11,7 @@ from typing import Any, Dict
 from allennlp.commands.subcommand import Subcommand
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
+from elmo_plugin.commands.common import positive_int, run_reporting_errors, subcommand_parser
 from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.korean.corpus_tokenization import (
     SUMMARY_FILE,
@@ -52,18 +52,12 @@ class ElmoTokenizeCommand(Subcommand):
     """``allennlp elmo-tokenize``: see the module documentation and ``--help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = strict_subparser(parser.add_parser(
-            self.name,
-            description=_DESCRIPTION,
-            help="Tokenize raw Korean text files into morphemes, one sentence per line.",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ))
+        subparser = subcommand_parser(
+            parser, self.name, _DESCRIPTION, "Tokenize raw Korean text files into morphemes, one sentence per line."
+        )
         add_glob_and_output_arguments(
-            subparser,
-            "input_glob",
-            'the raw text files, a quoted glob: "raw/*.txt"',
-            "output_dir",
-            "the directory to write to (created if missing)",
+            subparser, "input_glob", 'the raw text files, a quoted glob: "raw/*.txt"',
+            "output_dir", "the directory to write to (created if missing)",
         )
         subparser.add_argument(
             "--tokenizer", choices=TOKENIZER_CHOICES, default="mecab_ko",
@@ -99,28 +93,23 @@ def format_summary(summary: TokenizeSummary) -> str:
     """The lines ``allennlp elmo-tokenize`` prints at the end."""
     totals = summary.totals
     rate = summary.lines_tokenized / summary.seconds if summary.seconds > 0 else 0.0
-    return "\n".join(
-        [
-            f"Tokenized corpus in {summary.output_dir}: {len(summary.parts)} file(s), "
-            f"{len(summary.parts) - summary.num_resumed} written now, {summary.num_resumed} "
-            "complete from an earlier run",
-            f"  input files:          {summary.num_input_files}",
-            f"  lines read:           {totals.lines_read}",
-            f"  lines written:        {totals.lines_written} ({totals.tokens_written} tokens)",
-            f"  skipped, blank:       {totals.skipped_blank}",
-            f"  skipped, no Hangul:   {totals.skipped_non_korean}",
-            f"  skipped, too short:   {totals.skipped_too_short} (fewer than "
-            f"{summary.settings['min_tokens']} token(s))",
-            f"  time:                 {summary.seconds:.1f} s "
-            f"({rate:.0f} lines/s tokenized by this run)",
-            f"  summary:              {os.path.join(summary.output_dir, SUMMARY_FILE)}",
-        ]
-    )
+    return "\n".join([
+        f"Tokenized corpus in {summary.output_dir}: {len(summary.parts)} file(s), "
+        f"{len(summary.parts) - summary.num_resumed} written now, {summary.num_resumed} "
+        "complete from an earlier run",
+        f"  input files:          {summary.num_input_files}",
+        f"  lines read:           {totals.lines_read}",
+        f"  lines written:        {totals.lines_written} ({totals.tokens_written} tokens)",
+        f"  skipped, blank:       {totals.skipped_blank}",
+        f"  skipped, no Hangul:   {totals.skipped_non_korean}",
+        f"  skipped, too short:   {totals.skipped_too_short} (fewer than {summary.settings['min_tokens']} token(s))",
+        f"  time:                 {summary.seconds:.1f} s ({rate:.0f} lines/s tokenized by this run)",
+        f"  summary:              {os.path.join(summary.output_dir, SUMMARY_FILE)}",
+    ])
 
 
 def elmo_tokenize_command(args: argparse.Namespace) -> None:
-    """Runs ``allennlp elmo-tokenize`` for parsed arguments: prints the summary, or one line and
-    status 1 (a `ConfigurationError` or a missing package), 130 or 143 (interrupted)."""
+    """Runs ``allennlp elmo-tokenize`` for parsed arguments (a missing tokenizer package is one line too)."""
     check_single_glob("elmo-tokenize", args, "input_glob", "output_dir")
     summary = run_reporting_errors(
         "elmo-tokenize",

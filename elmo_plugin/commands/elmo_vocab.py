@@ -6,7 +6,7 @@ import argparse
 
 from allennlp.commands.subcommand import Subcommand
 
-from elmo_plugin.commands.common import positive_int, run_reporting_errors, strict_subparser
+from elmo_plugin.commands.common import positive_int, run_reporting_errors, subcommand_parser
 from elmo_plugin.commands.glob_arguments import add_glob_and_output_arguments, check_single_glob
 from elmo_plugin.data.vocabulary import SPECIAL_TOKENS, LmVocabularyStats, build_lm_vocabulary
 
@@ -36,18 +36,13 @@ class ElmoVocabCommand(Subcommand):
     """``allennlp elmo-vocab``: see the module documentation and ``allennlp elmo-vocab --help``."""
 
     def add_subparser(self, parser: argparse._SubParsersAction) -> argparse.ArgumentParser:
-        subparser = strict_subparser(parser.add_parser(
-            self.name,
-            description=_DESCRIPTION,
-            help="Write the bilm-tf vocabulary file (tokens by frequency) of a tokenized corpus.",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        ))
+        subparser = subcommand_parser(
+            parser, self.name, _DESCRIPTION,
+            "Write the bilm-tf vocabulary file (tokens by frequency) of a tokenized corpus.",
+        )
         add_glob_and_output_arguments(
-            subparser,
-            "corpus_glob",
-            'the corpus files, a quoted glob: "data/train/*.txt"',
-            "output_file",
-            "the vocabulary file to write",
+            subparser, "corpus_glob", 'the corpus files, a quoted glob: "data/train/*.txt"',
+            "output_file", "the vocabulary file to write",
         )
         subparser.add_argument(
             "--min-count", type=positive_int, default=1,
@@ -64,31 +59,25 @@ class ElmoVocabCommand(Subcommand):
 
 def format_summary(stats: LmVocabularyStats) -> str:
     """The lines ``allennlp elmo-vocab`` prints after writing the file."""
-    excluded = (
-        [f"  left out:          {', '.join(stats.excluded_files)} (the output file, an earlier "
-         "vocabulary, which the glob matches)"]
-        if stats.excluded_files
-        else []
-    )
-    return "\n".join(
-        [
-            f"Wrote {stats.output_file}",
-            f"  files read:        {stats.num_files}",
-            *excluded,
-            f"  sentences:         {stats.num_sentences} ({stats.num_blank_lines} blank lines "
-            "skipped)",
-            f"  tokens counted:    {stats.num_tokens}",
-            f"  distinct tokens:   {stats.num_types}",
-            f"  vocabulary size:   {stats.vocab_size} (including {', '.join(SPECIAL_TOKENS)})",
-            f"  coverage:          {stats.coverage:.2%} of the corpus tokens "
-            f"({stats.num_tokens - stats.num_covered_tokens} become <UNK>)",
-        ]
-    )
+    excluded = [
+        f"  left out:          {', '.join(stats.excluded_files)} (the output file, an earlier "
+        "vocabulary, which the glob matches)"
+    ] if stats.excluded_files else []
+    return "\n".join([
+        f"Wrote {stats.output_file}",
+        f"  files read:        {stats.num_files}",
+        *excluded,
+        f"  sentences:         {stats.num_sentences} ({stats.num_blank_lines} blank lines skipped)",
+        f"  tokens counted:    {stats.num_tokens}",
+        f"  distinct tokens:   {stats.num_types}",
+        f"  vocabulary size:   {stats.vocab_size} (including {', '.join(SPECIAL_TOKENS)})",
+        f"  coverage:          {stats.coverage:.2%} of the corpus tokens "
+        f"({stats.num_tokens - stats.num_covered_tokens} become <UNK>)",
+    ])
 
 
 def elmo_vocab_command(args: argparse.Namespace) -> None:
-    """Runs ``allennlp elmo-vocab`` for parsed arguments: prints the summary, or one line and status
-    1 for a `ConfigurationError`."""
+    """Runs ``allennlp elmo-vocab`` for parsed arguments."""
     check_single_glob("elmo-vocab", args, "corpus_glob", "output_file")
     stats = run_reporting_errors(
         "elmo-vocab",
@@ -97,7 +86,7 @@ def elmo_vocab_command(args: argparse.Namespace) -> None:
             args.output_file,
             min_count=args.min_count,
             max_size=args.max_size,
-            progress=not getattr(args, "no_progress", False),
+            progress=not args.no_progress,
         ),
         interrupted=f"interrupted; {args.output_file} was not written.",
     )

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import List
 
-from elmo_plugin.commands.common import EXIT_USAGE, exit_with_error
+from elmo_plugin.commands.common import EXIT_USAGE, exit_with_error, usage_line
 
 _EXTRA = "unquoted_glob_extra"
 
@@ -20,15 +20,12 @@ def add_glob_and_output_arguments(
     output_help: str,
 ) -> None:
     """Adds the positional ``glob_name`` and ``output_name`` and the hidden catch-all."""
-    subparser.add_argument(glob_name, type=str, help=glob_help)
-    subparser.add_argument(output_name, type=str, help=output_help)
+    subparser.add_argument(glob_name, help=glob_help)
+    subparser.add_argument(output_name, help=output_help)
     subparser.add_argument(_EXTRA, nargs="*", help=argparse.SUPPRESS)
-    # The parser itself, so that the usage line shows every argument added after these.
-    subparser.set_defaults(glob_parser=subparser)
 
 
 def _suggested_glob(paths: List[str]) -> str:
-    """``DIR/*.EXT`` when all paths share a directory and an extension, else ``DIR/*``."""
     directories = {os.path.dirname(path) for path in paths}
     extensions = {os.path.splitext(path)[1] for path in paths}
     directory = directories.pop() if len(directories) == 1 else "DIRECTORY"
@@ -51,5 +48,5 @@ def check_single_glob(command: str, args: argparse.Namespace, glob_name: str, ou
         f'so that the command reads every matching file itself: allennlp {command} "{suggestion}" '
         f"{output} ...",
         EXIT_USAGE,
-        args.glob_parser.format_usage() if getattr(args, "glob_parser", None) else "",
+        usage_line(args),
     )

@@ -1,10 +1,7 @@
 """
-``allennlp train`` with the plugin imported: mistakes in the input are one line, found before
+``allennlp train`` with the plugin imported (`elmo_plugin.patches.train_command` puts the two
+functions here in ``allennlp.commands.train``): mistakes in the input are one line, found before
 anything is created on disk, an interruption is one line too, and the run ends with a report.
-`elmo_plugin.patches.train_command` puts the two functions here in ``allennlp.commands.train``:
-`train_model_from_file` (AllenNLP's parameters and result; errors are raised) and
-`train_model_from_args`, the command (a `ConfigurationError` as ``allennlp train: error:
-MESSAGE`` and status 1, Ctrl-C or SIGTERM as one line and status 130 or 143).
 """
 import argparse
 import copy
@@ -17,7 +14,7 @@ import shlex
 import shutil
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
@@ -37,7 +34,6 @@ from elmo_plugin.training.console import (
 
 report = logging.getLogger(REPORT_LOGGER)
 
-EXIT_ERROR = 1
 _DATA_KEYS = ("train_data_path", "validation_data_path", "test_data_path")
 _GLOB_CHARACTERS = set("*?[")
 
@@ -66,15 +62,13 @@ def read_config(parameter_filename: str, overrides: Any = "") -> Params:
         raise ConfigurationError(f"{path}: not valid JSON ({error})") from None
 
 
-def _plugin_readers() -> set:
+def _plugin_readers() -> Set[str]:
     from allennlp.data import DatasetReader
 
-    names = set()
-    for name in DatasetReader.list_available():
-        cls, _ = DatasetReader.resolve_class_name(name)
-        if cls.__module__.startswith("elmo_plugin."):
-            names.add(name)
-    return names
+    return {
+        name for name in DatasetReader.list_available()
+        if DatasetReader.resolve_class_name(name)[0].__module__.startswith("elmo_plugin.")
+    }
 
 
 def _check_data_path(key: str, path: str, reader_type: str) -> None:
@@ -154,8 +148,7 @@ def check_before_training(params: Params) -> None:
         path = vocabulary.get("vocabulary_file")
         if isinstance(path, str) and "://" not in path and not os.path.isfile(path):
             raise ConfigurationError(
-                f"vocabulary.vocabulary_file {path} does not exist (allennlp elmo-vocab writes "
-                "one from a corpus)"
+                f"vocabulary.vocabulary_file {path} does not exist (allennlp elmo-vocab writes one from a corpus)"
             )
     for elmo in _elmo_models(config.get("model")):
         _check_elmo(elmo)
@@ -182,9 +175,7 @@ def _remove_run_directory(serialization_dir: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def report_end(
-    params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float
-) -> None:
+def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float) -> None:
     """The end of a run on the console: what, the held-out metrics, the time, the model."""
     metrics_file = os.path.join(serialization_dir, "metrics.json")
     try:
@@ -214,11 +205,8 @@ def report_end(
     if os.path.isfile(archive):
         report.info("  model: %s (log: %s)", archive, os.path.join(serialization_dir, "out.log"))
     if model_type == "elmo_bilm":
-        report.info(
-            "  to embed with it: allennlp elmo-export %s %s",
-            serialization_dir,
-            os.path.join(serialization_dir, "bilm"),
-        )
+        bilm = os.path.join(serialization_dir, "bilm")
+        report.info("  to embed with it: allennlp elmo-export %s %s", serialization_dir, bilm)
 
 
 def _log_to_files(message: str) -> None:
@@ -236,13 +224,9 @@ def train_model_from_file(
 ) -> Any:
     """
     AllenNLP's ``train_model_from_file`` (same parameters and result) with the plugin's checks
-    before the run directory is made and its report at the end (module documentation).
-
-    # Raises
-
-    `ConfigurationError` for a mistake in the input; an interruption (Ctrl-C, SIGTERM under the
-    ``allennlp`` command) as it came. Either way a run directory that this call made and that
-    holds no checkpoint is removed (never with ``recover``).
+    before the run directory is made and its report at the end. On a `ConfigurationError` or an
+    interruption, a run directory that this call made and that holds no checkpoint is removed
+    (never with ``recover``).
     """
     from allennlp.commands import train
 
@@ -262,17 +246,12 @@ def train_model_from_file(
             return_model=return_model,
         )
     except (ConfigurationError, KeyboardInterrupt, SigTermReceived):
-        if (
-            not recover
-            and (force or not existed)
-            and os.path.isdir(serialization_dir)
-            and _nothing_trained(serialization_dir)
-        ):
+        made_here = not recover and (force or not existed)
+        if made_here and os.path.isdir(serialization_dir) and _nothing_trained(serialization_dir):
             _remove_run_directory(serialization_dir)
         raise
     if not dry_run:
-        report_end(params_dict, os.fspath(parameter_filename), serialization_dir,
-                   time.monotonic() - started)
+        report_end(params_dict, os.fspath(parameter_filename), serialization_dir, time.monotonic() - started)
     return result
 
 
@@ -301,18 +280,16 @@ def interrupted_message(args: argparse.Namespace) -> str:
 
 
 def train_model_from_args(args: argparse.Namespace) -> None:
-    """The ``allennlp train`` command: `train_model_from_file` on the parsed arguments, as the module
-    documentation says (idle cores, one-line errors and interruptions, their exit statuses)."""
+    """The ``allennlp train`` command: `train_model_from_file` on the idle cores, errors and
+    interruptions as one line."""
     quiet_console_handlers()  # the command's handler, until training sets up its own
     use_idle_cores()
 
     def train() -> None:
         try:
             train_model_from_file(
-                parameter_filename=args.param_path, serialization_dir=args.serialization_dir, overrides=args.overrides,
-                recover=args.recover, force=args.force, node_rank=args.node_rank,
-                include_package=args.include_package, dry_run=args.dry_run,
-                file_friendly_logging=args.file_friendly_logging,
+                args.param_path, args.serialization_dir, args.overrides, args.recover, args.force, args.node_rank,
+                args.include_package, args.dry_run, args.file_friendly_logging,
             )
         except ConfigurationError as error:
             _log_to_files(f"allennlp train: error: {error}")
@@ -321,8 +298,7 @@ def train_model_from_args(args: argparse.Namespace) -> None:
             # A training process of this node ended (the rendezvous given up, killed...); what
             # it said is above.
             raise ConfigurationError(
-                f"training process {error.error_index} of this node exited with status "
-                f"{error.exit_code}"
+                f"training process {error.error_index} of this node exited with status {error.exit_code}"
             ) from None
         sys.stderr.flush()
         sys.stdout.flush()

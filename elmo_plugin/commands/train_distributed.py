@@ -1,12 +1,8 @@
 """
-``allennlp train`` on several nodes without a silent hang (docs/pretraining.md, docs/errors.md).
-AllenNLP 2.10 reads only ``primary_address`` and ``primary_port`` from the config's
-``distributed`` block: `check_distributed` refuses ``master_address``/``master_port`` and several
-nodes without ``primary_port``, both of which make every node wait forever. `BoundedRendezvous`
-makes each training process give up after `rendezvous_timeout` seconds
-(``ELMO_PLUGIN_RENDEZVOUS_TIMEOUT``, default 600) with one line, instead of torch's 30 minutes;
-`elmo_plugin.patches.train_command` puts it in ``allennlp.commands.train``'s place of
-``torch.distributed``.
+``allennlp train`` on several nodes without a silent hang (docs/pretraining.md, docs/errors.md):
+`check_distributed` refuses a ``distributed`` block that makes every node wait forever, and
+`BoundedRendezvous` makes each training process give up after `rendezvous_timeout` seconds with
+one line, instead of torch's 30 minutes.
 """
 import os
 import sys
@@ -16,20 +12,19 @@ from typing import Any, Dict, Optional
 import torch.distributed
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.commands.common import EXIT_ERROR
+
 RENDEZVOUS_TIMEOUT_VARIABLE = "ELMO_PLUGIN_RENDEZVOUS_TIMEOUT"
 DEFAULT_RENDEZVOUS_TIMEOUT = 600.0
-# What AllenNLP 2.10's train_model reads from the distributed block (the rest is ignored).
-DISTRIBUTED_KEYS = ("cuda_devices", "num_nodes", "primary_address", "primary_port", "ddp_accelerator")
 # The names other tools use for the primary's address and port.
 LAUNCHER_KEYS = ("master_address", "master_addr", "master_port")
-# The exit status of a process that gave up waiting (as the plugin's other errors).
-EXIT_ERROR = 1
 
 
 def check_distributed(config: Dict[str, Any]) -> None:
     """
     Raises a `ConfigurationError` for a ``distributed`` block that would make the nodes wait for
-    each other forever (see the module documentation); nothing for a config without one.
+    each other forever: ``master_*`` keys (AllenNLP 2.10 reads ``primary_address`` and
+    ``primary_port`` only), or several nodes without ``primary_port``.
     """
     distributed = config.get("distributed")
     if not isinstance(distributed, dict):
@@ -66,8 +61,9 @@ def rendezvous_timeout() -> float:
     return seconds
 
 
-def gave_up_message(seconds: float, rank: Optional[int], world_size: Optional[int],
-                    init_method: Optional[str]) -> str:
+def gave_up_message(
+    seconds: float, rank: Optional[int], world_size: Optional[int], init_method: Optional[str]
+) -> str:
     where = f" at {init_method.replace('tcp://', '')}" if init_method else ""
     process = f"process {rank} of {world_size}" if rank is not None else "a training process"
     return (
@@ -79,10 +75,8 @@ def gave_up_message(seconds: float, rank: Optional[int], world_size: Optional[in
 
 
 class BoundedRendezvous:
-    """
-    ``torch.distributed`` as ``allennlp.commands.train`` sees it, with `init_process_group` given
-    up after `rendezvous_timeout` seconds; every other name is torch's.
-    """
+    """``torch.distributed`` for ``allennlp.commands.train``: `init_process_group` gives up after
+    `rendezvous_timeout` seconds; every other name is torch's."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(torch.distributed, name)

@@ -1,7 +1,6 @@
 """
-Reading what an ``allennlp train`` run saved, without building its model (as ``load_archive``
-does, softmax included): the config, the weights and the vocabulary directory of a
-``model.tar.gz`` or of a serialization directory, with errors that name the file.
+Reading what an ``allennlp train`` run saved (``model.tar.gz`` or serialization directory),
+without building its model as ``load_archive`` does, with errors that name the file.
 """
 import contextlib
 import json
@@ -32,15 +31,8 @@ def is_model_archive(path: PathLike) -> bool:
 
 @dataclass
 class ModelArchive:
-    """
-    The files of a training run, on disk for as long as `open_model_archive`'s block runs.
-
-    path : the archive or serialization directory, as given (for messages).
-    config : the training config (``config.json``), as a dictionary.
-    weights_file : the model's ``state_dict`` (``weights.th`` in an archive, ``best.th`` in a
-        serialization directory).
-    vocabulary_directory : AllenNLP's vocabulary files (one file per namespace).
-    """
+    """The files of a training run (``path`` as given, for messages), on disk for as long as
+    `open_model_archive`'s block runs."""
 
     path: str
     config: Dict[str, Any]
@@ -61,10 +53,9 @@ class ModelArchive:
 @contextlib.contextmanager
 def open_model_archive(path: PathLike) -> Iterator[ModelArchive]:
     """
-    Opens a ``model.tar.gz`` (extracted into a temporary directory, removed afterwards) or a
-    serialization directory. Raises `ConfigurationError` naming ``path`` when it does not exist,
-    is neither, is cut short or damaged, or lacks the config or the weights (a serialization
-    directory has weights only once an epoch has finished).
+    Opens a ``model.tar.gz`` (extracted into a temporary directory) or a serialization directory.
+    Raises `ConfigurationError` naming ``path`` when it does not exist, is neither, is damaged, or
+    lacks the config or the weights.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -73,9 +64,7 @@ def open_model_archive(path: PathLike) -> Iterator[ModelArchive]:
         yield _archive_in_directory(path, path, _DEFAULT_WEIGHTS)
         return
     if not tarfile.is_tarfile(path):
-        raise ConfigurationError(
-            f"{path} is neither a model archive (model.tar.gz) nor a serialization directory"
-        )
+        raise ConfigurationError(f"{path} is neither a model archive (model.tar.gz) nor a serialization directory")
     with tempfile.TemporaryDirectory(prefix="elmo_plugin_archive_") as directory:
         try:
             with tarfile.open(path, "r:*") as archive:
@@ -103,27 +92,18 @@ def _archive_in_directory(path: str, directory: str, weights_name: str) -> Model
     if missing:
         what = "the serialization directory of a trained model" if path == directory else "a model archive"
         hint = " (has training finished an epoch yet?)" if path == directory else ""
-        raise ConfigurationError(
-            f"{path} is not {what}: it has no {' and no '.join(missing)}{hint}"
-        )
+        raise ConfigurationError(f"{path} is not {what}: it has no {' and no '.join(missing)}{hint}")
     try:
         with open(config_file, encoding="utf-8") as handle:
             config = json.load(handle)
     except (ValueError, OSError) as error:
         raise ConfigurationError(f"{path}: cannot read {CONFIG_NAME} ({error})") from None
-    return ModelArchive(
-        path=path,
-        config=config,
-        weights_file=weights_file,
-        vocabulary_directory=os.path.join(directory, VOCABULARY_DIRECTORY),
-    )
+    return ModelArchive(path, config, weights_file, os.path.join(directory, VOCABULARY_DIRECTORY))
 
 
 def state_dict_under(state_dict: Dict[str, torch.Tensor], prefix: str) -> Dict[str, torch.Tensor]:
-    """
-    The entries of ``state_dict`` below the submodule ``prefix`` (``"bilm."``), with the prefix
-    removed, and PyTorch's per-module ``_metadata`` along with them when the dict has it.
-    """
+    """The entries of ``state_dict`` below the submodule ``prefix`` (``"bilm."``), with the prefix
+    removed, and PyTorch's per-module ``_metadata`` along with them."""
     selected: Dict[str, torch.Tensor] = OrderedDict(
         (key[len(prefix) :], value) for key, value in state_dict.items() if key.startswith(prefix)
     )

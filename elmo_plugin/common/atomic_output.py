@@ -15,10 +15,8 @@ from elmo_plugin.common.write_errors import is_write_failure, write_failure
 
 
 def input_at(output_path: str, input_paths: Iterable[str]) -> Optional[str]:
-    """
-    The first of ``input_paths`` that ``output_path`` would replace (the same path, or the same
-    file under another name), or ``None``: every command checks this before any work.
-    """
+    """The first of ``input_paths`` that ``output_path`` would replace (the same path, or the same
+    file under another name), or ``None``."""
     if not os.path.exists(output_path):
         return None
     output_stat = os.stat(output_path)
@@ -34,11 +32,9 @@ def input_at(output_path: str, input_paths: Iterable[str]) -> Optional[str]:
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """
-    Yields a temporary path next to ``path``; on normal exit the temporary file is renamed to
-    ``path``, on any exception (KeyboardInterrupt included) it is deleted and ``path`` is left as
-    it was. The file gets the usual permissions (``0666 & ~umask``), not ``mkstemp``'s 0600.
-    A write that did not fit (a full disk, a file-size limit: `write_errors.WRITE_ERRNOS`)
-    becomes one `ConfigurationError` naming ``path`` and the OS error.
+    Yields a temporary path next to ``path``, renamed to ``path`` on normal exit, deleted on any
+    exception (``path`` left as it was). The file gets the usual permissions, not ``mkstemp``'s
+    0600. A write that did not fit becomes one `ConfigurationError` (`write_failure`).
     """
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -49,9 +45,7 @@ def atomic_output(path: str) -> Iterator[str]:
         raise ConfigurationError(f"cannot create {path}: {error.strerror}") from None
     os.close(handle)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
+        _usual_permissions(temporary, 0o666)
         yield temporary
         raise_if_terminated()  # a SIGTERM that the work swallowed still leaves no output
         os.replace(temporary, path)
@@ -67,11 +61,10 @@ def atomic_output(path: str) -> Iterator[str]:
 @contextlib.contextmanager
 def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[str]:
     """
-    Yields a new temporary directory next to ``path`` to write a set of files into; on normal
-    exit it takes the place of ``path``, on any exception it is deleted and ``path`` is left as it
-    was, so a reader sees the old set of files or the new one, never a mix. ``path`` may exist
-    only as a directory holding nothing but ``replaceable_names`` (an error before any work
-    otherwise, so that no file of the user's is ever removed).
+    `atomic_output` for a set of files: a new temporary directory next to ``path``, which takes its
+    place on normal exit, so a reader sees the old set of files or the new one, never a mix.
+    ``path`` may exist only as a directory holding nothing but ``replaceable_names`` (an error
+    before any work otherwise, so that no file of the user's is ever removed).
     """
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
@@ -90,9 +83,7 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
     except OSError as error:
         raise ConfigurationError(f"cannot create {path}: {error.strerror}") from None
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o777 & ~umask)
+        _usual_permissions(temporary, 0o777)
         yield temporary
         raise_if_terminated()
         if os.path.exists(path):
@@ -116,3 +107,9 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
             kept = f"the earlier {path} is unchanged" if os.path.exists(path) else "no directory was left"
             raise write_failure(failed, error, kept) from None
         raise
+
+
+def _usual_permissions(path: str, mode: int) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)

@@ -1,7 +1,6 @@
 """
-What the machine can do, where the plugin's choices depend on it: whether a device has native
-bfloat16 arithmetic (elsewhere PyTorch emulates it, many times slower than float32) and a
-one-line description of the CPU for the headers of the benchmarks.
+What the machine can do: whether a device has native bfloat16 arithmetic (elsewhere PyTorch
+emulates it, many times slower than float32), and a description of it for benchmark headers.
 """
 import platform
 import time
@@ -17,20 +16,12 @@ CPUINFO = "/proc/cpuinfo"
 _BFLOAT16_FLAGS = (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX"), ("bf16", "BF16"))
 
 # The vector extensions that `describe_cpu` lists, by /proc/cpuinfo flag.
-_X86_EXTENSIONS = (
-    ("avx2", "AVX2"),
-    ("avx512f", "AVX512F"),
-    ("avx512_bf16", "AVX512_BF16"),
-    ("amx_bf16", "AMX"),
-)
+_X86_EXTENSIONS = (("avx2", "AVX2"), ("avx512f", "AVX512F"), ("avx512_bf16", "AVX512_BF16"), ("amx_bf16", "AMX"))
 _ARM_EXTENSIONS = (("asimd", "NEON"), ("sve", "SVE"), ("bf16", "BF16"))
 
 
 class Bfloat16Support(NamedTuple):
-    """
-    Whether a device multiplies bfloat16 natively (`native`), and a sentence naming the
-    hardware that says why (`reason`), for the log.
-    """
+    """Whether a device multiplies bfloat16 natively, and a sentence naming the hardware that says why."""
 
     native: bool
     reason: str
@@ -51,9 +42,8 @@ def _cpuinfo_value(keys: Tuple[str, ...], skip_empty: bool = False) -> Optional[
 
 def cpu_flags() -> Optional[FrozenSet[str]]:
     """
-    The CPU's feature flags as Linux names them in ``/proc/cpuinfo`` (``flags`` on x86,
-    ``Features`` on Arm), lower case; elsewhere those PyTorch's CPU detection knows (x86 only),
-    else ``None``: unknown.
+    The CPU's feature flags, lower case, from ``/proc/cpuinfo``; elsewhere those PyTorch's CPU
+    detection knows (x86 only), else ``None``: unknown.
     """
     flags = _cpuinfo_value(("flags", "Features"))
     if flags is not None:
@@ -81,18 +71,16 @@ def cpu_model_name() -> str:
 
 def bfloat16_support(device: Union[torch.device, str]) -> Bfloat16Support:
     """
-    Whether ``device`` multiplies bfloat16 in hardware, and why (naming the CPU or GPU): a CPU's
-    `cpu_flags` (AVX512-BF16, AMX, Arm's BF16), a GPU's `torch.cuda.is_bf16_supported` without
-    emulation; any other device type is not known here, so not native.
+    Whether ``device`` multiplies bfloat16 in hardware, and why: a CPU's `cpu_flags` (AVX512-BF16,
+    AMX, Arm's BF16), a GPU's `torch.cuda.is_bf16_supported` without emulation; any other device
+    type is not known here, so not native.
     """
     device = torch.device(device)
     if device.type == "cpu":
         return _cpu_bfloat16_support()
     if device.type == "cuda":
         return _cuda_bfloat16_support(device)
-    return Bfloat16Support(
-        False, f"elmo_plugin cannot tell whether '{device.type}' devices have native bfloat16"
-    )
+    return Bfloat16Support(False, f"elmo_plugin cannot tell whether '{device.type}' devices have native bfloat16")
 
 
 def _cpu_bfloat16_support() -> Bfloat16Support:
@@ -128,10 +116,8 @@ def _cuda_bfloat16_support(device: torch.device) -> Bfloat16Support:
 
 
 def describe_cpu() -> str:
-    """
-    The CPU's model name and vector extensions for a benchmark's header, e.g. ``"AMD EPYC 7B13
-    (x86_64: AVX2; no AVX512F, AVX512_BF16, AMX; PyTorch kernels AVX2)"``.
-    """
+    """The CPU's model name and vector extensions, e.g. ``"AMD EPYC 7B13 (x86_64: AVX2; no AVX512F,
+    AVX512_BF16, AMX; PyTorch kernels AVX2)"``."""
     machine = platform.machine() or "unknown architecture"
     flags = cpu_flags()
     if flags is None:
@@ -143,17 +129,12 @@ def describe_cpu() -> str:
         extensions = " ".join(present) or "none of " + ", ".join(absent)
         if present and absent:
             extensions += "; no " + ", ".join(absent)
-    return (
-        f"{cpu_model_name()} ({machine}: {extensions}; PyTorch kernels "
-        f"{torch.backends.cpu.get_cpu_capability()})"
-    )
+    return f"{cpu_model_name()} ({machine}: {extensions}; PyTorch kernels {torch.backends.cpu.get_cpu_capability()})"
 
 
 def describe_run(device: Optional[torch.device] = None) -> str:
-    """
-    The header line of a benchmark figure: the machine's name, `describe_cpu`, torch's version
-    and intra-op threads, the device (with the GPU's name) when one is given, and today's date.
-    """
+    """The header line of a benchmark figure: the machine, `describe_cpu`, torch's version and
+    threads, the device (with the GPU's name) when one is given, and today's date."""
     parts = [f"{platform.node()} {describe_cpu()}", f"torch {torch.__version__}",
              f"{torch.get_num_threads()} threads"]
     if device is not None:

@@ -1,8 +1,6 @@
 """
-glibc's malloc, tuned for the two workloads of this plugin: embedding long inputs (hand freed
-memory back after every batch, so that memory stays flat) and training (keep freed memory for the
-next step, so that the kernel does not have to fault in and zero gigabytes of pages per step).
-Both are no-ops where glibc is not the allocator (macOS, musl).
+glibc's malloc, tuned for embedding (freed memory handed back after every batch) and training
+(freed memory kept for the next step); no-ops where glibc is not the allocator (macOS, musl).
 """
 import ctypes
 import logging
@@ -25,9 +23,8 @@ _M_MMAP_MAX = -4
 
 def release_freed_memory() -> None:
     """
-    Hands memory that has been freed back to the operating system (glibc's ``malloc_trim``):
-    batches sorted by length give tensors of ever-different shapes, whose freed blocks glibc
-    would keep, so that the resident memory of ``allennlp elmo`` grew with the input.
+    Hands freed memory back to the operating system (``malloc_trim``): batches sorted by length
+    give tensors of ever-different shapes, whose freed blocks glibc would keep.
     """
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
@@ -35,11 +32,9 @@ def release_freed_memory() -> None:
 
 def keep_freed_memory_for_reuse() -> bool:
     """
-    Makes glibc serve every allocation from its heap and keep what is freed there: by default it
-    maps each large block afresh and unmaps it when freed, so the kernel faults in and zeroes
-    the pages of a training step's activations and gradients on every step
-    (docs/implementation.md). Process-wide. Returns whether it was applied (False where glibc is
-    not the allocator).
+    Makes glibc serve every allocation from its heap and keep what is freed there, instead of
+    mapping each large block afresh for every training step (docs/implementation.md).
+    Process-wide. Returns whether it was applied.
     """
     if _LIBC is None:
         return False

@@ -1,11 +1,8 @@
 """
-A SIGTERM that cannot be lost on the way (docs/implementation.md, "SIGTERM and failed writes").
-The ``allennlp`` command turns SIGTERM into AllenNLP's `SigTermReceived`, raised wherever the
-main thread is; code that catches every exception there swallows it. So the plugin's commands
-run under `watch_sigterm`, which records the signal, and `raise_if_terminated` raises it again
-where nobody swallows it: between batches, and before an output takes its final name. One that
-Python could not raise (in a finalizer or a weakref callback) is recorded, not printed. Outside
-`watch_sigterm`, `raise_if_terminated` does nothing.
+A SIGTERM that cannot be lost on the way (docs/implementation.md, "SIGTERM and failed writes"):
+AllenNLP's `SigTermReceived`, raised wherever the main thread is, may be swallowed there, so the
+commands run under `watch_sigterm`, which records it, and `raise_if_terminated` raises it again
+where nobody swallows it: between batches, and before an output takes its final name.
 """
 import contextlib
 import signal
@@ -22,9 +19,9 @@ _received = False
 @contextlib.contextmanager
 def watch_sigterm() -> Iterator[None]:
     """
-    For the block: each SIGTERM is recorded, then handled as before (by AllenNLP's handler,
-    which raises `SigTermReceived`). Only in the main thread, and only over a handler that is a
-    Python function (not the default action, which ends the process anyway, nor "ignore").
+    For the block: each SIGTERM is recorded, then handled as before (by AllenNLP's handler). Only
+    in the main thread, and only over a handler that is a Python function (not the default
+    action, which ends the process anyway, nor "ignore").
     """
     global _received
     previous = signal.getsignal(signal.SIGTERM)

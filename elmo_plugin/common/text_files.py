@@ -1,7 +1,6 @@
 """
-Reading text files line by line, with errors that name the file and the line: every text file
-the plugin reads goes through `decoded_lines`, so a byte that is not UTF-8, or a NUL byte (UTF-16
-or a binary file), is reported the same way: ``path:line: not valid UTF-8 (byte offset ...)``.
+Reading text files line by line (every text file the plugin reads goes through `decoded_lines`),
+with errors that name the file and the line.
 """
 import glob
 import os
@@ -23,10 +22,7 @@ DEFAULT_MAX_LISTED = 20
 
 
 def format_line_numbers(line_numbers: List[int], max_listed: int = DEFAULT_MAX_LISTED) -> str:
-    """
-    ``"3, 7, 12"``, or the first ``max_listed`` numbers followed by ``"... (45 in all)"``, so that a
-    file with millions of bad lines still gives a one-line message.
-    """
+    """``"3, 7, 12"``, or the first ``max_listed`` numbers followed by ``"... (45 in all)"``."""
     listed = ", ".join(str(number) for number in line_numbers[:max_listed])
     if len(line_numbers) > max_listed:
         listed += f", ... ({len(line_numbers)} in all)"
@@ -42,10 +38,9 @@ def check_is_file(path: str) -> None:
 
 def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
     """
-    Yields ``(line_index, text, size_in_bytes)`` (0-based index) for every line of ``path``,
-    blank ones included. A `ConfigurationError` ``path:line: ... (byte offset ...)`` at the first
-    line that is not UTF-8, has a NUL byte, or at a UTF-16 byte order mark; a UTF-8 byte order
-    mark at the start is dropped.
+    Yields ``(line_index, text, size_in_bytes)`` for every line of ``path``, blank ones included.
+    A `ConfigurationError` ``path:line: ... (byte offset ...)`` at the first line that is not
+    UTF-8 or has a NUL byte, or at a UTF-16 byte order mark; a UTF-8 one is dropped.
     """
     offset = 0
     with open(path, "rb") as handle:
@@ -83,15 +78,10 @@ def decoded_lines(path: str) -> Iterator[Tuple[int, str, int]]:
 
 def expand_corpus_glob(file_glob_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     """
-    The files of a corpus, sorted: a glob pattern (``"data/train/*.txt"``, ``~`` expanded), a
-    plain path, or a list of either. Directories matched by a pattern are ignored. Raises a
-    `ConfigurationError` naming the pattern(s) when nothing matches.
+    The files of a corpus, sorted: a glob pattern (``~`` expanded), a plain path, or a list of
+    either; directories are ignored. A `ConfigurationError` naming the pattern(s) when nothing matches.
     """
-    patterns = (
-        [file_glob_or_paths]
-        if isinstance(file_glob_or_paths, (str, os.PathLike))
-        else list(file_glob_or_paths)
-    )
+    patterns = [file_glob_or_paths] if isinstance(file_glob_or_paths, (str, os.PathLike)) else list(file_glob_or_paths)
     files = set()
     for pattern in patterns:
         expanded = os.path.expanduser(os.fspath(pattern))

@@ -1,7 +1,6 @@
 """
-How many intra-op threads a command uses: the cores that are idle when it starts
-(docs/implementation.md, "Threads"): `busy_cores` over a quarter of a second of ``/proc/stat``,
-`threads_for_load` the rest, at least one; ``OMP_NUM_THREADS`` decides instead where it is set.
+How many intra-op threads a command uses: the cores that are idle when it starts, unless
+``OMP_NUM_THREADS`` says (docs/implementation.md, "Threads").
 """
 import math
 import os
@@ -17,8 +16,7 @@ SAMPLE_SECONDS = 0.25
 # noise: the shell, a terminal, this process's own start).
 BUSY_THRESHOLD = 0.25
 
-# PyTorch's own choice in this process (one thread per physical core), the most `use_idle_cores`
-# gives.
+# PyTorch's own choice (one thread per physical core), the most `use_idle_cores` gives.
 _DEFAULT_THREADS = torch.get_num_threads()
 
 
@@ -61,8 +59,8 @@ def busy_share(before: Dict[int, Tuple[int, int]], after: Dict[int, Tuple[int, i
 
 
 def busy_cores(sample_seconds: float = SAMPLE_SECONDS) -> Optional[float]:
-    """How many of this process's cores other work keeps busy now, or None where ``/proc/stat``
-    cannot be read (not Linux). This process sleeps while it watches."""
+    """How many of this process's cores other work keeps busy now (None where ``/proc/stat`` cannot
+    be read); this process sleeps while it watches."""
     try:
         cores = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -90,10 +88,8 @@ def threads_from_environment() -> Optional[int]:
 
 
 def use_idle_cores() -> int:
-    """
-    Sets PyTorch's intra-op threads to the cores left idle by other work (`threads_for_load`),
-    unless ``OMP_NUM_THREADS`` says how many; returns the number of threads in use.
-    """
+    """Sets PyTorch's intra-op threads to the cores left idle by other work, unless
+    ``OMP_NUM_THREADS`` says how many; returns the number of threads in use."""
     if threads_from_environment() is not None:
         return torch.get_num_threads()
     busy = busy_cores()

@@ -1,7 +1,6 @@
 """
-Processes launched by ``torchrun`` (``torch.distributed.run``): recognised by ``WORLD_SIZE``,
-``RANK`` and ``LOCAL_RANK`` in their environment, and joining their process group. No launcher
-of our own: torchrun (or a SLURM script calling it) starts the processes.
+Processes launched by ``torchrun`` (``torch.distributed.run``): recognised by their environment,
+and joining their process group. No launcher of our own: torchrun starts the processes.
 """
 import datetime
 import os
@@ -27,8 +26,7 @@ class TorchrunProcess:
 
 
 def torchrun_process() -> Optional[TorchrunProcess]:
-    """This process's `TorchrunProcess` when torchrun started it (``WORLD_SIZE`` and ``RANK``
-    set), else ``None``."""
+    """This process's `TorchrunProcess` when torchrun started it, else ``None``."""
     if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
         return None
     return TorchrunProcess(
@@ -38,13 +36,10 @@ def torchrun_process() -> Optional[TorchrunProcess]:
     )
 
 
-def join_process_group(
-    process: TorchrunProcess, use_gpu: bool, timeout_s: float = 1800.0
-) -> torch.device:
+def join_process_group(process: TorchrunProcess, use_gpu: bool, timeout_s: float = 1800.0) -> torch.device:
     """
     Joins torchrun's process group (``env://``): gloo on CPUs, NCCL on GPUs with the GPU
-    ``LOCAL_RANK`` (set as the current device). Returns the device this rank computes on.
-    ``timeout_s`` bounds every collective (a dead rank is noticed by its heartbeats first).
+    ``LOCAL_RANK``; returns the device this rank computes on. ``timeout_s`` bounds every collective.
     """
     timeout = datetime.timedelta(seconds=timeout_s)
     if use_gpu:

@@ -1,12 +1,7 @@
 """
-Output that fails to be written (a full disk, a file-size limit, a quota) as one clear error.
-
-- `write_failure` turns the ``OSError`` of a failed write into a `ConfigurationError` that names
-  the output; `atomic_output` and `atomic_directory` apply it.
-- `hdf5_for_writing` opens an HDF5 file through a Python file object that records the first
-  failed write and lets HDF5 finish: HDF5's own driver, after a failed write, raises from every
-  later call and can crash the interpreter at exit. The writer checks `Hdf5Output.check` after
-  each batch and on closing (docs/implementation.md, "SIGTERM and failed writes").
+Output that fails to be written (a full disk, a file-size limit, a quota) as one clear error:
+`write_failure`, and `hdf5_for_writing`, through which HDF5 survives a failed write
+(docs/implementation.md, "SIGTERM and failed writes").
 """
 import contextlib
 import errno
@@ -28,10 +23,8 @@ def is_write_failure(error: BaseException) -> bool:
 
 
 def write_failure(path: str, error: OSError, kept: str) -> ConfigurationError:
-    """
-    The one-line error for a failed write of ``path``: the OS error's text and name
-    (``File too large (EFBIG)``) and what became of the earlier output (``kept``).
-    """
+    """The one-line error for a failed write of ``path``: the OS error (``File too large (EFBIG)``)
+    and what became of the earlier output (``kept``)."""
     name = errno.errorcode.get(error.errno, str(error.errno))
     return ConfigurationError(
         f"cannot write {path}: {error.strerror or os.strerror(error.errno)} ({name}); the partial "
@@ -40,11 +33,8 @@ def write_failure(path: str, error: OSError, kept: str) -> ConfigurationError:
 
 
 class _RecordingFile(io.RawIOBase):
-    """
-    A read-write binary file for h5py's file-object driver that records the first failed write
-    and afterwards only advances the position (the file is going to be removed anyway), so that
-    HDF5 can close its objects normally.
-    """
+    """A file for h5py's file-object driver that records the first failed write and afterwards only
+    advances the position (the file is going to be removed anyway), so that HDF5 can close normally."""
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -55,11 +45,7 @@ class _RecordingFile(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
+    writable = seekable = readable
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         return self._file.seek(offset, whence)
@@ -72,12 +58,12 @@ class _RecordingFile(io.RawIOBase):
 
     def write(self, data) -> int:  # type: ignore[override]
         size = memoryview(data).nbytes
+        written = 0
         if self.error is None:
             view = memoryview(data).cast("B")
             try:
                 # A short write (the part that still fitted) is followed by the rest, whose
                 # write then raises the operating system's own error.
-                written = 0
                 while written < size:
                     count = self._file.write(view[written:])
                     if not count:  # nothing written and no error: treat as a full disk
@@ -86,9 +72,7 @@ class _RecordingFile(io.RawIOBase):
                 return size
             except OSError as error:
                 self.error = error
-                self._file.seek(size - written, io.SEEK_CUR)
-                return size
-        self._file.seek(size, io.SEEK_CUR)
+        self._file.seek(size - written, io.SEEK_CUR)
         return size
 
     def truncate(self, size: Optional[int] = None) -> int:
@@ -127,8 +111,8 @@ class Hdf5Output:
 def hdf5_for_writing(path: str) -> Iterator[Hdf5Output]:
     """
     Opens ``path`` as a new HDF5 file whose failed writes become an ``OSError`` raised when the
-    block ends (or from `Hdf5Output.check`), never an HDF5 error or a crash. Use it inside
-    `atomic_output`.
+    block ends (or from `Hdf5Output.check`), never an HDF5 error or a crash (HDF5's own driver,
+    after a failed write, raises from every later call and can crash the interpreter at exit).
     """
     recording = _RecordingFile(path)
     try:

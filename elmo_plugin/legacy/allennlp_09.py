@@ -1,7 +1,6 @@
 """
-AllenNLP 0.9's ``allennlp/commands/elmo.py``, its public names and the behaviour code depends
-on, on this plugin's `elmo_plugin.ElmoEmbedder`, imported as ``allennlp.commands.elmo`` (see
-`elmo_plugin.legacy`); docs/legacy.md has the table of what is the same and what differs.
+AllenNLP 0.9's ``allennlp/commands/elmo.py`` on the plugin's `elmo_plugin.ElmoEmbedder`
+(docs/legacy.md has the table of what is the same and what differs).
 """
 import argparse
 import logging
@@ -22,17 +21,15 @@ logger = logging.getLogger("allennlp.commands.elmo")
 DEFAULT_OPTIONS_FILE = PUBLISHED_MODELS["original"].options_url(DEFAULT_MODELS_URL)
 DEFAULT_WEIGHT_FILE = PUBLISHED_MODELS["original"].weights_url(DEFAULT_MODELS_URL)
 
-# Where code written for 0.9 finds the published models: AllenNLP's bucket under its two
-# addresses (0.9's constants use the first, flair's ELMoEmbeddings and AllenNLP's old how-to the
-# second). Such a pair is loaded as the published model of that name, so that $ELMO_MODELS_URL
-# (a mirror) and the cache of the published models apply to it as to `model="original"`.
+# AllenNLP's bucket under its two addresses (0.9's constants use the first, flair and AllenNLP's
+# old how-to the second). Such a pair is loaded as the published model of that name, so that
+# $ELMO_MODELS_URL and the cache apply to it as to `model="original"`.
 ALLENNLP_BUCKET_ADDRESSES = (
     DEFAULT_MODELS_URL,
     "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo",
 )
 
-# 0.9 kept an LSTM state across batches; ours starts every batch from zero unless asked. Said
-# once per process, the first time an embedder is built without saying which it wants.
+# Said once per process, the first time an embedder is built without saying which it wants.
 _STATELESS_NOTICE = (
     "allennlp.commands.elmo.ElmoEmbedder (elmo_plugin): every batch starts from a zero LSTM "
     "state, so a sentence gets the same vectors whatever was embedded before it. AllenNLP 0.9 "
@@ -42,9 +39,7 @@ _STATELESS_NOTICE = (
 _notice_given = False
 
 
-def published_model_name(
-    options_file: Optional[PathLike], weight_file: Optional[PathLike]
-) -> Optional[str]:
+def published_model_name(options_file: Optional[PathLike], weight_file: Optional[PathLike]) -> Optional[str]:
     """The name of the published model whose two files at AllenNLP's bucket these are, or None."""
     if options_file is None or weight_file is None:
         return None
@@ -57,9 +52,7 @@ def published_model_name(
 
 
 def empty_embedding() -> numpy.ndarray:
-    """0.9's placeholder for an empty sentence: zeros of shape ``(3, 0, 1024)`` (float64).
-    `ElmoEmbedder` itself gives ``(num_layers, 0, dim)`` float32 of its model instead, which is
-    the same shape for the published Original models."""
+    """0.9's placeholder for an empty sentence: zeros of shape ``(3, 0, 1024)`` (float64)."""
     return numpy.zeros((3, 0, 1024))
 
 
@@ -115,8 +108,8 @@ class ElmoEmbedder(_StatelessElmoEmbedder):
 
 
 class _LstmStatesOf09:
-    """``_states`` as 0.9's stateful LSTM exposed it: a tuple of tensors (empty while no state
-    is carried), which may be replaced by the same tensors moved to another device."""
+    """``_states`` as 0.9's stateful LSTM exposed it: a tuple of tensors, which may be replaced by
+    the same tensors moved to another device."""
 
     def __init__(self, lstm: torch.nn.Module) -> None:
         self._lstm = lstm
@@ -144,16 +137,14 @@ class _LstmStatesOf09:
                 )
 
 
-# 0.9's subcommand class; AllenNLP 2.x's Subcommand API (``add_subparser(parser)``, registered
-# as ``elmo``), which is what ``allennlp elmo`` runs.
+# 0.9's subcommand class (with AllenNLP 2.x's Subcommand API).
 Elmo = ElmoCommand
 
 
 def elmo_command(args: argparse.Namespace) -> None:
     """
     0.9's ``elmo_command(args)``, for code that builds 0.9's parser namespace itself (``input_file``
-    a path or an open file; ``stateful`` if present). Problems raise a `ConfigurationError`, as in
-    0.9; ``vocab_path`` and ``file_friendly_logging`` are ignored.
+    a path or an open file). Problems raise a `ConfigurationError`, as in 0.9.
     """
     output_format = "all" if args.all else "top" if args.top else "average"
     embedder = ElmoEmbedder(

@@ -1,7 +1,6 @@
 """
-``allennlp.commands.elmo``: AllenNLP 0.9's module (removed in 1.0), provided by elmo_plugin and
-loaded under that name by the plugin's finder (`elmo_plugin.legacy`); its names are defined in
-`elmo_plugin.legacy.allennlp_09`, so that they are the same objects under either name.
+``allennlp.commands.elmo`` (see `elmo_plugin.legacy`): the names of `allennlp_09`, so that they
+are the same objects under either name.
 """
 # The names 0.9's module defined, and the helpers it imported that scripts took from it.
 from allennlp.commands.subcommand import Subcommand  # noqa: F401

@@ -1,6 +1,6 @@
 """
-The finder behind ``allennlp.commands.elmo`` (see `elmo_plugin.legacy`): the ``.pth`` line checks
-the name and calls `find_spec` here, so that the line stays one expression that never changes.
+The finder behind ``allennlp.commands.elmo``: the ``.pth`` line checks the name and calls
+`find_spec` here, so that the line stays one expression that never changes.
 """
 import importlib.abc
 import importlib.util

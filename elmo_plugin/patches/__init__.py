@@ -1,8 +1,7 @@
 """
-Everything the plugin changes in AllenNLP, tensorboardX and the console, rather than adding
-registered components (docs/architecture.md). Nothing in the library imports this folder; only
-``elmo_plugin``'s ``__init__`` (`install`, and `quiet_import` first of all) and the start-up
-hook's ``.pth`` line (`startup_hook`) apply it.
+Everything the plugin changes in AllenNLP, tensorboardX and the console (docs/architecture.md),
+applied only by ``elmo_plugin``'s ``__init__`` (`install`, and `quiet_import` first of all) and
+the start-up hook's ``.pth`` line (`startup_hook`).
 """
 
 

@@ -1,7 +1,6 @@
 """
-The training console of `elmo_plugin.training.console` applied to AllenNLP: its
-``prepare_global_logging`` (which sets up training's log handlers) then quiets the console
-handlers, and ``Tqdm.tqdm`` takes the console's progress bar arguments.
+The training console of `elmo_plugin.training.console` applied to AllenNLP's
+``prepare_global_logging`` and ``Tqdm.tqdm``.
 """
 from typing import Any
 

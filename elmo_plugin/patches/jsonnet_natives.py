@@ -1,7 +1,6 @@
 """
-AllenNLP's jsonnet evaluation (``evaluate_file``, and ``evaluate_snippet`` for ``-o``) given the
-plugin's native functions (`elmo_plugin.training.config_functions`: ``elmo_output_dim``), which
-AllenNLP passes none of; a config that calls no native function reads exactly as before.
+AllenNLP's jsonnet evaluation given the plugin's native functions
+(`elmo_plugin.training.config_functions`); a config that calls none reads exactly as before.
 """
 import functools
 from typing import Any, Callable

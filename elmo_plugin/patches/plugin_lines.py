@@ -1,9 +1,7 @@
 """
-AllenNLP's "Plugin ... available" lines only when asked for (`verbose`: ``ELMO_PLUGIN_VERBOSE=1``,
-``ALLENNLP_DEBUG=1`` or ``ALLENNLP_LOG_LEVEL=DEBUG``, read when a line is logged). The filter sits
-on that one logger and matches that one message; a plugin that cannot be loaded is still
-reported. ``allennlp_models``' line, logged before any plugin is imported, needs the same filter
-from the start: ``scripts/quiet_environment.py`` writes it as a ``.pth`` file.
+AllenNLP's "Plugin ... available" lines only when asked for (`verbose`); a plugin that cannot be
+loaded is still reported. ``allennlp_models``' line, logged before any plugin is imported, gets
+the same filter from ``scripts/quiet_environment.py``'s ``.pth`` file.
 """
 import logging
 

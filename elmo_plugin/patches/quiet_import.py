@@ -1,8 +1,7 @@
 """
 Imports AllenNLP for ``import elmo_plugin`` without the two torchvision warnings of the tested
-environment (torchvision 0.15.2 beside torch 2.13), ignored inside ``warnings.catch_warnings()``,
-only these two messages, only from the modules that emit them. The ``allennlp`` command imports
-torchvision before any plugin code: there scripts/quiet_environment.py takes care of it.
+environment, ignored for this import only (the ``allennlp`` command imports torchvision before
+any plugin code: there scripts/quiet_environment.py takes care of it).
 """
 import warnings
 

@@ -1,23 +1,8 @@
 """
-What the plugin changes in AllenNLP's command line from the start of every Python process of an
-environment it is installed in: its commands in any folder, and no file of the current folder
-imported in place of a package's modules (why: docs/implementation.md, "How `allennlp` finds the
-plugin").
-
-The wheel's ``elmo_plugin_startup_hook.pth`` puts a finder first on ``sys.meta_path`` that
-answers for three AllenNLP modules only (`HOOKED_MODULES`); for those it runs this file (by its
-path: importing ``elmo_plugin`` there would import AllenNLP in the middle of its own import), and
-the module, once executed, gets one repair each (`REPAIRS`):
-
-- ``allennlp.common.util``: `import_module_and_submodules` lists submodules with
-  ``pkgutil.iter_modules`` instead of ``walk_packages``, so nothing of the current folder is
-  imported;
-- ``allennlp.common.plugins``: `discover_plugins` also yields the plugin's lines
-  (`with_the_plugin`), and an import error says what to install (`with_what_to_install`);
-- ``allennlp.commands.train``: the ``train`` command's function is looked up when the command
-  runs (`late_bound`), so that the plugin's ``allennlp train`` is the one that runs.
-
-Standard library only; a failure here leaves AllenNLP's module as it was.
+The start-up hook: for the three AllenNLP modules of `REPAIRS`, the finder that the wheel's
+``elmo_plugin_startup_hook.pth`` puts first on ``sys.meta_path`` runs this file by its path and
+repairs each module once AllenNLP's code has run (docs/implementation.md, "How `allennlp` finds
+the plugin"). Standard library only; a failure here leaves AllenNLP's module as it was.
 """
 import importlib
 import importlib.util
@@ -32,7 +17,7 @@ PLUGIN = "elmo_plugin"
 # The task models' own plugin line (they need allennlp-models).
 TASKS = "elmo_plugin.tasks"
 
-# The name of the finder class that the .pth line puts first on sys.meta_path (see the module).
+# The name of the finder class that the .pth line puts first on sys.meta_path.
 FINDER_NAME = "ElmoPluginStartupHook"
 
 # The marker on every function replaced here, so that nothing is replaced twice.
@@ -54,13 +39,10 @@ def _is_marked(function: Any) -> bool:
 
 
 def submodule_importer(util: Any) -> Callable[..., None]:
-    """
-    AllenNLP 2.10.1's ``import_module_and_submodules`` (of ``util``, ``allennlp.common.util``) with
-    ``pkgutil.iter_modules`` in place of ``pkgutil.walk_packages`` (see the module documentation).
-    """
+    """AllenNLP 2.10.1's ``import_module_and_submodules`` (of ``util``) with ``pkgutil.iter_modules``
+    in place of ``walk_packages``, so that no file of the current folder is imported."""
 
     def import_module_and_submodules(package_name: str, exclude: Optional[Set[str]] = None) -> None:
-        """AllenNLP's function, submodules listed from the package's folder only (elmo_plugin)."""
         exclude = exclude if exclude else set()
         try:
             import checklist  # noqa: F401
@@ -164,8 +146,7 @@ def repair_plugin_discovery(plugins: Any) -> None:
 def late_bound(module: Any, name: str) -> Callable[..., Any]:
     """
     A function that calls ``module.name`` as it is when called (AllenNLP's own while the name
-    still holds this function): what AllenNLP's parser keeps, so that a plugin that replaces
-    ``module.name`` after the parser was built is what runs.
+    still holds this function), for AllenNLP's parser to keep.
     """
     original = getattr(module, name)
 

@@ -1,10 +1,7 @@
 """
 No "Exception ignored in atexit callback ... can't create new thread at interpreter shutdown"
-from tensorboardX on Python 3.12 and newer: closing a ``SummaryWriter`` never written to, at
-exit, starts a queue's feeder thread, which 3.12 refuses. `install` wraps
-``EventFileWriter.close``: where that wake-up fails for exactly this reason, the writer closes
-its event file directly (nothing was queued). Every other error, and every other ``close``, is
-as before.
+from tensorboardX on Python 3.12 and newer: where closing a writer at exit fails for exactly this
+reason, the writer closes its event file directly (nothing was queued).
 """
 import functools
 from typing import Any, Callable

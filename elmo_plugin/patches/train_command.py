@@ -1,7 +1,6 @@
 """
-``allennlp train`` as the plugin's (`elmo_plugin.commands.train_command`): its two functions in
-``allennlp.commands.train``, and that module's ``torch.distributed`` with a rendezvous that gives
-up with one line (`elmo_plugin.commands.train_distributed.BoundedRendezvous`).
+``allennlp train`` as the plugin's (`elmo_plugin.commands.train_command`), with a rendezvous that
+gives up with one line (`elmo_plugin.commands.train_distributed.BoundedRendezvous`).
 """
 from elmo_plugin.commands import train_command
 from elmo_plugin.commands.train_distributed import BoundedRendezvous
