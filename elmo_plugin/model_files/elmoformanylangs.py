@@ -1,16 +1,7 @@
 """
-ELMoForManyLangs model directories (HIT-SCIR, https://github.com/HIT-SCIR/ELMoForManyLangs: ELMo for
-44 languages), read into the plugin's `ElmoBiLm` so that they load wherever a model is named
-(``--model DIR``, ``ElmoEmbedder(model=DIR)``, ``Elmo(model=DIR)``, ``elmo_token_embedder``).
-
-A model directory holds what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` reads: ``config.json``
-(whose ``config_path`` names the options file, found as its code finds it), ``char.dic`` and
-``word.dic`` (``token<TAB>id``), ``token_embedder.pkl`` and ``encoder.pkl`` (state dicts in AllenNLP
-0.x's layout, converted as AllenNLP's own biLM is: `elmo_plugin.model_files.allennlp_conventions`).
-Embeddings get the zero mask row 0 in front (ids are +1-shifted); characters are ids of
-``char.dic`` (`elmo_plugin.data.elmoformanylangs_character_ids`). Unlike its stateful ``Embedder``,
-ours is stateless: its vectors are those of a fresh ``Embedder`` on a first batch
-(docs/elmoformanylangs.md lists the differences).
+ELMoForManyLangs model directories (HIT-SCIR's ELMo for 44 languages), read into the plugin's
+`ElmoBiLm` wherever a model is named: ``config.json``, ``char.dic`` and ``word.dic``, and state dicts
+in AllenNLP 0.x's layout (`elmo_plugin.model_files.allennlp_conventions`); docs/elmoformanylangs.md.
 """
 import codecs
 import json
@@ -54,13 +45,11 @@ TOKEN_EMBEDDER_NAME = "token_embedder.pkl"
 ENCODER_NAME = "encoder.pkl"
 # Where its token embedder keeps its (AllenNLP) Highway.
 _HIGHWAYS = "highways."
-# Files that only an ELMoForManyLangs model directory has (a bilm-tf directory holds options.json
-# and weights.hdf5, a training run's a config.json of AllenNLP parameters and model.tar.gz).
+# Files that only an ELMoForManyLangs model directory has.
 _SIGNATURE_FILES = (TOKEN_EMBEDDER_NAME, ENCODER_NAME, CHARACTER_DICTIONARY_NAME)
 
-# The options files in elmoformanylangs 0.0.4.post2's package (elmoformanylangs/configs/), which
-# its Embedder falls back to when the model directory lacks the file config.json names (the
-# released models do not ship one). Both have the same content there.
+# The options files in elmoformanylangs 0.0.4.post2's package, which its Embedder falls back to when
+# the model directory lacks the file config.json names (the released models do not ship one).
 _RELEASED_OPTIONS: Dict[str, Any] = {
     "encoder": {"name": "elmo", "projection_dim": 512, "cell_clip": 3, "proj_clip": 3, "dim": 4096, "n_layers": 2},
     "token_embedder": {
@@ -71,10 +60,9 @@ _RELEASED_OPTIONS: Dict[str, Any] = {
     "classifier": {"name": "sampled_softmax", "n_samples": 8192},
     "dropout": 0.1,
 }
-PACKAGED_OPTIONS: Dict[str, Dict[str, Any]] = {
-    "cnn_50_100_512_4096_sample.json": _RELEASED_OPTIONS,
-    "cnn_0_100_512_4096_sample.json": _RELEASED_OPTIONS,
-}
+PACKAGED_OPTIONS = dict.fromkeys(
+    ("cnn_50_100_512_4096_sample.json", "cnn_0_100_512_4096_sample.json"), _RELEASED_OPTIONS
+)
 
 
 def is_elmoformanylangs_directory(path: PathLike) -> bool:
@@ -98,10 +86,8 @@ def is_elmoformanylangs_directory(path: PathLike) -> bool:
 
 @dataclass
 class ElmoForManyLangsOptions:
-    """
-    The architecture of an ELMoForManyLangs model (its options file), checked. ``word_dim`` 0: no
-    word embedding; clips None: no clipping (its code skips a clip of 0 or null).
-    """
+    """The architecture of an ELMoForManyLangs model (its options file), checked. ``word_dim`` 0: no
+    word embedding; clips None: no clipping (its code skips a clip of 0 or null)."""
 
     filters: List[Tuple[int, int]]
     char_dim: int
@@ -242,10 +228,8 @@ def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
 
 
 def read_dictionary(path: PathLike) -> Dict[str, int]:
-    """
-    A ``char.dic`` or ``word.dic``, parsed as its code parses it (``codecs.open`` lines, ``strip()``-ed,
-    split at tabs; a line left with one field is U+3000, which ``strip`` removed; a later line wins).
-    """
+    """A ``char.dic`` or ``word.dic``, parsed as its code parses it: lines ``strip()``-ed, split at tabs
+    (a line left with one field is U+3000, which ``strip`` removed); a later line wins."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigurationError(f"{path}: missing")
