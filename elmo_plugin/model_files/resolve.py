@@ -1,9 +1,6 @@
 """
-Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo`,
-``elmo_token_embedder`` and ``allennlp elmo-export``. It turns what the user named, one of
-`MODEL_FORMS` (docs/models.md's table), or an explicit ``options_file`` and ``weight_file``, which
-win, into files on this machine (`ModelFiles`), which `elmo_plugin.model_files.stored_bilm` reads.
-A published model is resolved and checked once per process, as long as its files are unchanged.
+The one resolver of a named ELMo model (`MODEL_FORMS`, docs/models.md) or explicit bilm-tf files into
+files on this machine (`ModelFiles`); a published model is resolved and checked once per process.
 """
 import glob
 import logging
@@ -36,7 +33,7 @@ from elmo_plugin.model_files.zip_model import (
 
 logger = logging.getLogger(__name__)
 
-# What a model may be, as help texts and errors list it (the module documentation says more).
+# What a model may be, as help texts and errors list it.
 MODEL_FORMS = (
     f"a published model's name ({', '.join(PUBLISHED_MODELS)})",
     f"a directory with {OPTIONS_NAME} and {WEIGHTS_NAME} (or {ZIP_WEIGHTS_NAME})",
@@ -54,8 +51,7 @@ def describe_model_forms() -> str:
 
 class ArgumentNames(NamedTuple):
     """
-    How the caller spells the model arguments, so that errors name what the user typed:
-    `PYTHON_ARGUMENTS` (``options_file=``) or the command's (``--options-file``).
+    How the caller spells the model arguments (``options_file=`` or ``--options-file``), for errors.
 
     # Parameters
 
@@ -85,15 +81,13 @@ PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
 @dataclass(frozen=True)
 class ModelFiles:
     """A model resolved to files on this machine: a bilm-tf ``options_file`` and ``weight_file``, an
-    ``elmo_bilm`` run's ``archive_file``, or one of the directories below; ``description`` for logs."""
+    ``elmo_bilm`` run's ``archive_file``, an ELMoForManyLangs or TF-Hub directory; ``description`` for logs."""
 
     options_file: Optional[str] = None
     weight_file: Optional[str] = None
     archive_file: Optional[str] = None
     description: str = ""
-    # An ELMoForManyLangs model directory (`elmo_plugin.model_files.elmoformanylangs`).
     elmoformanylangs_directory: Optional[str] = None
-    # A TF-Hub module or SavedModel directory (`elmo_plugin.model_files.tf_hub.elmo_module`).
     tf_hub_directory: Optional[str] = None
 
 
@@ -175,8 +169,7 @@ _RESOLVED: Dict[Tuple[Optional[str], ...], Tuple[ModelFiles, Tuple[Tuple[int, in
 
 
 def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
-    """The size and modification time of each file: one replaced in the cache since it was checked is
-    checked again."""
+    """The size and modification time of each file: one replaced since it was checked is checked again."""
     signature = []
     for path in (files.options_file, files.weight_file):
         try:
@@ -188,8 +181,7 @@ def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
 
 
 def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool:
-    """Whether ``files`` are a published model's, which never change: only those are kept for the
-    process (other remote files may change, local ones are found again at no cost)."""
+    """Whether ``files`` are a published model's, which never change: only those are kept for the process."""
     model, options_file, weight_file, archive_file = request
     if archive_file is not None or files.options_file is None:
         return False
@@ -250,8 +242,7 @@ def _resolve(
 def _fetch(
     location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames, immutable: bool = False
 ) -> str:
-    """`fetch`, its error completed with where the published models are looked for and, offline, how
-    to pass local files instead."""
+    """`fetch`, its error completed with `models_url_note` and, offline, how to pass local files."""
     location = os.fspath(location)
     try:
         return fetch(location, kind, cache_dir, immutable=immutable or is_published_url(location))
