@@ -1,6 +1,6 @@
 """
 A biLM as its files store it, read from any model that `elmo_plugin.model_files.resolve` names:
-what `ElmoBiLm.from_stored` builds the network from (the model files know nothing of it).
+what `ElmoBiLm.from_stored` builds the network from.
 """
 import logging
 import os
@@ -105,8 +105,7 @@ def read_stored_bilm(
 
 
 def read_stored_options(files: ModelFiles) -> BilmOptions:
-    """The architecture of resolved model files, without reading the weights: what a config
-    needs to know the biLM's width."""
+    """The architecture of resolved model files, without reading the weights."""
     if files.elmoformanylangs_directory is not None:
         return read_options(files.elmoformanylangs_directory).to_bilm_options()
     if files.tf_hub_directory is not None:

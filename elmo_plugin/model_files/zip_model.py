@@ -1,10 +1,7 @@
 """
-A model in a ZIP archive, as the NLPL vector repository (http://vectors.nlpl.eu/repository/)
-distributes ELMo: ``options.json`` and ``model.hdf5`` (or ``weights.hdf5``), optionally
-``vocab.txt`` and ``meta.json``, at the top of the archive or in its one folder. It is unpacked
-once into the cache, into a folder named by the ZIP directory's names, CRC-32s and sizes (a copy
-elsewhere is not unpacked again), under a file lock and through a temporary folder, so no process
-reads a half-unpacked model.
+A model in a ZIP archive as the NLPL vector repository distributes ELMo (``options.json`` and
+``model.hdf5``), unpacked once into the cache, into a folder named by the ZIP's content, under a file
+lock and through a temporary folder, so that no process reads a half-unpacked model.
 """
 import contextlib
 import glob
@@ -27,8 +24,7 @@ from elmo_plugin.model_files.download import KINDS, file_problem
 
 logger = logging.getLogger(__name__)
 
-# NLPL's names: the weights are model.hdf5; vocab.txt (the tokens simple_elmo caches) and
-# meta.json (the corpus, the language) are optional and unpacked with the model.
+# NLPL's names: the weights are model.hdf5; vocab.txt and meta.json are unpacked where present.
 ZIP_WEIGHTS_NAME = "model.hdf5"
 OPTIONAL_NAMES = ("vocab.txt", "meta.json")
 
@@ -42,8 +38,7 @@ def is_zip_model(path: str) -> bool:
 
 
 def weights_name_in(directory: str) -> str:
-    """The weight file's name in a folder that holds a bilm-tf model: ``weights.hdf5`` (what
-    elmo-export writes), else ``model.hdf5`` (NLPL's name)."""
+    """The weight file's name in a bilm-tf model's folder: ``weights.hdf5``, else NLPL's ``model.hdf5``."""
     if os.path.isfile(os.path.join(directory, ZIP_WEIGHTS_NAME)) and not os.path.isfile(
         os.path.join(directory, WEIGHTS_NAME)
     ):
@@ -53,8 +48,7 @@ def weights_name_in(directory: str) -> str:
 
 def unpacked_zip_model(path: str, cache_dir: str) -> str:
     """
-    The folder in ``cache_dir`` that holds the model of the ZIP at ``path`` (``options.json``,
-    its weights, and ``vocab.txt``, ``meta.json`` where the ZIP has them), unpacked on first use.
+    The folder in ``cache_dir`` that holds the model of the ZIP at ``path``, unpacked on first use.
 
     # Raises
 
@@ -136,8 +130,7 @@ def _unpack(path: str, archive: zipfile.ZipFile, members: Dict[str, zipfile.ZipI
     if os.path.isdir(folder):
         shutil.rmtree(folder)  # incomplete: files were removed by hand
     logger.info("Unpacking %s into %s (once)", path, folder)
-    # Made as any folder (the umask's permissions, as the cache's other entries), under a name of
-    # this process's own.
+    # Made with the umask's permissions, as the cache's other entries, under this process's own name.
     temporary = f"{folder}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     os.mkdir(temporary)
     try:
