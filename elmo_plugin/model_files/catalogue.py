@@ -108,9 +108,7 @@ def describe_published_models(cache_dir: Optional[PathLike] = None) -> str:
     for model in PUBLISHED_MODELS.values():
         lines += ["", f"{model.name}:"]
         lines += [f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
-    source = base_url
-    if os.environ.get(MODELS_URL_VARIABLE):
-        source = f"{MODELS_URL_VARIABLE}={base_url}"
+    source = f"{MODELS_URL_VARIABLE}={base_url}" if os.environ.get(MODELS_URL_VARIABLE) else base_url
     lines += [
         "",
         f"Downloaded on first use from {source}",

@@ -156,22 +156,16 @@ def _short_reason(error: BaseException) -> str:
     seen = set()
     while id(innermost) not in seen:
         seen.add(id(innermost))
-        reason = getattr(innermost, "reason", None)  # urllib3's MaxRetryError
-        first_argument = innermost.args[0] if innermost.args else None  # requests' wrappers
-        if isinstance(reason, BaseException):
-            nested: Optional[BaseException] = reason
-        elif isinstance(first_argument, BaseException):
-            nested = first_argument
-        else:
-            nested = innermost.__cause__
+        # urllib3's MaxRetryError has a reason, requests' wrappers the error as their argument.
+        candidates = (getattr(innermost, "reason", None), innermost.args[0] if innermost.args else None)
+        nested = next((found for found in candidates if isinstance(found, BaseException)), innermost.__cause__)
         if nested is None:
             break
         innermost = nested
     if isinstance(innermost, http.client.IncompleteRead):
         # urllib3 counts bytes (ints), http.client keeps the partial data (bytes).
-        received = innermost.partial
-        if not isinstance(received, int):
-            received = len(received)
+        partial = innermost.partial
+        received = partial if isinstance(partial, int) else len(partial)
         text = f"the connection closed after {received} bytes, {innermost.expected} more expected"
     elif isinstance(innermost, OSError) and innermost.strerror:
         text = innermost.strerror
