@@ -66,14 +66,6 @@ class ArgumentNames(NamedTuple):
     model: str
     separator: str
 
-    def local_files_hint(self) -> str:
-        s = self.separator
-        return (
-            f"pass local files instead: {self.model}{s}DIRECTORY (holding {OPTIONS_NAME} and "
-            f"{WEIGHTS_NAME}) or {self.options_file}{s}OPTIONS_JSON with "
-            f"{self.weight_file}{s}WEIGHTS_HDF5"
-        )
-
 
 PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
 
@@ -214,9 +206,7 @@ def _resolve(
         return ModelFiles(archive_file=archive, description=os.fspath(archive_file))
     check_file_pair(options_file, weight_file, argument_names)
     if options_file is not None:
-        _log_ignored_model(
-            model, f"{argument_names.options_file} and {argument_names.weight_file}", argument_names
-        )
+        _log_ignored_model(model, f"{argument_names.options_file} and {argument_names.weight_file}", argument_names)
         return ModelFiles(
             options_file=_fetch(options_file, "options", cache_dir, argument_names),
             weight_file=_fetch(weight_file, "weights", cache_dir, argument_names),
@@ -229,8 +219,8 @@ def _resolve(
         base_url = models_url()
         options_url, weights_url = published.options_url(base_url), published.weights_url(base_url)
         return ModelFiles(
-            options_file=_fetch(options_url, "options", cache_dir, argument_names, immutable=True),
-            weight_file=_fetch(weights_url, "weights", cache_dir, argument_names, immutable=True),
+            options_file=_fetch(options_url, "options", cache_dir, argument_names),
+            weight_file=_fetch(weights_url, "weights", cache_dir, argument_names),
             description=f"the published {published.name!r} model ({base_url})",
         )
     if is_remote(name) and name.lower().endswith(".zip"):
@@ -239,20 +229,22 @@ def _resolve(
     return _local_model(name, cache_dir, argument_names)
 
 
-def _fetch(
-    location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames, immutable: bool = False
-) -> str:
+def _fetch(location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames) -> str:
     """`fetch`, its error completed with `models_url_note` and, offline, how to pass local files."""
     location = os.fspath(location)
     try:
-        return fetch(location, kind, cache_dir, immutable=immutable or is_published_url(location))
+        return fetch(location, kind, cache_dir, immutable=is_published_url(location))
     except DownloadError as error:
         message = str(error)
         note = models_url_note(location)
         if note:
             message += f" ({note})"
         if error.offline:
-            message += f"; {argument_names.local_files_hint()}"
+            names, s = argument_names, argument_names.separator
+            message += (
+                f"; pass local files instead: {names.model}{s}DIRECTORY (holding {OPTIONS_NAME} and "
+                f"{WEIGHTS_NAME}) or {names.options_file}{s}OPTIONS_JSON with {names.weight_file}{s}WEIGHTS_HDF5"
+            )
         raise ConfigurationError(message) from None
 
 
