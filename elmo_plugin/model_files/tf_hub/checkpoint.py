@@ -124,10 +124,7 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
     shape_fields = message_fields(first(found, 2, b""))  # type: ignore[arg-type]
     if first(shape_fields, 3):
         raise UnsupportedCheckpointError(f"{path}: variable {key!r} has a shape of unknown rank")
-    shape = tuple(
-        signed(first(message_fields(dim), 1))  # type: ignore[arg-type]
-        for dim in shape_fields.get(2, [])
-    )
+    shape = tuple(signed(first(message_fields(dim), 1)) for dim in shape_fields.get(2, []))  # type: ignore
     return CheckpointEntry(
         key=key,
         dtype=int(first(found, 1)),
@@ -139,16 +136,9 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
 
 
 class TensorFlowCheckpoint:
-    """
-    The checkpoint whose files start with ``prefix``, its index read at once, its tensors when
-    asked for (`read`).
-
-    # Raises
-
-    `ConfigurationError`
-        Naming the file, for a missing or damaged file; `UnsupportedCheckpointError` for what only
-        TensorFlow reads.
-    """
+    """The checkpoint whose files start with ``prefix``, its index read at once, its tensors when asked
+    for (`read`). `ConfigurationError` naming a missing or damaged file; `UnsupportedCheckpointError`
+    for what only TensorFlow reads."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -252,17 +242,9 @@ def object_graph_names(serialized: bytes, where: str) -> Dict[str, str]:
 
 
 def read_checkpoint(prefix: str, reader: str = "auto") -> Dict[str, np.ndarray]:
-    """
-    Every numeric variable of the checkpoint at ``prefix``, by name.
-
-    # Parameters
-
-    prefix : `str`
-        The checkpoint's files without their endings (``DIRECTORY/variables/variables``).
-    reader : `str`, optional (default = `"auto"`)
-        ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``, the
-        reference it is tested against) or ``"auto"``: the built-in reader, else TensorFlow's.
-    """
+    """Every numeric variable of the checkpoint at ``prefix`` (``DIRECTORY/variables/variables``), by
+    name. ``reader``: ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``)
+    or ``"auto"``: the built-in reader, else TensorFlow's."""
     if reader not in READERS:
         raise ConfigurationError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     if reader == "tensorflow":

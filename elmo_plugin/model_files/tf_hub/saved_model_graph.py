@@ -1,10 +1,8 @@
 """
-The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow: a TF-Hub
-module keeps there what no variable holds (the character CNN's activation and max-pool span).
-Fields read (``saved_model.proto``, ``meta_graph.proto``, ``graph.proto``, ``node_def.proto``,
-``function.proto``, ``attr_value.proto``): SavedModel.meta_graphs 2; MetaGraphDef.graph_def 2;
-GraphDef.node 1 and .library 2 (FunctionDefLibrary.function 1, FunctionDef.node_def 3: the
-graphs of ``tf.function``s); NodeDef.name 1, .op 2, .attr 5 (map entries: key 1, value 2).
+The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow, for what no
+variable holds (the character CNN's activation and max-pool span). Fields read: SavedModel.meta_graphs
+2; MetaGraphDef.graph_def 2; GraphDef.node 1 and .library 2 (FunctionDefLibrary.function 1,
+FunctionDef.node_def 3); NodeDef.name 1, .op 2, .attr 5 (map entries: key 1, value 2).
 """
 import os
 from dataclasses import dataclass, field
