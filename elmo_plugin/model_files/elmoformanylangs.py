@@ -102,10 +102,6 @@ class ElmoForManyLangsOptions:
     proj_clip: Optional[float]
     source: str
 
-    @property
-    def n_filters(self) -> int:
-        return sum(count for _, count in self.filters)
-
     @classmethod
     def from_dict(cls, options: Any, source: str) -> "ElmoForManyLangsOptions":
         def section(name: str) -> Dict[str, Any]:
@@ -335,22 +331,18 @@ class ElmoForManyLangsModel:
         self.options = read_options(self.directory)
         self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
         self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
-        char_to_id = read_dictionary(self.character_dictionary_path)
-        word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
+        self.char_to_id = read_dictionary(self.character_dictionary_path)
+        self.word_to_id = read_dictionary(self.word_dictionary_path) if self.has_word_embedding else None
         for path, dictionary, required in (
-            (self.character_dictionary_path, char_to_id, REQUIRED_CHARACTERS),
-            (self.word_dictionary_path, word_to_id, REQUIRED_WORDS),
+            (self.character_dictionary_path, self.char_to_id, REQUIRED_CHARACTERS),
+            (self.word_dictionary_path, self.word_to_id, REQUIRED_WORDS),
         ):
-            if dictionary is None:
-                continue
-            missing = [entry for entry in required if entry not in dictionary]
+            missing = [entry for entry in required if dictionary is not None and entry not in dictionary]
             if missing:
                 raise ConfigurationError(
                     f"{path}: no entry for {', '.join(missing)}, which elmoformanylangs' code "
                     "looks up for every sentence"
                 )
-        self.char_to_id = char_to_id
-        self.word_to_id = word_to_id
         self.state: Optional[Dict[str, torch.Tensor]] = self._read_weights() if weights else None
 
     @property
@@ -367,7 +359,7 @@ class ElmoForManyLangsModel:
 
         # Rows of the embeddings come from the dictionaries: check the widths first, so that a
         # mismatch of dictionary and weights is reported as that.
-        n_filters = options.n_filters
+        n_filters = sum(count for _, count in options.filters)
         expected: Dict[str, Tuple[int, ...]] = {}
         for name, dim in (("char_emb_layer", options.char_dim), ("word_emb_layer", options.word_dim)):
             if dim > 0:
@@ -385,15 +377,12 @@ class ElmoForManyLangsModel:
         expected["projection.bias"] = (projection,)
         _check_shapes(embedder_path, embedder, expected, source)
 
-        _check_dictionary_fits(
-            self.character_dictionary_path, self.char_to_id, embedder_path,
-            embedder["char_emb_layer.embedding.weight"], "character",
-        )
-        if self.has_word_embedding:
-            _check_dictionary_fits(
-                self.word_dictionary_path, self.word_to_id, embedder_path,
-                embedder["word_emb_layer.embedding.weight"], "word",
-            )
+        for what, path, dictionary, layer in (
+            ("character", self.character_dictionary_path, self.char_to_id, "char_emb_layer"),
+            ("word", self.word_dictionary_path, self.word_to_id, "word_emb_layer"),
+        ):
+            if dictionary is not None:
+                _check_dictionary_fits(path, dictionary, embedder_path, embedder[f"{layer}.embedding.weight"], what)
 
         # Ours: every layer's input is the projection's width.
         our_shapes = {
