@@ -71,9 +71,7 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
     file downloaded and checked (``immutable`` ones from the cache, unasked). Raises `DownloadError`."""
     location = os.fspath(location)
     if not is_remote(location):
-        if location.startswith("file://"):
-            location = location[len("file://") :]
-        path = os.path.expanduser(location)
+        path = os.path.expanduser(location.removeprefix("file://"))
         if not os.path.exists(path):
             raise DownloadError(f"{KINDS[kind]} not found: {path}")
         return path

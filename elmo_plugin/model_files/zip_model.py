@@ -90,9 +90,7 @@ def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.Zip
     # At the top, or in the archive's one folder (a zipped directory).
     roots = {name[: -len(OPTIONS_NAME)] for name in by_name if os.path.basename(name) == OPTIONS_NAME}
     root = "" if "" in roots else (roots.pop() if len(roots) == 1 else "")
-    weights = next(
-        (name for name in (ZIP_WEIGHTS_NAME, WEIGHTS_NAME) if root + name in by_name), None
-    )
+    weights = next((name for name in (ZIP_WEIGHTS_NAME, WEIGHTS_NAME) if root + name in by_name), None)
     missing = [name for name, present in ((OPTIONS_NAME, root + OPTIONS_NAME in by_name),
                                           (ZIP_WEIGHTS_NAME, weights is not None)) if not present]
     if missing:
@@ -110,16 +108,12 @@ def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.Zip
 
 
 def _content_key(members: Dict[str, zipfile.ZipInfo]) -> str:
-    recorded: List[List[object]] = [
-        [name, info.CRC, info.file_size] for name, info in sorted(members.items())
-    ]
+    recorded: List[List[object]] = [[name, info.CRC, info.file_size] for name, info in sorted(members.items())]
     return hashlib.sha256(json.dumps(recorded).encode("utf-8")).hexdigest()[:32]
 
 
 def _complete(folder: str) -> bool:
-    return os.path.isfile(os.path.join(folder, OPTIONS_NAME)) and os.path.isfile(
-        os.path.join(folder, weights_name_in(folder))
-    )
+    return all(os.path.isfile(os.path.join(folder, name)) for name in (OPTIONS_NAME, weights_name_in(folder)))
 
 
 def _unpack(path: str, archive: zipfile.ZipFile, members: Dict[str, zipfile.ZipInfo], folder: str) -> None:
