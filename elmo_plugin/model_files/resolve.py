@@ -118,28 +118,23 @@ def resolve_model(
     # Parameters
 
     model : `str` or `PathLike`, optional
-        One of `MODEL_FORMS` (the module documentation says more); a ZIP may also be a URL.
-        Nothing: `DEFAULT_MODEL`. A name wins over a directory of the same name; write
-        ``./small`` for the directory.
+        One of `MODEL_FORMS` (a ZIP may be a URL); nothing: `DEFAULT_MODEL`. A name wins over a
+        directory of the same name (write ``./small`` for the directory).
     options_file : `PathLike`, optional
-        A bilm-tf ``options.json``: a path or anything ``cached_path`` downloads (a URL,
-        ``s3://``, ``hf://``). With ``weight_file``, it wins over ``model``.
+        A bilm-tf ``options.json``, a path or URL; with ``weight_file``, it wins over ``model``.
     weight_file : `PathLike`, optional
-        The bilm-tf ``weights.hdf5`` that goes with ``options_file``. Without ``options_file``
-        it may be a ``model.tar.gz`` (AllenNLP's ``Elmo`` configs put archives there).
+        The ``weights.hdf5`` that goes with ``options_file``; without it, perhaps a ``model.tar.gz``.
     archive_file : `PathLike`, optional
-        The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run (a path or
-        URL); wins over ``model``, and cannot be combined with the two bilm-tf files.
+        The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run; wins over ``model``.
     cache_dir : `PathLike`, optional
-        Where downloads are cached and ZIPs unpacked (default: AllenNLP's, `default_cache_dir()`).
+        Where downloads are cached and ZIPs unpacked (default: `default_cache_dir()`).
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors spell the arguments.
 
     # Raises
 
     `ConfigurationError`
-        For an unknown name, a path that holds no model, a bad combination of arguments, and a
-        download that failed or was not the expected file (naming the URL), all on one line.
+        On one line, for a model that cannot be found or downloaded, or a bad combination of arguments.
     """
     cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
     request = tuple(None if given is None else os.fspath(given)

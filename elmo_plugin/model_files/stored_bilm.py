@@ -62,12 +62,12 @@ def read_stored_bilm(
     # Parameters
 
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model as `resolve_model` takes it (nothing: the published ``original``), or files
-        already resolved, read as they are (a bilm-tf ``weight_file`` of None: the options only).
+        The model as `resolve_model` takes it, or files already resolved (a ``weight_file`` of
+        None: the options only).
     options_file, weight_file, archive_file : `PathLike`, optional
         As `resolve_model` takes them; not together with resolved files.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
-        How errors spell the model's arguments (a command passes its own options' names).
+        How errors spell the model's arguments.
 
     # Raises
 

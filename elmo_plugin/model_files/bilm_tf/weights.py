@@ -42,11 +42,8 @@ class _WeightReader:
         self.options_source = options_source
         self.used: Set[str] = set()
 
-    def has(self, name: str) -> bool:
-        return name in self.datasets
-
     def read(self, name: str, expected_shape: Tuple[int, ...]) -> torch.Tensor:
-        if not self.has(name):
+        if name not in self.datasets:
             groups = sorted({dataset.split("/")[0] for dataset in self.datasets})
             raise ConfigurationError(
                 f"{self.path}: dataset '{name}' is missing, but {self.options_source} needs it "
@@ -127,7 +124,7 @@ def bilm_tf_state_dict(
         state[names.projection("weight")] = reader.read("CNN_proj/W_proj", (n_filters, projection_dim)).t()
         state[names.projection("bias")] = reader.read("CNN_proj/b_proj", (projection_dim,))
 
-    single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
+    single_layer_names = options.n_layers == 1 and lstm_scope(0, 0) + "/W_0" not in arrays
     # Every layer's input (the token vectors, or the layer below) is as wide as the projection.
     projection_size, cell_size = options.projection_dim, options.lstm_dim
     for direction, name in enumerate(names.DIRECTIONS):

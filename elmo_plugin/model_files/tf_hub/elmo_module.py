@@ -27,8 +27,7 @@ LAYER_MIX = ("aggregation/weights", "aggregation/scaling")
 # bilm-tf's values of what no module stores.
 ASSUMED = {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}
 # Where the graph says nothing: bilm-tf's values.
-DEFAULT_ACTIVATION = "relu"
-DEFAULT_MAX_CHARACTERS = 50
+GRAPH_DEFAULTS = {"activation": "relu", "max_characters_per_token": 50}
 
 # TensorFlow's LSTMCell variables (or bilm-tf's own names) to the bilm-tf weight file's.
 _LSTM_VARIABLE = re.compile(
@@ -76,9 +75,7 @@ def _bilm_variables(variables: Dict[str, np.ndarray], directory: str) -> Dict[st
             continue
         local = name[len(scope) :]
         lstm = _LSTM_VARIABLE.match(local)
-        if local == "char_embed":
-            arrays["char_embed"] = value
-        elif _CHARACTER_CNN_VARIABLE.match(local):
+        if local == "char_embed" or _CHARACTER_CNN_VARIABLE.match(local):
             arrays[local] = value
         elif lstm:
             file_name = _LSTM_NAMES.get(lstm.group("name"), lstm.group("name"))
@@ -198,15 +195,12 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
     nodes = saved_model_nodes(directory)
     notes: List[str] = []
     widths = [arrays[name].shape[1] for name in sorted(arrays) if name.startswith("CNN/W_cnn_")]
-    activation = graph_activation(nodes)
-    if activation is None:
-        activation = DEFAULT_ACTIVATION
-        notes.append(f"activation {activation}: not found in the module's graph, bilm-tf's")
-    max_characters = graph_max_characters(nodes, widths)
-    if max_characters is None:
-        max_characters = DEFAULT_MAX_CHARACTERS
-        notes.append(f"max_characters_per_token {max_characters}: not found in the module's graph, bilm-tf's")
-    options = options_from_shapes(arrays, directory, activation, max_characters)
+    found = {"activation": graph_activation(nodes), "max_characters_per_token": graph_max_characters(nodes, widths)}
+    for option, value in found.items():
+        if value is None:
+            found[option] = GRAPH_DEFAULTS[option]
+            notes.append(f"{option} {found[option]}: not found in the module's graph, bilm-tf's")
+    options = options_from_shapes(arrays, directory, **found)
     notes.append(
         f"cell_clip {options.cell_clip:g}, proj_clip {options.proj_clip:g}, use_skip_connections "
         f"{str(options.use_skip_connections).lower()}: stored nowhere in a module, bilm-tf's"
