@@ -85,8 +85,7 @@ def unpacked_zip_model(path: str, cache_dir: str) -> str:
 
 def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.ZipInfo]:
     """The model's members by the name each is unpacked as; one line naming what is missing."""
-    files = [info for info in archive.infolist() if not info.is_dir()]
-    by_name = {info.filename: info for info in files}
+    by_name = {info.filename: info for info in archive.infolist() if not info.is_dir()}
     # At the top, or in the archive's one folder (a zipped directory).
     roots = {name[: -len(OPTIONS_NAME)] for name in by_name if os.path.basename(name) == OPTIONS_NAME}
     root = "" if "" in roots else (roots.pop() if len(roots) == 1 else "")
@@ -102,9 +101,7 @@ def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.Zip
             f"{path} is not an ELMo model ZIP: it has no {' and no '.join(missing)} (it holds "
             f"{held or 'nothing'}); {hint}"
         )
-    members = {OPTIONS_NAME: by_name[root + OPTIONS_NAME], weights: by_name[root + weights]}
-    members.update({name: by_name[root + name] for name in OPTIONAL_NAMES if root + name in by_name})
-    return members
+    return {name: by_name[root + name] for name in (OPTIONS_NAME, weights, *OPTIONAL_NAMES) if root + name in by_name}
 
 
 def _content_key(members: Dict[str, zipfile.ZipInfo]) -> str:

@@ -18,9 +18,7 @@ class SwappedModelFilesError(ConfigurationError):
     """An HDF5 file given as the options (the weight file in the options' place), the arguments
     spelled as the caller spells them."""
 
-    def __init__(
-        self, path: str, options_name: str = "options_file", weights_name: str = "weight_file"
-    ) -> None:
+    def __init__(self, path: str, options_name: str = "options_file", weights_name: str = "weight_file") -> None:
         self.path = path
         super().__init__(
             f"{path} is not an options.json: this looks like an HDF5 weight file; did you swap "
