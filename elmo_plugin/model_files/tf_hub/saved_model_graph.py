@@ -32,10 +32,7 @@ class GraphNode:
     def int_list(self, attribute: str) -> Optional[List[int]]:
         """An attribute holding a list of integers (``AttrValue.list`` 1, ``ListValue.i`` 3),
         such as a max-pool's ``ksize``; None where the node has no such attribute."""
-        value = self.attributes.get(attribute)
-        if value is None:
-            return None
-        listed = first(message_fields(value), 1, None)
+        listed = first(message_fields(self.attributes.get(attribute, b"")), 1, None)
         if not isinstance(listed, bytes):
             return None
         return repeated_ints(message_fields(listed), 3)
@@ -44,14 +41,11 @@ class GraphNode:
 def _nodes_of(node_defs: List[bytes]) -> Iterator[GraphNode]:
     for serialized in node_defs:
         node = message_fields(serialized)
-        attributes: Dict[str, bytes] = {}
-        for entry in node.get(5, []):
-            entry_fields = message_fields(entry)  # type: ignore[arg-type]
-            attributes[first(entry_fields, 1, b"").decode("utf-8")] = first(entry_fields, 2, b"")  # type: ignore
+        entries = [message_fields(entry) for entry in node.get(5, [])]  # type: ignore[arg-type]
         yield GraphNode(
             name=first(node, 1, b"").decode("utf-8"),  # type: ignore[union-attr]
             op=first(node, 2, b"").decode("utf-8"),  # type: ignore[union-attr]
-            attributes=attributes,
+            attributes={first(entry, 1, b"").decode("utf-8"): first(entry, 2, b"") for entry in entries},  # type: ignore
         )
 
 
