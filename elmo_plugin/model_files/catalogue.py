@@ -106,8 +106,7 @@ def describe_published_models(cache_dir: Optional[PathLike] = None) -> str:
             cached = "yes" if all(cached_copy(url, cache_dir) for url in urls) else "no"
         lines.append(f"{model.name:<15}{model.parameters:>11}{model.output_dim:>12}  {cached}")
     for model in PUBLISHED_MODELS.values():
-        lines += ["", f"{model.name}:"]
-        lines += [f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
+        lines += ["", f"{model.name}:", f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
     source = f"{MODELS_URL_VARIABLE}={base_url}" if os.environ.get(MODELS_URL_VARIABLE) else base_url
     lines += [
         "",

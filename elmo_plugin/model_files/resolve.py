@@ -285,9 +285,8 @@ def _directory_model(directory: str, description: Optional[str] = None) -> Model
     options = os.path.join(directory, OPTIONS_NAME)
     weights = os.path.join(directory, weights_name_in(directory))
     if os.path.isfile(options) and os.path.isfile(weights):
-        if description is not None:
-            description = f"{description} (unpacked in {directory})"
-        return ModelFiles(options_file=options, weight_file=weights, description=description or directory)
+        description = directory if description is None else f"{description} (unpacked in {directory})"
+        return ModelFiles(options_file=options, weight_file=weights, description=description)
     if os.path.isfile(os.path.join(directory, "config.json")):
         # A serialization directory (or an extracted model.tar.gz) of a training run.
         return ModelFiles(archive_file=directory, description=directory)

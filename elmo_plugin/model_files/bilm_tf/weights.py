@@ -4,6 +4,7 @@ keeps TensorFlow's conventions: only transposes, the split of ``W_0`` and the ze
 byte embedding (docs/implementation.md, "Weight layouts").
 """
 import os
+from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Set, Tuple
 
 import h5py
@@ -31,16 +32,15 @@ def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> 
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
+@dataclass
 class _WeightReader:
-    """The datasets of a weight file (or arrays under the same names), read by name and shape,
+    """The datasets of a weight file (h5py datasets or numpy arrays by name), read by name and shape,
     remembering which were used."""
 
-    def __init__(self, datasets: Mapping[str, Any], path: str, options_source: str) -> None:
-        # name -> an h5py Dataset or a numpy array: each has a shape and reads with [...].
-        self.datasets = datasets
-        self.path = path
-        self.options_source = options_source
-        self.used: Set[str] = set()
+    datasets: Mapping[str, Any]
+    path: str
+    options_source: str
+    used: Set[str] = field(default_factory=set)
 
     def read(self, name: str, expected_shape: Tuple[int, ...]) -> torch.Tensor:
         if name not in self.datasets:

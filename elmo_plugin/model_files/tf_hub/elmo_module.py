@@ -124,7 +124,6 @@ def options_from_shapes(
     if n_layers == 0:
         raise ConfigurationError(f"{directory}: the module has no LSTM layers (RNN_0/.../W_P_0)")
     cell_size, projection_dim = _shape(arrays, "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0", 2, directory)
-    skip_connections = ASSUMED["use_skip_connections"] and n_layers > 1
     return BilmOptions(
         filters=filters,
         char_embedding_dim=char_dim,
@@ -137,7 +136,7 @@ def options_from_shapes(
         n_layers=n_layers,
         cell_clip=ASSUMED["cell_clip"],
         proj_clip=ASSUMED["proj_clip"],
-        use_skip_connections=bool(skip_connections),
+        use_skip_connections=ASSUMED["use_skip_connections"] and n_layers > 1,
     )
 
 
