@@ -266,9 +266,7 @@ def _load_state_dict(path: str) -> Dict[str, torch.Tensor]:
     return {key: value.float() for key, value in state.items()}
 
 
-def _check_shapes(
-    path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str
-) -> None:
+def _check_shapes(path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str) -> None:
     """Every expected tensor there with its shape and nothing else, or one error naming ``path``."""
     missing = [name for name in expected if name not in state]
     if missing:

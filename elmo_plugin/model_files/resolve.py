@@ -145,7 +145,7 @@ def resolve_model(
     known = _RESOLVED.get(key)
     if known is not None and known[1] == _on_disk(known[0]):
         return known[0]
-    files = _resolve(*request, cache_dir, argument_names)
+    files = _resolve(request, cache_dir, argument_names)
     if _never_change(files, request):
         _RESOLVED[key] = (files, _on_disk(files))
     return files
@@ -177,15 +177,9 @@ def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool
     return PUBLISHED_MODELS.get((model or DEFAULT_MODEL).lower()) is not None
 
 
-def _resolve(
-    model: Optional[str],
-    options_file: Optional[str],
-    weight_file: Optional[str],
-    archive_file: Optional[str],
-    cache_dir: str,
-    argument_names: ArgumentNames,
-) -> ModelFiles:
+def _resolve(request: Tuple[Optional[str], ...], cache_dir: str, argument_names: ArgumentNames) -> ModelFiles:
     """`resolve_model`'s work, done anew."""
+    model, options_file, weight_file, archive_file = request
     if archive_file is None and options_file is None and weight_file is not None:
         if is_model_archive(weight_file):
             archive_file, weight_file = weight_file, None
