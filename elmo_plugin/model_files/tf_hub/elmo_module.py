@@ -167,7 +167,7 @@ def graph_max_characters(nodes: List[GraphNode], widths: List[int]) -> Optional[
     return candidate if spans == {candidate - width + 1 for width in widths} else None
 
 
-def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
+def read_tf_hub_module(directory: PathLike) -> TfHubElmo:
     """
     The biLM of the TF-Hub module (or SavedModel) in ``directory``: its options and weights.
 
@@ -175,8 +175,6 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
 
     directory : `PathLike`
         The module, unpacked (``saved_model.pb``, ``variables/``).
-    reader : `str`, optional (default = `"auto"`)
-        How the checkpoint is read (`elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`).
 
     # Raises
 
@@ -189,7 +187,7 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
             f"{directory} is not a TF-Hub module or SavedModel: it needs {SAVED_MODEL_NAME} and "
             f"{VARIABLES_PREFIX}.index (unpack the module's .tar.gz into a directory first)"
         )
-    variables = read_checkpoint(os.path.join(directory, VARIABLES_PREFIX), reader=reader)
+    variables = read_checkpoint(os.path.join(directory, VARIABLES_PREFIX))
     arrays = _bilm_variables(variables, directory)
     nodes = saved_model_nodes(directory)
     notes: List[str] = []
