@@ -25,9 +25,8 @@ logger = logging.getLogger(__name__)
 _TOKEN_EMBEDDER = "_token_embedder."
 _HIGHWAYS = _TOKEN_EMBEDDER + "_highways."
 _LSTM = "_elmo_lstm."
-# First components of the keys of each layout, relative to the biLM.
+# First components of the keys of AllenNLP's layout (ours: `parameter_names.ROOTS`), relative to the biLM.
 ALLENNLP_ROOTS = ("_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding")
-PLUGIN_ROOTS = names.ROOTS
 # AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation.
 _CACHE_KEYS = ("_word_embedding.weight", "_bos_embedding", "_eos_embedding")
 _SHOWN_KEYS = 8
@@ -45,7 +44,7 @@ def bilm_state_layout(state_dict: Mapping[str, torch.Tensor], prefix: str) -> Op
     for key in state_dict:
         if key.startswith(prefix):
             root = key[len(prefix) :].split(".", 1)[0]
-            layout = "allennlp" if root in ALLENNLP_ROOTS else "elmo_plugin" if root in PLUGIN_ROOTS else "neither"
+            layout = "allennlp" if root in ALLENNLP_ROOTS else "elmo_plugin" if root in names.ROOTS else "neither"
             roots[layout].append(key)
     where = f"the biLM weights under '{prefix}'" if prefix else "the biLM weights"
     if roots["neither"]:

@@ -178,7 +178,6 @@ def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool
 
 
 def _resolve(request: Tuple[Optional[str], ...], cache_dir: str, argument_names: ArgumentNames) -> ModelFiles:
-    """`resolve_model`'s work, done anew."""
     model, options_file, weight_file, archive_file = request
     if archive_file is None and options_file is None and weight_file is not None:
         if is_model_archive(weight_file):

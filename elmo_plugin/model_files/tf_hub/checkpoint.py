@@ -57,7 +57,6 @@ class CheckpointEntry:
 
 
 def _block_entries(data: bytes, where: str) -> List[Tuple[bytes, bytes]]:
-    """The ``(key, value)`` pairs of one uncompressed table block."""
     if len(data) < 4:
         raise WireFormatError(f"{where} is shorter than its restart count")
     num_restarts = struct.unpack_from("<I", data, len(data) - 4)[0]
