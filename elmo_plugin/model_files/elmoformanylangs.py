@@ -4,11 +4,11 @@ ELMoForManyLangs model directories (HIT-SCIR's ELMo for 44 languages), read into
 in AllenNLP 0.x's layout (`elmo_plugin.model_files.allennlp_conventions`); docs/elmoformanylangs.md.
 """
 import codecs
+import dataclasses
 import json
 import logging
 import os
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -84,23 +84,13 @@ def is_elmoformanylangs_directory(path: PathLike) -> bool:
     return isinstance(content, dict) and "config_path" in content
 
 
-@dataclass
-class ElmoForManyLangsOptions:
-    """The architecture of an ELMoForManyLangs model (its options file), checked. ``word_dim`` 0: no
-    word embedding; clips None: no clipping (its code skips a clip of 0 or null)."""
+@dataclasses.dataclass
+class ElmoForManyLangsOptions(BilmOptions):
+    """The architecture of an ELMoForManyLangs model (its options file), checked: its `BilmOptions`,
+    ``word_dim`` (0: no word embedding) and ``source``, the file, for errors."""
 
-    filters: List[Tuple[int, int]]
-    char_dim: int
-    word_dim: int
-    n_highway: int
-    activation: str
-    max_characters_per_token: int
-    projection_dim: int
-    cell_dim: int
-    n_layers: int
-    cell_clip: Optional[float]
-    proj_clip: Optional[float]
-    source: str
+    word_dim: int = 0
+    source: str = ""
 
     @classmethod
     def from_dict(cls, options: Any, source: str) -> "ElmoForManyLangsOptions":
@@ -148,36 +138,25 @@ class ElmoForManyLangsOptions:
             raise ConfigurationError(message) from None
         return cls(
             filters=filters,
-            char_dim=char_dim,
+            char_embedding_dim=char_dim,
             word_dim=int(embedder.get("word_dim") or 0),
             n_highway=int(embedder.get("n_highway") or 0),
             activation=activation,
             max_characters_per_token=int(need(embedder, "token_embedder", "max_characters_per_token")),
             projection_dim=int(need(encoder, "encoder", "projection_dim")),
-            cell_dim=int(need(encoder, "encoder", "dim")),
+            lstm_dim=int(need(encoder, "encoder", "dim")),
             n_layers=int(need(encoder, "encoder", "n_layers")),
+            # Its code skips a clip of 0 or null.
             cell_clip=float(encoder["cell_clip"]) if encoder.get("cell_clip") else None,
             proj_clip=float(encoder["proj_clip"]) if encoder.get("proj_clip") else None,
+            # Its ElmobiLm adds every layer's input to its output from the second layer on.
+            use_skip_connections=True,
             source=source,
         )
 
     def to_bilm_options(self) -> BilmOptions:
         """The `BilmOptions` of the same architecture (what `ElmoBiLm` is built from)."""
-        return BilmOptions(
-            filters=self.filters,
-            char_embedding_dim=self.char_dim,
-            n_highway=self.n_highway,
-            max_characters_per_token=self.max_characters_per_token,
-            lstm_dim=self.cell_dim,
-            projection_dim=self.projection_dim,
-            n_layers=self.n_layers,
-            activation=self.activation,
-            cell_clip=self.cell_clip,
-            proj_clip=self.proj_clip,
-            # Its ElmobiLm adds every layer's input to its output from the second layer on.
-            use_skip_connections=True,
-            dropout=0.0,
-        )
+        return BilmOptions(**{field.name: getattr(self, field.name) for field in dataclasses.fields(BilmOptions)})
 
 
 def _read_json(path: str) -> Any:
@@ -357,20 +336,20 @@ class ElmoForManyLangsModel:
 
         # Rows of the embeddings come from the dictionaries: check the widths first, so that a
         # mismatch of dictionary and weights is reported as that.
-        n_filters = sum(count for _, count in options.filters)
+        n_filters = options.n_filters
         expected: Dict[str, Tuple[int, ...]] = {}
-        for name, dim in (("char_emb_layer", options.char_dim), ("word_emb_layer", options.word_dim)):
+        for name, dim in (("char_emb_layer", options.char_embedding_dim), ("word_emb_layer", options.word_dim)):
             if dim > 0:
                 key = f"{name}.embedding.weight"
                 rows = embedder[key].size(0) if key in embedder and embedder[key].dim() == 2 else -1
                 expected[key] = (rows, dim)
         for index, (width, count) in enumerate(options.filters):
-            expected[f"convolutions.{index}.weight"] = (count, options.char_dim, width)
+            expected[f"convolutions.{index}.weight"] = (count, options.char_embedding_dim, width)
             expected[f"convolutions.{index}.bias"] = (count,)
         for index in range(options.n_highway):
             expected[_HIGHWAYS + highway_key(index, "weight")] = (2 * n_filters, n_filters)
             expected[_HIGHWAYS + highway_key(index, "bias")] = (2 * n_filters,)
-        projection, cell = options.projection_dim, options.cell_dim
+        projection, cell = options.projection_dim, options.lstm_dim
         expected["projection.weight"] = (projection, options.word_dim + n_filters)
         expected["projection.bias"] = (projection,)
         _check_shapes(embedder_path, embedder, expected, source)
@@ -411,7 +390,7 @@ class ElmoForManyLangsModel:
                 state[names.convolution(index, kind)] = embedder[f"convolutions.{index}.{kind}"]
             state[names.projection(kind)] = embedder[f"projection.{kind}"]
         state.update(highways_from_allennlp(embedder, _HIGHWAYS, options.n_highway))
-        state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.cell_dim))
+        state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.lstm_dim))
         return with_format_version({name: value.contiguous() for name, value in state.items()})
 
 

@@ -120,7 +120,7 @@ def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
     words = f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding"
     logger.info(
         "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
-        model.directory, len(model.char_to_id), words, options.n_layers, options.cell_dim, options.projection_dim,
+        model.directory, len(model.char_to_id), words, options.n_layers, options.lstm_dim, options.projection_dim,
     )
     return StoredBilm(options.to_bilm_options(), model.state, elmoformanylangs=model)
 
