@@ -61,9 +61,7 @@ class _WeightReader:
         return torch.from_numpy(np.asarray(dataset[...], dtype=np.float32))
 
     def check_nothing_left(self) -> None:
-        unused = [
-            name for name in self.datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used
-        ]
+        unused = [name for name in self.datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used]
         if unused:
             raise ConfigurationError(
                 f"{self.path}: datasets {', '.join(sorted(unused)[:6])}"
@@ -76,25 +74,18 @@ class _WeightReader:
 def read_bilm_tf_weights(
     weight_file: PathLike, options: BilmOptions, options_source: str = "the options"
 ) -> Dict[str, torch.Tensor]:
-    """
-    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from ``options``.
-    Raises `ConfigurationError` naming the file, the dataset and both shapes if the file does not
-    fit the options, and naming the datasets the options leave unused.
-    """
+    """Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from ``options``; a
+    `ConfigurationError` names the file and the datasets that do not fit the options."""
     path = os.fspath(weight_file)
     if not os.path.isfile(path):
         raise ConfigurationError(f"weight file not found: {path}")
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
-        raise ConfigurationError(
-            f"{path}: not a readable HDF5 weight file ({error}); is the file complete?"
-        ) from None
+        raise ConfigurationError(f"{path}: not a readable HDF5 weight file ({error}); is the file complete?") from None
     with handle:
         datasets: Dict[str, h5py.Dataset] = {}
-        handle.visititems(
-            lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset) else None
-        )
+        handle.visititems(lambda name, obj: datasets.update({name: obj}) if isinstance(obj, h5py.Dataset) else None)
         return bilm_tf_state_dict(datasets, options, path, options_source)
 
 
