@@ -60,10 +60,8 @@ def lstm_parameter_from_allennlp(parameter: str, value: torch.Tensor, cell_size:
 
 def highway_parameter_from_allennlp(value: torch.Tensor) -> torch.Tensor:
     """Our highway layer's weight ``(2F, F)`` or bias ``(2F,)`` from AllenNLP's: gate half negated."""
-    converted = value.clone()
     half = value.size(0) // 2
-    converted[half:] = -converted[half:]
-    return converted
+    return torch.cat([value[:half], -value[half:]])
 
 
 def lstm_stack_from_allennlp(

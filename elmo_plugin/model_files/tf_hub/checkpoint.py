@@ -196,9 +196,8 @@ class TensorFlowCheckpoint:
         """Each variable's name to its checkpoint key: the key itself in graph-mode checkpoints,
         the object graph's ``full_name`` in object-based ones. Bookkeeping entries (the object
         graph, a save counter) are left out: only numbers with a name are variables."""
-        full_names: Dict[str, str] = {}
-        if OBJECT_GRAPH_KEY in self.entries:
-            full_names = object_graph_names(self.read(OBJECT_GRAPH_KEY), self.index_path)
+        graph = self.read(OBJECT_GRAPH_KEY) if OBJECT_GRAPH_KEY in self.entries else b""
+        full_names = object_graph_names(graph, self.index_path)
         return {full_names.get(key, key): key for key, entry in self.entries.items() if entry.dtype != _DT_STRING}
 
 
@@ -269,9 +268,8 @@ def _read_with_tensorflow(prefix: str, reason: str) -> Dict[str, np.ndarray]:
     except (tf.errors.OpError, ValueError) as error:
         raise ConfigurationError(f"{prefix}: TensorFlow cannot read the checkpoint ({error})") from None
     dtypes = checkpoint.get_variable_to_dtype_map()
-    full_names: Dict[str, str] = {}
-    if OBJECT_GRAPH_KEY in dtypes:
-        full_names = object_graph_names(checkpoint.get_tensor(OBJECT_GRAPH_KEY), prefix)
+    graph = checkpoint.get_tensor(OBJECT_GRAPH_KEY) if OBJECT_GRAPH_KEY in dtypes else b""
+    full_names = object_graph_names(graph, prefix)
     return {
         full_names.get(key, key): np.asarray(checkpoint.get_tensor(key))
         for key, dtype in dtypes.items()
