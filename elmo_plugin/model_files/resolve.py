@@ -157,14 +157,11 @@ _RESOLVED: Dict[Tuple[Optional[str], ...], Tuple[ModelFiles, Tuple[Tuple[int, in
 
 def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
     """The size and modification time of each file: one replaced since it was checked is checked again."""
-    signature = []
-    for path in (files.options_file, files.weight_file):
-        try:
-            status = os.stat(path)
-        except (OSError, TypeError):
-            return ()
-        signature.append((status.st_size, status.st_mtime_ns))
-    return tuple(signature)
+    try:
+        statuses = [os.stat(path) for path in (files.options_file, files.weight_file)]
+    except (OSError, TypeError):
+        return ()
+    return tuple((status.st_size, status.st_mtime_ns) for status in statuses)
 
 
 def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool:

@@ -39,11 +39,9 @@ def is_zip_model(path: str) -> bool:
 
 def weights_name_in(directory: str) -> str:
     """The weight file's name in a bilm-tf model's folder: ``weights.hdf5``, else NLPL's ``model.hdf5``."""
-    if os.path.isfile(os.path.join(directory, ZIP_WEIGHTS_NAME)) and not os.path.isfile(
-        os.path.join(directory, WEIGHTS_NAME)
-    ):
-        return ZIP_WEIGHTS_NAME
-    return WEIGHTS_NAME
+    if os.path.isfile(os.path.join(directory, WEIGHTS_NAME)):
+        return WEIGHTS_NAME
+    return ZIP_WEIGHTS_NAME if os.path.isfile(os.path.join(directory, ZIP_WEIGHTS_NAME)) else WEIGHTS_NAME
 
 
 def unpacked_zip_model(path: str, cache_dir: str) -> str:

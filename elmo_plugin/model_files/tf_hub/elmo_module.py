@@ -42,9 +42,7 @@ def is_tf_hub_module(path: PathLike) -> bool:
     """Whether ``path`` is a SavedModel directory (a TF-Hub module is one): ``saved_model.pb``
     and a checkpoint in ``variables/``."""
     path = os.fspath(path)
-    return os.path.isfile(os.path.join(path, SAVED_MODEL_NAME)) and os.path.isfile(
-        os.path.join(path, VARIABLES_PREFIX + ".index")
-    )
+    return all(os.path.isfile(os.path.join(path, name)) for name in (SAVED_MODEL_NAME, VARIABLES_PREFIX + ".index"))
 
 
 @dataclass
