@@ -309,7 +309,7 @@ class ElmoForManyLangsModel:
         self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
         self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
         self.char_to_id = read_dictionary(self.character_dictionary_path)
-        self.word_to_id = read_dictionary(self.word_dictionary_path) if self.has_word_embedding else None
+        self.word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
         for path, dictionary, required in (
             (self.character_dictionary_path, self.char_to_id, REQUIRED_CHARACTERS),
             (self.word_dictionary_path, self.word_to_id, REQUIRED_WORDS),
@@ -321,10 +321,6 @@ class ElmoForManyLangsModel:
                     "looks up for every sentence"
                 )
         self.state: Optional[Dict[str, torch.Tensor]] = self._read_weights() if weights else None
-
-    @property
-    def has_word_embedding(self) -> bool:
-        return self.options.word_dim > 0
 
     def _read_weights(self) -> Dict[str, torch.Tensor]:
         options = self.options
@@ -383,7 +379,7 @@ class ElmoForManyLangsModel:
         state: Dict[str, torch.Tensor] = {
             names.CHARACTER_EMBEDDING: _with_mask_row(embedder["char_emb_layer.embedding.weight"])
         }
-        if self.has_word_embedding:
+        if self.word_to_id is not None:
             state[names.WORD_EMBEDDING] = _with_mask_row(embedder["word_emb_layer.embedding.weight"])
         for kind in names.WEIGHT_AND_BIAS:
             for index in range(len(options.filters)):

@@ -74,10 +74,7 @@ def state_dict_keys(
         keys += [highway(index, kind) for kind in WEIGHT_AND_BIAS]
     if has_projection:
         keys += [projection(kind) for kind in WEIGHT_AND_BIAS]
-    keys += [
-        lstm(direction, layer, parameter)
-        for direction in DIRECTIONS
-        for layer in range(options.n_layers)
-        for parameter in LSTM_PARAMETERS
-    ]
+    for direction in DIRECTIONS:
+        for layer in range(options.n_layers):
+            keys += [lstm(direction, layer, parameter) for parameter in LSTM_PARAMETERS]
     return keys
