@@ -100,9 +100,8 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
         _remove_unused_locks(location, cache_dir)
         raise DownloadError(f"{location}: not found") from None
     except Exception as error:  # noqa: BLE001
-        # Every scheme's client fails in its own way (requests, botocore, huggingface_hub); all
-        # of them are one line here. cached_path has already removed its partial file; its lock
-        # file is left, and removed here, so that the cache holds nothing of this URL.
+        # Every scheme's client (requests, botocore, huggingface_hub) fails in its own way: one line here.
+        # cached_path removed its partial file but not its lock file, removed here.
         _remove_unused_locks(location, cache_dir)
         raise DownloadError(
             f"downloading {location} failed ({_short_reason(error)}); nothing was cached, so the "
