@@ -1,13 +1,8 @@
 """
-AllenNLP 0.x's conventions for ELMo's LSTM and highway layers, converted to bilm-tf's (which the
-plugin's biLM keeps), written once for AllenNLP's own biLM and ELMoForManyLangs' models:
-
-- **LSTM gate blocks**: i, f, j, o and ``(out, in)`` there; i, j, f, o and ``(in, out)`` here.
-- **The forget bias**: TensorFlow's ``LSTMCell`` (and our layer) adds 1.0 at run time, AllenNLP's
-  cell nothing (its bilm-tf loader adds the 1.0 into the stored bias; ELMoForManyLangs trained
-  without), so the stored bias is ours plus 1.0 on the forget block.
-- **The highway gate**: AllenNLP computes ``g * x + (1 - g) * f(x)``, bilm-tf and we
-  ``g * f(x) + (1 - g) * x``, so their gate half of the weight and bias is ours negated.
+AllenNLP 0.x's conventions for ELMo's LSTM and highway layers (gate order i, f, j, o and ``(out, in)``
+matrices; the forget bias of 1.0 stored in the bias; the highway gate's half negated), converted to
+bilm-tf's, which our biLM keeps, for AllenNLP's biLM and ELMoForManyLangs' models alike
+(docs/implementation.md, "Weight layouts").
 """
 from typing import Dict, Tuple
 
@@ -19,8 +14,7 @@ from elmo_plugin.model_files import parameter_names as names
 # gate at run time.
 FORGET_BIAS = 1.0
 
-# The parameters of an LstmCellWithProjection, by our name of the same parameter
-# (`parameter_names.LSTM_PARAMETERS`).
+# The parameters of an LstmCellWithProjection, by our name (`parameter_names.LSTM_PARAMETERS`).
 LSTM_CELL_PARAMETERS = {
     "input_weight": "input_linearity.weight",
     "recurrent_weight": "state_linearity.weight",
@@ -52,9 +46,7 @@ def _gates_to_tensorflow(tensor: torch.Tensor, cell_size: int) -> torch.Tensor:
     return torch.cat([i, j, f, o], dim=0)
 
 
-def lstm_parameter_from_allennlp(
-    parameter: str, value: torch.Tensor, cell_size: int
-) -> torch.Tensor:
+def lstm_parameter_from_allennlp(parameter: str, value: torch.Tensor, cell_size: int) -> torch.Tensor:
     """Our LSTM ``parameter`` from the ``value`` AllenNLP stores for it, in a cell of ``cell_size``."""
     if parameter == "projection_weight":
         converted = value.t()
@@ -68,10 +60,8 @@ def lstm_parameter_from_allennlp(
 
 def highway_parameter_from_allennlp(value: torch.Tensor) -> torch.Tensor:
     """Our highway layer's weight ``(2F, F)`` or bias ``(2F,)`` from AllenNLP's: gate half negated."""
-    converted = value.clone()
     half = value.size(0) // 2
-    converted[half:] = -converted[half:]
-    return converted
+    return torch.cat([value[:half], -value[half:]])
 
 
 def lstm_stack_from_allennlp(
@@ -88,14 +78,10 @@ def lstm_stack_from_allennlp(
     }
 
 
-def highways_from_allennlp(
-    state: Dict[str, torch.Tensor], prefix: str, num_layers: int
-) -> Dict[str, torch.Tensor]:
+def highways_from_allennlp(state: Dict[str, torch.Tensor], prefix: str, num_layers: int) -> Dict[str, torch.Tensor]:
     """Every parameter of our highway layers from the ``Highway`` under ``prefix`` in ``state``."""
     return {
-        names.highway(layer, kind): highway_parameter_from_allennlp(
-            state[prefix + highway_key(layer, kind)]
-        )
+        names.highway(layer, kind): highway_parameter_from_allennlp(state[prefix + highway_key(layer, kind)])
         for layer in range(num_layers)
         for kind in names.WEIGHT_AND_BIAS
     }

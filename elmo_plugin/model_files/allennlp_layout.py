@@ -1,19 +1,7 @@
 """
-The state-dict layout of AllenNLP's own ELMo biLM (``allennlp.modules.elmo._ElmoBiLm``), read into
-the plugin's `ElmoBiLm` as a model is loaded.
-
-Why: the plugin registers its own ``elmo_token_embedder`` (and ``elmo_characters``), so a model
-trained with AllenNLP's embedder is rebuilt with ours when it is loaded (``load_archive``,
-``allennlp predict``, ``allennlp evaluate``), and its saved weights carry AllenNLP's names and
-conventions; only what lies under the biLM differs (docs/implementation.md, "Weight layouts",
-maps each key). `ElmoBiLm._load_from_state_dict` has it converted, so the conversion works
-wherever a model holds the biLM, under whatever attribute names; the scalar mixes need nothing.
-
-The layout is recognised by key names only (never from shapes): keys under the biLM that start
-with ``_token_embedder.``, ``_elmo_lstm.`` or ``_word_embedding.`` are AllenNLP's,
-``character_encoder.``, ``lstm.`` or ``format_version`` ours. Keys that are neither, both layouts
-at once, keys AllenNLP's layout does not have for this biLM (a ``char_conv_7`` for five filter
-widths) or missing ones are a `ConfigurationError` that names them.
+The state-dict layout of AllenNLP's own ELMo biLM (``allennlp.modules.elmo._ElmoBiLm``), converted
+to ours as a model trained with AllenNLP's embedder is loaded (docs/implementation.md, "Weight
+layouts"). The layout is told by key names only, never by shapes.
 """
 import logging
 from typing import Dict, List, Mapping, Optional, Set
@@ -37,12 +25,9 @@ logger = logging.getLogger(__name__)
 _TOKEN_EMBEDDER = "_token_embedder."
 _HIGHWAYS = _TOKEN_EMBEDDER + "_highways."
 _LSTM = "_elmo_lstm."
-# First components of the keys of each layout, relative to the biLM.
-ALLENNLP_ROOTS = (
-    "_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding"
-)
-PLUGIN_ROOTS = names.ROOTS
-# AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation (see above).
+# First components of the keys of AllenNLP's layout (ours: `parameter_names.ROOTS`), relative to the biLM.
+ALLENNLP_ROOTS = ("_token_embedder", "_elmo_lstm", "_word_embedding", "_bos_embedding", "_eos_embedding")
+# AllenNLP's vocab_to_cache tables: not parameters of the biLM's computation.
 _CACHE_KEYS = ("_word_embedding.weight", "_bos_embedding", "_eos_embedding")
 _SHOWN_KEYS = 8
 
@@ -53,22 +38,14 @@ def _listing(keys: List[str]) -> str:
 
 
 def bilm_state_layout(state_dict: Mapping[str, torch.Tensor], prefix: str) -> Optional[str]:
-    """
-    ``"allennlp"`` or ``"elmo_plugin"``: the layout of the biLM weights under ``prefix`` in
-    ``state_dict``, told by their key names; None if there are none. A mix of both, or keys that
-    belong to neither, is a `ConfigurationError` naming them.
-    """
+    """``"allennlp"`` or ``"elmo_plugin"``: the layout of the biLM weights under ``prefix`` in
+    ``state_dict``; None if there are none. A mix of both, or keys of neither, is a `ConfigurationError`."""
     roots: Dict[str, List[str]] = {"allennlp": [], "elmo_plugin": [], "neither": []}
     for key in state_dict:
-        if not key.startswith(prefix):
-            continue
-        root = key[len(prefix) :].split(".", 1)[0]
-        if root in ALLENNLP_ROOTS:
-            roots["allennlp"].append(key)
-        elif root in PLUGIN_ROOTS:
-            roots["elmo_plugin"].append(key)
-        else:
-            roots["neither"].append(key)
+        if key.startswith(prefix):
+            root = key[len(prefix) :].split(".", 1)[0]
+            layout = "allennlp" if root in ALLENNLP_ROOTS else "elmo_plugin" if root in names.ROOTS else "neither"
+            roots[layout].append(key)
     where = f"the biLM weights under '{prefix}'" if prefix else "the biLM weights"
     if roots["neither"]:
         raise ConfigurationError(
@@ -80,21 +57,12 @@ def bilm_state_layout(state_dict: Mapping[str, torch.Tensor], prefix: str) -> Op
             f"{where} mix AllenNLP's layout ({_listing(roots['allennlp'])}) with elmo_plugin's "
             f"({_listing(roots['elmo_plugin'])})"
         )
-    if roots["allennlp"]:
-        return "allennlp"
-    if roots["elmo_plugin"]:
-        return "elmo_plugin"
-    return None
+    return next((layout for layout in ("allennlp", "elmo_plugin") if roots[layout]), None)
 
 
-def allennlp_bilm_key_map(
-    options: BilmOptions, has_projection: Optional[bool] = None
-) -> Dict[str, str]:
-    """
-    Every key of AllenNLP's layout for a biLM of ``options``' architecture, mapped to the key of
-    ours it becomes, both relative to the biLM. ``has_projection`` as in
-    `parameter_names.state_dict_keys`.
-    """
+def allennlp_bilm_key_map(options: BilmOptions, has_projection: Optional[bool] = None) -> Dict[str, str]:
+    """Every key of AllenNLP's layout for a biLM of ``options``' architecture, mapped to the key of
+    ours it becomes, both relative to the biLM. ``has_projection`` as in `parameter_names.state_dict_keys`."""
     if has_projection is None:
         has_projection = options.has_character_projection
     mapping = {_TOKEN_EMBEDDER + "_char_embedding_weights": names.CHARACTER_EMBEDDING}
@@ -108,9 +76,7 @@ def allennlp_bilm_key_map(
     for direction in names.DIRECTIONS:
         for layer in range(options.n_layers):
             for parameter in names.LSTM_PARAMETERS:
-                mapping[_LSTM + lstm_cell_key(direction, layer, parameter)] = names.lstm(
-                    direction, layer, parameter
-                )
+                mapping[_LSTM + lstm_cell_key(direction, layer, parameter)] = names.lstm(direction, layer, parameter)
     return mapping
 
 
@@ -120,16 +86,12 @@ def convert_allennlp_bilm_state(
     options: BilmOptions,
     own_state: Mapping[str, torch.Tensor],
 ) -> None:
-    """
-    Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by the
-    same weights in ours, for the biLM of ``options`` whose own state dict is ``own_state``. Keys
-    that do not fit the architecture are a `ConfigurationError` naming them.
-    """
+    """Replaces, in place, the AllenNLP-layout biLM weights under ``prefix`` in ``state_dict`` by ours,
+    for the biLM of ``options`` whose own state dict is ``own_state``; a `ConfigurationError` where they
+    do not fit."""
     mapping = allennlp_bilm_key_map(options, has_projection=names.projection("weight") in own_state)
     present: Set[str] = {key[len(prefix) :] for key in state_dict if key.startswith(prefix)}
-    unknown = sorted(
-        prefix + key for key in present if key not in mapping and key not in _CACHE_KEYS
-    )
+    unknown = sorted(prefix + key for key in present if key not in mapping and key not in _CACHE_KEYS)
     missing = sorted(prefix + key for key in mapping if key not in present)
     if unknown or missing:
         problems = []
@@ -154,18 +116,13 @@ def convert_allennlp_bilm_state(
                 f"biLM needs {expected} there; is it built from the options the model was "
                 "trained with?"
             )
-    # Everything that is not in one of AllenNLP 0.x's conventions is copied as it is...
     converted = {ours: state_dict[prefix + theirs] for theirs, ours in mapping.items()}
-    # ...but the character embedding's row 0: the id of padding positions, which AllenNLP's
-    # file loader leaves as it finds it and which is our padding_idx (zero; it never reaches an
-    # output).
+    # Row 0, the padding id, which AllenNLP's loader leaves as it finds it, is our zero padding_idx.
     embedding = converted[names.CHARACTER_EMBEDDING].clone()
     embedding[0] = 0.0
     converted[names.CHARACTER_EMBEDDING] = embedding
     converted.update(highways_from_allennlp(state_dict, prefix + _HIGHWAYS, options.n_highway))
-    converted.update(
-        lstm_stack_from_allennlp(state_dict, prefix + _LSTM, options.n_layers, options.lstm_dim)
-    )
+    converted.update(lstm_stack_from_allennlp(state_dict, prefix + _LSTM, options.n_layers, options.lstm_dim))
     for key in present:
         del state_dict[prefix + key]
     state_dict.update({prefix + key: value.contiguous() for key, value in converted.items()})

@@ -1,12 +1,7 @@
 """
-The layouts a biLM's state dict may have been saved in, and their conversion to the current one
-as the dict is loaded: `elmo_plugin.modules.bilm.ElmoBiLm` calls `upgrade_bilm_state` from its
-``_load_from_state_dict``, so that it happens wherever a model holds the biLM (a task model's
-archive, an ``elmo_bilm`` archive through AllenNLP's ``load_archive``, ``Elmo.load_state_dict``).
-
-The current layout records its version as the buffer ``format_version`` = `FORMAT_VERSION` (a
-newer one is refused); elmo_plugin 0.1's archives (``tests/fixtures/legacy_elmo_bilm``) have the
-same layout without the record; AllenNLP's own biLM is `elmo_plugin.model_files.allennlp_layout`'s.
+The layouts a biLM's state dict may have been saved in, converted to the current one as it is loaded
+(`ElmoBiLm._load_from_state_dict` calls `upgrade_bilm_state`). The current layout records its version
+in the buffer ``format_version``; elmo_plugin 0.1's archives have the same layout without it.
 """
 from typing import Dict, Mapping
 
@@ -17,8 +12,7 @@ from elmo_plugin.model_files import parameter_names as names
 from elmo_plugin.model_files.allennlp_layout import bilm_state_layout, convert_allennlp_bilm_state
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 
-# The version of the current layout, saved in every biLM's state dict (and so in every model
-# archive of a model that holds a biLM).
+# The version of the current layout, saved in every biLM's state dict.
 FORMAT_VERSION = 1
 
 
@@ -38,11 +32,9 @@ def upgrade_bilm_state(
     options: BilmOptions,
     own_state: Mapping[str, torch.Tensor],
 ) -> None:
-    """
-    Converts, in place, the biLM weights under ``prefix`` in ``state_dict`` from the layout they
-    were saved in to the current one, for the biLM of ``options`` whose own state dict is
-    ``own_state``. Raises `ConfigurationError` for a newer version or AllenNLP weights that do not fit.
-    """
+    """Converts, in place, the biLM weights under ``prefix`` in ``state_dict`` to the current layout, for
+    the biLM of ``options`` whose own state dict is ``own_state``; `ConfigurationError` for a newer
+    version or AllenNLP weights that do not fit."""
     key = prefix + names.FORMAT_VERSION
     if bilm_state_layout(state_dict, prefix) == "allennlp":
         convert_allennlp_bilm_state(state_dict, prefix, options, own_state)
@@ -51,6 +43,5 @@ def upgrade_bilm_state(
             f"these weights have format version {int(state_dict[key])}, newer than this "
             f"elmo_plugin reads ({FORMAT_VERSION}); upgrade elmo_plugin"
         )
-    # AllenNLP's weights are converted now, elmo_plugin 0.1's never needed it: both are the
-    # current layout from here on.
+    # AllenNLP's weights are converted now, elmo_plugin 0.1's never needed it.
     state_dict[key] = format_version()

@@ -20,10 +20,7 @@ def build_target(path: Optional[str]) -> Optional[str]:
     if not path or "://" in path:
         return None
     normalized = "/" + os.path.normpath(path).replace(os.sep, "/")
-    for folder, target in BUILD_TARGETS.items():
-        if f"/{folder}/" in normalized + "/":
-            return target
-    return None
+    return next((target for folder, target in BUILD_TARGETS.items() if f"/{folder}/" in normalized + "/"), None)
 
 
 def with_build_hint(error: ConfigurationError, *paths: Optional[str]) -> ConfigurationError:

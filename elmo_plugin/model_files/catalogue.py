@@ -1,7 +1,6 @@
 """
-The catalogue of published ELMo models: AllenNLP's English models by name, where they are
-downloaded from (``$ELMO_MODELS_URL`` or AllenNLP's bucket), and the table that
-``allennlp elmo --list-models`` prints.
+The published ELMo models: AllenNLP's English models by name, where they are downloaded from, and
+the table that ``allennlp elmo --list-models`` prints.
 """
 import os
 from dataclasses import dataclass
@@ -11,8 +10,7 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, WEIGHTS_NAME
 from elmo_plugin.model_files.download import cached_copy, default_cache_dir, is_remote
 
-# Where the published models are; the environment variable replaces it (a mirror, a test
-# server, or a local directory with the same layout). Read at each use, not at import.
+# Where the published models are; the environment variable (read at each use) replaces it.
 MODELS_URL_VARIABLE = "ELMO_MODELS_URL"
 DEFAULT_MODELS_URL = "https://allennlp.s3.amazonaws.com/models/elmo"
 
@@ -72,8 +70,7 @@ def models_url() -> str:
 
 
 def is_published_url(location: str) -> bool:
-    """Whether ``location`` is a published model's file (at AllenNLP's address or the mirror's):
-    such files never change, so a cached copy is used without asking the server."""
+    """Whether ``location`` is a published model's file (at AllenNLP's address or the mirror's)."""
     return any(
         location in (model.options_url(base), model.weights_url(base))
         for model in PUBLISHED_MODELS.values()
@@ -82,8 +79,8 @@ def is_published_url(location: str) -> bool:
 
 
 def models_url_note(location: str) -> str:
-    """For errors about ``location``: where the published models are looked for, when a mirror
-    named by ``$ELMO_MODELS_URL`` serves it (the likeliest cause of a wrong answer); else ``""``."""
+    """For errors about ``location``: where the published models are looked for, when
+    ``$ELMO_MODELS_URL`` serves it; else ``""``."""
     base = os.environ.get(MODELS_URL_VARIABLE)
     if base and location.startswith(base.rstrip("/")):
         return f"the published models are looked for under {MODELS_URL_VARIABLE}={base}"
@@ -109,11 +106,8 @@ def describe_published_models(cache_dir: Optional[PathLike] = None) -> str:
             cached = "yes" if all(cached_copy(url, cache_dir) for url in urls) else "no"
         lines.append(f"{model.name:<15}{model.parameters:>11}{model.output_dim:>12}  {cached}")
     for model in PUBLISHED_MODELS.values():
-        lines += ["", f"{model.name}:"]
-        lines += [f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
-    source = base_url
-    if os.environ.get(MODELS_URL_VARIABLE):
-        source = f"{MODELS_URL_VARIABLE}={base_url}"
+        lines += ["", f"{model.name}:", f"  {model.options_url(base_url)}", f"  {model.weights_url(base_url)}"]
+    source = f"{MODELS_URL_VARIABLE}={base_url}" if os.environ.get(MODELS_URL_VARIABLE) else base_url
     lines += [
         "",
         f"Downloaded on first use from {source}",

@@ -1,11 +1,7 @@
 """
-Downloading model files: through AllenNLP's ``cached_path`` into its cache directory
-(``$ALLENNLP_CACHE_ROOT/cache``, by default ``~/.allennlp/cache``), once, with a progress bar,
-and checked before use.
-
-Every downloaded file is checked (an HTML page or a file cut short is an error naming the URL,
-and the bad cache entry is deleted so that the next run downloads again). Files that never change
-(the published models) are used from the cache without asking the server, offline too.
+Downloading model files through AllenNLP's ``cached_path`` into its cache directory, once, each
+checked (a bad download is an error naming the URL, and its cache entry is deleted). Files that never
+change (the published models) are used from the cache without asking the server, offline too.
 """
 import contextlib
 import glob
@@ -15,7 +11,7 @@ import logging
 import os
 import tarfile
 import zipfile
-from typing import Callable, Dict, Optional
+from typing import Optional
 from urllib.parse import urlparse
 
 import h5py
@@ -70,28 +66,12 @@ def is_remote(location: str) -> bool:
     return urlparse(location).scheme in get_supported_schemes()
 
 
-class _NotTheExpectedFile(Exception):
-    """A downloaded file that is not what was asked for; the message says what it is instead."""
-
-
-def file_problem(path: str, kind: str) -> Optional[str]:
-    """What makes the file at ``path`` unusable as a ``kind`` (`KINDS`), the checks every
-    download gets; None: nothing."""
-    try:
-        _check_download(path, kind)
-    except _NotTheExpectedFile as problem:
-        return str(problem)
-    return None
-
-
 def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False) -> str:
     """The local path of ``location``, a file of ``kind`` (`KINDS`): a local path as it is, a remote
     file downloaded and checked (``immutable`` ones from the cache, unasked). Raises `DownloadError`."""
     location = os.fspath(location)
     if not is_remote(location):
-        if location.startswith("file://"):
-            location = location[len("file://") :]
-        path = os.path.expanduser(location)
+        path = os.path.expanduser(location.removeprefix("file://"))
         if not os.path.exists(path):
             raise DownloadError(f"{KINDS[kind]} not found: {path}")
         return path
@@ -99,14 +79,13 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
     if immutable:
         cached = cached_copy(location, cache_dir)
         if cached is not None:
-            try:
-                _check_download(cached, kind)
+            problem = file_problem(cached, kind)
+            if problem is None:
                 return cached
-            except _NotTheExpectedFile as problem:
-                # Perhaps stored by a tool that does not check (AllenNLP's own Elmo shares these
-                # URLs and the cache): replace it.
-                logger.warning("The cached copy of %s is damaged (%s); downloading it again", location, problem)
-                _remove_cache_entry(cached)
+            # Perhaps stored by a tool that does not check (AllenNLP's own Elmo shares these URLs
+            # and the cache): replace it.
+            logger.warning("The cached copy of %s is damaged (%s); downloading it again", location, problem)
+            _remove_cache_entry(cached)
 
     if urlparse(location).scheme in ("http", "https"):
         offline_copy = _probe(location, kind, cache_dir)
@@ -121,18 +100,16 @@ def fetch(location: PathLike, kind: str, cache_dir: str, immutable: bool = False
         _remove_unused_locks(location, cache_dir)
         raise DownloadError(f"{location}: not found") from None
     except Exception as error:  # noqa: BLE001
-        # Every scheme's client fails in its own way (requests, botocore, huggingface_hub); all
-        # of them are one line here. cached_path has already removed its partial file; its lock
-        # file is left, and removed here, so that the cache holds nothing of this URL.
+        # Every scheme's client (requests, botocore, huggingface_hub) fails in its own way: one line here.
+        # cached_path removed its partial file but not its lock file, removed here.
         _remove_unused_locks(location, cache_dir)
         raise DownloadError(
             f"downloading {location} failed ({_short_reason(error)}); nothing was cached, so the "
             f"next run downloads it again",
             offline=isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)),
         ) from None
-    try:
-        _check_download(path, kind)
-    except _NotTheExpectedFile as problem:
+    problem = file_problem(path, kind)
+    if problem is not None:
         _remove_cache_entry(path)
         raise DownloadError(
             f"{location} did not give {KINDS[kind]}: {problem}. The download was removed from "
@@ -155,9 +132,8 @@ def _probe(location: str, kind: str, cache_dir: str) -> Optional[str]:
                 offline=True,
             ) from None
         logger.warning("Cannot reach %s (%s); using the cached copy %s", location, _short_reason(error), cached)
-        try:
-            _check_download(cached, kind)
-        except _NotTheExpectedFile as problem:
+        problem = file_problem(cached, kind)
+        if problem is not None:
             _remove_cache_entry(cached)
             raise DownloadError(
                 f"{location} cannot be reached ({_short_reason(error)}) and its cached copy is "
@@ -177,22 +153,16 @@ def _short_reason(error: BaseException) -> str:
     seen = set()
     while id(innermost) not in seen:
         seen.add(id(innermost))
-        reason = getattr(innermost, "reason", None)  # urllib3's MaxRetryError
-        first_argument = innermost.args[0] if innermost.args else None  # requests' wrappers
-        if isinstance(reason, BaseException):
-            nested: Optional[BaseException] = reason
-        elif isinstance(first_argument, BaseException):
-            nested = first_argument
-        else:
-            nested = innermost.__cause__
+        # urllib3's MaxRetryError has a reason, requests' wrappers the error as their argument.
+        candidates = (getattr(innermost, "reason", None), innermost.args[0] if innermost.args else None)
+        nested = next((found for found in candidates if isinstance(found, BaseException)), innermost.__cause__)
         if nested is None:
             break
         innermost = nested
     if isinstance(innermost, http.client.IncompleteRead):
         # urllib3 counts bytes (ints), http.client keeps the partial data (bytes).
-        received = innermost.partial
-        if not isinstance(received, int):
-            received = len(received)
+        partial = innermost.partial
+        received = partial if isinstance(partial, int) else len(partial)
         text = f"the connection closed after {received} bytes, {innermost.expected} more expected"
     elif isinstance(innermost, OSError) and innermost.strerror:
         text = innermost.strerror
@@ -201,61 +171,50 @@ def _short_reason(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _check_download(path: str, kind: str) -> None:
-    """Raises `_NotTheExpectedFile` when the file at ``path`` is not a usable ``kind``."""
+def file_problem(path: str, kind: str) -> Optional[str]:
+    """What makes the file at ``path`` unusable as a ``kind`` (`KINDS`), the checks every
+    download gets; None: nothing."""
     if kind == "archive":
-        if not (os.path.isdir(path) or tarfile.is_tarfile(path)):
-            raise _NotTheExpectedFile(_describe_content(path, "not a tar archive"))
-        return
+        return None if os.path.isdir(path) or tarfile.is_tarfile(path) else _with_size(path, "not a tar archive")
     with open(path, "rb") as handle:
         start = handle.read(512)
     if start.lstrip()[:1] == b"<":
-        raise _NotTheExpectedFile("the server sent an HTML or XML page (an error or login page?) instead of the file")
-    _CHECKS[kind](path)
+        return "the server sent an HTML or XML page (an error or login page?) instead of the file"
+    if kind == "zip":
+        return None if zipfile.is_zipfile(path) else _with_size(path, "not a ZIP archive")
+    return _options_problem(path) if kind == "options" else _weights_problem(path)
 
 
-def _check_options(path: str) -> None:
+def _options_problem(path: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as handle:
-            options = json.load(handle)
+            BilmOptions.from_dict(json.load(handle), source="the file")
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _NotTheExpectedFile(f"it is not JSON ({error})") from None
-    try:
-        BilmOptions.from_dict(options, source="the file")
+        return f"it is not JSON ({error})"
     except ConfigurationError as error:
-        raise _NotTheExpectedFile(f"it is JSON but not ELMo options ({error})") from None
+        return f"it is JSON but not ELMo options ({error})"
+    return None
 
 
-def _check_zip(path: str) -> None:
-    if not zipfile.is_zipfile(path):
-        raise _NotTheExpectedFile(_describe_content(path, "not a ZIP archive"))
-
-
-def _check_weights(path: str) -> None:
+def _weights_problem(path: str) -> Optional[str]:
     if not h5py.is_hdf5(path):
-        raise _NotTheExpectedFile(_describe_content(path, "not an HDF5 file"))
+        return _with_size(path, "not an HDF5 file")
     try:
         # HDF5 records the file's length, so a file cut short fails to open.
         with h5py.File(path, "r") as handle:
             groups = set(handle.keys())
     except OSError as error:
-        raise _NotTheExpectedFile(f"a damaged or incomplete HDF5 file ({error})") from None
+        return f"a damaged or incomplete HDF5 file ({error})"
     missing = [name for name in _WEIGHT_GROUPS if name not in groups]
     if missing:
-        raise _NotTheExpectedFile(
+        return (
             f"an HDF5 file without bilm-tf weights (no {', '.join(missing)}; it has "
             f"{', '.join(sorted(groups)) or 'nothing'})"
         )
+    return None
 
 
-_CHECKS: Dict[str, Callable[[str], None]] = {
-    "options": _check_options,
-    "weights": _check_weights,
-    "zip": _check_zip,
-}
-
-
-def _describe_content(path: str, problem: str) -> str:
+def _with_size(path: str, problem: str) -> str:
     return f"{problem} ({os.path.getsize(path)} bytes)"
 
 

@@ -1,23 +1,14 @@
 """
-ELMoForManyLangs model directories (HIT-SCIR, https://github.com/HIT-SCIR/ELMoForManyLangs: ELMo for
-44 languages), read into the plugin's `ElmoBiLm` so that they load wherever a model is named
-(``--model DIR``, ``ElmoEmbedder(model=DIR)``, ``Elmo(model=DIR)``, ``elmo_token_embedder``).
-
-A model directory holds what ``elmoformanylangs`` 0.0.4.post2's ``Embedder`` reads: ``config.json``
-(whose ``config_path`` names the options file, found as its code finds it), ``char.dic`` and
-``word.dic`` (``token<TAB>id``), ``token_embedder.pkl`` and ``encoder.pkl`` (state dicts in AllenNLP
-0.x's layout, converted as AllenNLP's own biLM is: `elmo_plugin.model_files.allennlp_conventions`).
-Embeddings get the zero mask row 0 in front (ids are +1-shifted); characters are ids of
-``char.dic`` (`elmo_plugin.data.elmoformanylangs_character_ids`). Unlike its stateful ``Embedder``,
-ours is stateless: its vectors are those of a fresh ``Embedder`` on a first batch
-(docs/elmoformanylangs.md lists the differences).
+ELMoForManyLangs model directories (HIT-SCIR's ELMo for 44 languages), read into the plugin's
+`ElmoBiLm` wherever a model is named: ``config.json``, ``char.dic`` and ``word.dic``, and state dicts
+in AllenNLP 0.x's layout (`elmo_plugin.model_files.allennlp_conventions`); docs/elmoformanylangs.md.
 """
 import codecs
+import dataclasses
 import json
 import logging
 import os
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from allennlp.common.checks import ConfigurationError
@@ -54,13 +45,11 @@ TOKEN_EMBEDDER_NAME = "token_embedder.pkl"
 ENCODER_NAME = "encoder.pkl"
 # Where its token embedder keeps its (AllenNLP) Highway.
 _HIGHWAYS = "highways."
-# Files that only an ELMoForManyLangs model directory has (a bilm-tf directory holds options.json
-# and weights.hdf5, a training run's a config.json of AllenNLP parameters and model.tar.gz).
+# Files that only an ELMoForManyLangs model directory has.
 _SIGNATURE_FILES = (TOKEN_EMBEDDER_NAME, ENCODER_NAME, CHARACTER_DICTIONARY_NAME)
 
-# The options files in elmoformanylangs 0.0.4.post2's package (elmoformanylangs/configs/), which
-# its Embedder falls back to when the model directory lacks the file config.json names (the
-# released models do not ship one). Both have the same content there.
+# The options files in elmoformanylangs 0.0.4.post2's package, which its Embedder falls back to when
+# the model directory lacks the file config.json names (the released models do not ship one).
 _RELEASED_OPTIONS: Dict[str, Any] = {
     "encoder": {"name": "elmo", "projection_dim": 512, "cell_clip": 3, "proj_clip": 3, "dim": 4096, "n_layers": 2},
     "token_embedder": {
@@ -71,10 +60,9 @@ _RELEASED_OPTIONS: Dict[str, Any] = {
     "classifier": {"name": "sampled_softmax", "n_samples": 8192},
     "dropout": 0.1,
 }
-PACKAGED_OPTIONS: Dict[str, Dict[str, Any]] = {
-    "cnn_50_100_512_4096_sample.json": _RELEASED_OPTIONS,
-    "cnn_0_100_512_4096_sample.json": _RELEASED_OPTIONS,
-}
+PACKAGED_OPTIONS = dict.fromkeys(
+    ("cnn_50_100_512_4096_sample.json", "cnn_0_100_512_4096_sample.json"), _RELEASED_OPTIONS
+)
 
 
 def is_elmoformanylangs_directory(path: PathLike) -> bool:
@@ -96,29 +84,13 @@ def is_elmoformanylangs_directory(path: PathLike) -> bool:
     return isinstance(content, dict) and "config_path" in content
 
 
-@dataclass
-class ElmoForManyLangsOptions:
-    """
-    The architecture of an ELMoForManyLangs model (its options file), checked. ``word_dim`` 0: no
-    word embedding; clips None: no clipping (its code skips a clip of 0 or null).
-    """
+@dataclasses.dataclass
+class ElmoForManyLangsOptions(BilmOptions):
+    """The architecture of an ELMoForManyLangs model (its options file), checked: its `BilmOptions`,
+    ``word_dim`` (0: no word embedding) and ``source``, the file, for errors."""
 
-    filters: List[Tuple[int, int]]
-    char_dim: int
-    word_dim: int
-    n_highway: int
-    activation: str
-    max_characters_per_token: int
-    projection_dim: int
-    cell_dim: int
-    n_layers: int
-    cell_clip: Optional[float]
-    proj_clip: Optional[float]
-    source: str
-
-    @property
-    def n_filters(self) -> int:
-        return sum(count for _, count in self.filters)
+    word_dim: int = 0
+    source: str = ""
 
     @classmethod
     def from_dict(cls, options: Any, source: str) -> "ElmoForManyLangsOptions":
@@ -166,36 +138,25 @@ class ElmoForManyLangsOptions:
             raise ConfigurationError(message) from None
         return cls(
             filters=filters,
-            char_dim=char_dim,
+            char_embedding_dim=char_dim,
             word_dim=int(embedder.get("word_dim") or 0),
             n_highway=int(embedder.get("n_highway") or 0),
             activation=activation,
             max_characters_per_token=int(need(embedder, "token_embedder", "max_characters_per_token")),
             projection_dim=int(need(encoder, "encoder", "projection_dim")),
-            cell_dim=int(need(encoder, "encoder", "dim")),
+            lstm_dim=int(need(encoder, "encoder", "dim")),
             n_layers=int(need(encoder, "encoder", "n_layers")),
+            # Its code skips a clip of 0 or null.
             cell_clip=float(encoder["cell_clip"]) if encoder.get("cell_clip") else None,
             proj_clip=float(encoder["proj_clip"]) if encoder.get("proj_clip") else None,
+            # Its ElmobiLm adds every layer's input to its output from the second layer on.
+            use_skip_connections=True,
             source=source,
         )
 
     def to_bilm_options(self) -> BilmOptions:
         """The `BilmOptions` of the same architecture (what `ElmoBiLm` is built from)."""
-        return BilmOptions(
-            filters=self.filters,
-            char_embedding_dim=self.char_dim,
-            n_highway=self.n_highway,
-            max_characters_per_token=self.max_characters_per_token,
-            lstm_dim=self.cell_dim,
-            projection_dim=self.projection_dim,
-            n_layers=self.n_layers,
-            activation=self.activation,
-            cell_clip=self.cell_clip,
-            proj_clip=self.proj_clip,
-            # Its ElmobiLm adds every layer's input to its output from the second layer on.
-            use_skip_connections=True,
-            dropout=0.0,
-        )
+        return BilmOptions(**{field.name: getattr(self, field.name) for field in dataclasses.fields(BilmOptions)})
 
 
 def _read_json(path: str) -> Any:
@@ -242,10 +203,8 @@ def read_options(directory: PathLike) -> ElmoForManyLangsOptions:
 
 
 def read_dictionary(path: PathLike) -> Dict[str, int]:
-    """
-    A ``char.dic`` or ``word.dic``, parsed as its code parses it (``codecs.open`` lines, ``strip()``-ed,
-    split at tabs; a line left with one field is U+3000, which ``strip`` removed; a later line wins).
-    """
+    """A ``char.dic`` or ``word.dic``, parsed as its code parses it: lines ``strip()``-ed, split at tabs
+    (a line left with one field is U+3000, which ``strip`` removed); a later line wins."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigurationError(f"{path}: missing")
@@ -286,9 +245,7 @@ def _load_state_dict(path: str) -> Dict[str, torch.Tensor]:
     return {key: value.float() for key, value in state.items()}
 
 
-def _check_shapes(
-    path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str
-) -> None:
+def _check_shapes(path: str, state: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]], source: str) -> None:
     """Every expected tensor there with its shape and nothing else, or one error naming ``path``."""
     missing = [name for name in expected if name not in state]
     if missing:
@@ -351,27 +308,19 @@ class ElmoForManyLangsModel:
         self.options = read_options(self.directory)
         self.character_dictionary_path = os.path.join(self.directory, CHARACTER_DICTIONARY_NAME)
         self.word_dictionary_path = os.path.join(self.directory, WORD_DICTIONARY_NAME)
-        char_to_id = read_dictionary(self.character_dictionary_path)
-        word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
+        self.char_to_id = read_dictionary(self.character_dictionary_path)
+        self.word_to_id = read_dictionary(self.word_dictionary_path) if self.options.word_dim > 0 else None
         for path, dictionary, required in (
-            (self.character_dictionary_path, char_to_id, REQUIRED_CHARACTERS),
-            (self.word_dictionary_path, word_to_id, REQUIRED_WORDS),
+            (self.character_dictionary_path, self.char_to_id, REQUIRED_CHARACTERS),
+            (self.word_dictionary_path, self.word_to_id, REQUIRED_WORDS),
         ):
-            if dictionary is None:
-                continue
-            missing = [entry for entry in required if entry not in dictionary]
+            missing = [entry for entry in required if dictionary is not None and entry not in dictionary]
             if missing:
                 raise ConfigurationError(
                     f"{path}: no entry for {', '.join(missing)}, which elmoformanylangs' code "
                     "looks up for every sentence"
                 )
-        self.char_to_id = char_to_id
-        self.word_to_id = word_to_id
         self.state: Optional[Dict[str, torch.Tensor]] = self._read_weights() if weights else None
-
-    @property
-    def has_word_embedding(self) -> bool:
-        return self.options.word_dim > 0
 
     def _read_weights(self) -> Dict[str, torch.Tensor]:
         options = self.options
@@ -385,31 +334,28 @@ class ElmoForManyLangsModel:
         # mismatch of dictionary and weights is reported as that.
         n_filters = options.n_filters
         expected: Dict[str, Tuple[int, ...]] = {}
-        for name, dim in (("char_emb_layer", options.char_dim), ("word_emb_layer", options.word_dim)):
+        for name, dim in (("char_emb_layer", options.char_embedding_dim), ("word_emb_layer", options.word_dim)):
             if dim > 0:
                 key = f"{name}.embedding.weight"
                 rows = embedder[key].size(0) if key in embedder and embedder[key].dim() == 2 else -1
                 expected[key] = (rows, dim)
         for index, (width, count) in enumerate(options.filters):
-            expected[f"convolutions.{index}.weight"] = (count, options.char_dim, width)
+            expected[f"convolutions.{index}.weight"] = (count, options.char_embedding_dim, width)
             expected[f"convolutions.{index}.bias"] = (count,)
         for index in range(options.n_highway):
             expected[_HIGHWAYS + highway_key(index, "weight")] = (2 * n_filters, n_filters)
             expected[_HIGHWAYS + highway_key(index, "bias")] = (2 * n_filters,)
-        projection, cell = options.projection_dim, options.cell_dim
+        projection, cell = options.projection_dim, options.lstm_dim
         expected["projection.weight"] = (projection, options.word_dim + n_filters)
         expected["projection.bias"] = (projection,)
         _check_shapes(embedder_path, embedder, expected, source)
 
-        _check_dictionary_fits(
-            self.character_dictionary_path, self.char_to_id, embedder_path,
-            embedder["char_emb_layer.embedding.weight"], "character",
-        )
-        if self.has_word_embedding:
-            _check_dictionary_fits(
-                self.word_dictionary_path, self.word_to_id, embedder_path,
-                embedder["word_emb_layer.embedding.weight"], "word",
-            )
+        for what, path, dictionary, layer in (
+            ("character", self.character_dictionary_path, self.char_to_id, "char_emb_layer"),
+            ("word", self.word_dictionary_path, self.word_to_id, "word_emb_layer"),
+        ):
+            if dictionary is not None:
+                _check_dictionary_fits(path, dictionary, embedder_path, embedder[f"{layer}.embedding.weight"], what)
 
         # Ours: every layer's input is the projection's width.
         our_shapes = {
@@ -433,14 +379,14 @@ class ElmoForManyLangsModel:
         state: Dict[str, torch.Tensor] = {
             names.CHARACTER_EMBEDDING: _with_mask_row(embedder["char_emb_layer.embedding.weight"])
         }
-        if self.has_word_embedding:
+        if self.word_to_id is not None:
             state[names.WORD_EMBEDDING] = _with_mask_row(embedder["word_emb_layer.embedding.weight"])
         for kind in names.WEIGHT_AND_BIAS:
             for index in range(len(options.filters)):
                 state[names.convolution(index, kind)] = embedder[f"convolutions.{index}.{kind}"]
             state[names.projection(kind)] = embedder[f"projection.{kind}"]
         state.update(highways_from_allennlp(embedder, _HIGHWAYS, options.n_highway))
-        state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.cell_dim))
+        state.update(lstm_stack_from_allennlp(encoder, "", options.n_layers, options.lstm_dim))
         return with_format_version({name: value.contiguous() for name, value in state.items()})
 
 

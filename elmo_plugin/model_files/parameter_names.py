@@ -1,13 +1,6 @@
 """
-The names of the biLM's weights in its state dict, spelled once.
-
-`elmo_plugin.modules.bilm.ElmoBiLm` defines these names by the attribute names of its modules;
-everything that reads or writes another layout names our side through this module: bilm-tf's
-HDF5 file (`elmo_plugin.model_files.bilm_tf.weights`), AllenNLP's state dict
-(`elmo_plugin.model_files.allennlp_layout`), ELMoForManyLangs' (`elmo_plugin.model_files.elmoformanylangs`)
-and the record of the layout's version (`elmo_plugin.model_files.bilm_state`).
-``tests/model_files/test_parameter_names.py`` checks `state_dict_keys` against
-``ElmoBiLm(options).state_dict()``; docs/implementation.md ("Weight layouts") tabulates them.
+The names of the biLM's weights in its state dict (`ElmoBiLm`'s attribute names), spelled once for
+everything that converts another layout (docs/implementation.md, "Weight layouts").
 """
 from typing import List, Optional
 
@@ -81,10 +74,7 @@ def state_dict_keys(
         keys += [highway(index, kind) for kind in WEIGHT_AND_BIAS]
     if has_projection:
         keys += [projection(kind) for kind in WEIGHT_AND_BIAS]
-    keys += [
-        lstm(direction, layer, parameter)
-        for direction in DIRECTIONS
-        for layer in range(options.n_layers)
-        for parameter in LSTM_PARAMETERS
-    ]
+    for direction in DIRECTIONS:
+        for layer in range(options.n_layers):
+            keys += [lstm(direction, layer, parameter) for parameter in LSTM_PARAMETERS]
     return keys

@@ -1,9 +1,6 @@
 """
-Naming an ELMo model: the one resolver behind ``allennlp elmo``, `ElmoEmbedder`, `Elmo`,
-``elmo_token_embedder`` and ``allennlp elmo-export``. It turns what the user named, one of
-`MODEL_FORMS` (docs/models.md's table), or an explicit ``options_file`` and ``weight_file``, which
-win, into files on this machine (`ModelFiles`), which `elmo_plugin.model_files.stored_bilm` reads.
-A published model is resolved and checked once per process, as long as its files are unchanged.
+The one resolver of a named ELMo model (`MODEL_FORMS`, docs/models.md) or explicit bilm-tf files into
+files on this machine (`ModelFiles`); a published model is resolved and checked once per process.
 """
 import glob
 import logging
@@ -36,7 +33,7 @@ from elmo_plugin.model_files.zip_model import (
 
 logger = logging.getLogger(__name__)
 
-# What a model may be, as help texts and errors list it (the module documentation says more).
+# What a model may be, as help texts and errors list it.
 MODEL_FORMS = (
     f"a published model's name ({', '.join(PUBLISHED_MODELS)})",
     f"a directory with {OPTIONS_NAME} and {WEIGHTS_NAME} (or {ZIP_WEIGHTS_NAME})",
@@ -54,8 +51,7 @@ def describe_model_forms() -> str:
 
 class ArgumentNames(NamedTuple):
     """
-    How the caller spells the model arguments, so that errors name what the user typed:
-    `PYTHON_ARGUMENTS` (``options_file=``) or the command's (``--options-file``).
+    How the caller spells the model arguments (``options_file=`` or ``--options-file``), for errors.
 
     # Parameters
 
@@ -70,14 +66,6 @@ class ArgumentNames(NamedTuple):
     model: str
     separator: str
 
-    def local_files_hint(self) -> str:
-        s = self.separator
-        return (
-            f"pass local files instead: {self.model}{s}DIRECTORY (holding {OPTIONS_NAME} and "
-            f"{WEIGHTS_NAME}) or {self.options_file}{s}OPTIONS_JSON with "
-            f"{self.weight_file}{s}WEIGHTS_HDF5"
-        )
-
 
 PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
 
@@ -85,15 +73,13 @@ PYTHON_ARGUMENTS = ArgumentNames("options_file", "weight_file", "model", "=")
 @dataclass(frozen=True)
 class ModelFiles:
     """A model resolved to files on this machine: a bilm-tf ``options_file`` and ``weight_file``, an
-    ``elmo_bilm`` run's ``archive_file``, or one of the directories below; ``description`` for logs."""
+    ``elmo_bilm`` run's ``archive_file``, an ELMoForManyLangs or TF-Hub directory; ``description`` for logs."""
 
     options_file: Optional[str] = None
     weight_file: Optional[str] = None
     archive_file: Optional[str] = None
     description: str = ""
-    # An ELMoForManyLangs model directory (`elmo_plugin.model_files.elmoformanylangs`).
     elmoformanylangs_directory: Optional[str] = None
-    # A TF-Hub module or SavedModel directory (`elmo_plugin.model_files.tf_hub.elmo_module`).
     tf_hub_directory: Optional[str] = None
 
 
@@ -132,28 +118,23 @@ def resolve_model(
     # Parameters
 
     model : `str` or `PathLike`, optional
-        One of `MODEL_FORMS` (the module documentation says more); a ZIP may also be a URL.
-        Nothing: `DEFAULT_MODEL`. A name wins over a directory of the same name; write
-        ``./small`` for the directory.
+        One of `MODEL_FORMS` (a ZIP may be a URL); nothing: `DEFAULT_MODEL`. A name wins over a
+        directory of the same name (write ``./small`` for the directory).
     options_file : `PathLike`, optional
-        A bilm-tf ``options.json``: a path or anything ``cached_path`` downloads (a URL,
-        ``s3://``, ``hf://``). With ``weight_file``, it wins over ``model``.
+        A bilm-tf ``options.json``, a path or URL; with ``weight_file``, it wins over ``model``.
     weight_file : `PathLike`, optional
-        The bilm-tf ``weights.hdf5`` that goes with ``options_file``. Without ``options_file``
-        it may be a ``model.tar.gz`` (AllenNLP's ``Elmo`` configs put archives there).
+        The ``weights.hdf5`` that goes with ``options_file``; without it, perhaps a ``model.tar.gz``.
     archive_file : `PathLike`, optional
-        The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run (a path or
-        URL); wins over ``model``, and cannot be combined with the two bilm-tf files.
+        The ``model.tar.gz`` or serialization directory of an ``elmo_bilm`` run; wins over ``model``.
     cache_dir : `PathLike`, optional
-        Where downloads are cached and ZIPs unpacked (default: AllenNLP's, `default_cache_dir()`).
+        Where downloads are cached and ZIPs unpacked (default: `default_cache_dir()`).
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors spell the arguments.
 
     # Raises
 
     `ConfigurationError`
-        For an unknown name, a path that holds no model, a bad combination of arguments, and a
-        download that failed or was not the expected file (naming the URL), all on one line.
+        On one line, for a model that cannot be found or downloaded, or a bad combination of arguments.
     """
     cache_dir = os.fspath(cache_dir) if cache_dir is not None else default_cache_dir()
     request = tuple(None if given is None else os.fspath(given)
@@ -164,7 +145,7 @@ def resolve_model(
     known = _RESOLVED.get(key)
     if known is not None and known[1] == _on_disk(known[0]):
         return known[0]
-    files = _resolve(*request, cache_dir, argument_names)
+    files = _resolve(request, cache_dir, argument_names)
     if _never_change(files, request):
         _RESOLVED[key] = (files, _on_disk(files))
     return files
@@ -175,21 +156,16 @@ _RESOLVED: Dict[Tuple[Optional[str], ...], Tuple[ModelFiles, Tuple[Tuple[int, in
 
 
 def _on_disk(files: ModelFiles) -> Tuple[Tuple[int, int], ...]:
-    """The size and modification time of each file: one replaced in the cache since it was checked is
-    checked again."""
-    signature = []
-    for path in (files.options_file, files.weight_file):
-        try:
-            status = os.stat(path)
-        except (OSError, TypeError):
-            return ()
-        signature.append((status.st_size, status.st_mtime_ns))
-    return tuple(signature)
+    """The size and modification time of each file: one replaced since it was checked is checked again."""
+    try:
+        statuses = [os.stat(path) for path in (files.options_file, files.weight_file)]
+    except (OSError, TypeError):
+        return ()
+    return tuple((status.st_size, status.st_mtime_ns) for status in statuses)
 
 
 def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool:
-    """Whether ``files`` are a published model's, which never change: only those are kept for the
-    process (other remote files may change, local ones are found again at no cost)."""
+    """Whether ``files`` are a published model's, which never change: only those are kept for the process."""
     model, options_file, weight_file, archive_file = request
     if archive_file is not None or files.options_file is None:
         return False
@@ -198,15 +174,8 @@ def _never_change(files: ModelFiles, request: Tuple[Optional[str], ...]) -> bool
     return PUBLISHED_MODELS.get((model or DEFAULT_MODEL).lower()) is not None
 
 
-def _resolve(
-    model: Optional[str],
-    options_file: Optional[str],
-    weight_file: Optional[str],
-    archive_file: Optional[str],
-    cache_dir: str,
-    argument_names: ArgumentNames,
-) -> ModelFiles:
-    """`resolve_model`'s work, done anew."""
+def _resolve(request: Tuple[Optional[str], ...], cache_dir: str, argument_names: ArgumentNames) -> ModelFiles:
+    model, options_file, weight_file, archive_file = request
     if archive_file is None and options_file is None and weight_file is not None:
         if is_model_archive(weight_file):
             archive_file, weight_file = weight_file, None
@@ -222,9 +191,7 @@ def _resolve(
         return ModelFiles(archive_file=archive, description=os.fspath(archive_file))
     check_file_pair(options_file, weight_file, argument_names)
     if options_file is not None:
-        _log_ignored_model(
-            model, f"{argument_names.options_file} and {argument_names.weight_file}", argument_names
-        )
+        _log_ignored_model(model, f"{argument_names.options_file} and {argument_names.weight_file}", argument_names)
         return ModelFiles(
             options_file=_fetch(options_file, "options", cache_dir, argument_names),
             weight_file=_fetch(weight_file, "weights", cache_dir, argument_names),
@@ -237,8 +204,8 @@ def _resolve(
         base_url = models_url()
         options_url, weights_url = published.options_url(base_url), published.weights_url(base_url)
         return ModelFiles(
-            options_file=_fetch(options_url, "options", cache_dir, argument_names, immutable=True),
-            weight_file=_fetch(weights_url, "weights", cache_dir, argument_names, immutable=True),
+            options_file=_fetch(options_url, "options", cache_dir, argument_names),
+            weight_file=_fetch(weights_url, "weights", cache_dir, argument_names),
             description=f"the published {published.name!r} model ({base_url})",
         )
     if is_remote(name) and name.lower().endswith(".zip"):
@@ -247,21 +214,22 @@ def _resolve(
     return _local_model(name, cache_dir, argument_names)
 
 
-def _fetch(
-    location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames, immutable: bool = False
-) -> str:
-    """`fetch`, its error completed with where the published models are looked for and, offline, how
-    to pass local files instead."""
+def _fetch(location: PathLike, kind: str, cache_dir: str, argument_names: ArgumentNames) -> str:
+    """`fetch`, its error completed with `models_url_note` and, offline, how to pass local files."""
     location = os.fspath(location)
     try:
-        return fetch(location, kind, cache_dir, immutable=immutable or is_published_url(location))
+        return fetch(location, kind, cache_dir, immutable=is_published_url(location))
     except DownloadError as error:
         message = str(error)
         note = models_url_note(location)
         if note:
             message += f" ({note})"
         if error.offline:
-            message += f"; {argument_names.local_files_hint()}"
+            names, s = argument_names, argument_names.separator
+            message += (
+                f"; pass local files instead: {names.model}{s}DIRECTORY (holding {OPTIONS_NAME} and "
+                f"{WEIGHTS_NAME}) or {names.options_file}{s}OPTIONS_JSON with {names.weight_file}{s}WEIGHTS_HDF5"
+            )
         raise ConfigurationError(message) from None
 
 
@@ -307,9 +275,8 @@ def _directory_model(directory: str, description: Optional[str] = None) -> Model
     options = os.path.join(directory, OPTIONS_NAME)
     weights = os.path.join(directory, weights_name_in(directory))
     if os.path.isfile(options) and os.path.isfile(weights):
-        if description is not None:
-            description = f"{description} (unpacked in {directory})"
-        return ModelFiles(options_file=options, weight_file=weights, description=description or directory)
+        description = directory if description is None else f"{description} (unpacked in {directory})"
+        return ModelFiles(options_file=options, weight_file=weights, description=description)
     if os.path.isfile(os.path.join(directory, "config.json")):
         # A serialization directory (or an extracted model.tar.gz) of a training run.
         return ModelFiles(archive_file=directory, description=directory)

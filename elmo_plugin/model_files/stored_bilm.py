@@ -1,6 +1,6 @@
 """
 A biLM as its files store it, read from any model that `elmo_plugin.model_files.resolve` names:
-what `ElmoBiLm.from_stored` builds the network from (the model files know nothing of it).
+what `ElmoBiLm.from_stored` builds the network from.
 """
 import logging
 import os
@@ -62,12 +62,12 @@ def read_stored_bilm(
     # Parameters
 
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model as `resolve_model` takes it (nothing: the published ``original``), or files
-        already resolved, read as they are (a bilm-tf ``weight_file`` of None: the options only).
+        The model as `resolve_model` takes it, or files already resolved (a ``weight_file`` of
+        None: the options only).
     options_file, weight_file, archive_file : `PathLike`, optional
         As `resolve_model` takes them; not together with resolved files.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
-        How errors spell the model's arguments (a command passes its own options' names).
+        How errors spell the model's arguments.
 
     # Raises
 
@@ -93,20 +93,15 @@ def read_stored_bilm(
         options = BilmOptions.from_file(files.options_file)
     except SwappedModelFilesError as error:
         # Named as the caller names the two arguments (the command's --options-file).
-        raise SwappedModelFilesError(
-            error.path, argument_names.options_file, argument_names.weight_file
-        ) from None
+        raise SwappedModelFilesError(error.path, argument_names.options_file, argument_names.weight_file) from None
     if files.weight_file is None:
         return StoredBilm(options, None)
-    state = read_bilm_tf_weights(
-        files.weight_file, options, options_source=os.fspath(files.options_file)
-    )
+    state = read_bilm_tf_weights(files.weight_file, options, options_source=os.fspath(files.options_file))
     return StoredBilm(options, state)
 
 
 def read_stored_options(files: ModelFiles) -> BilmOptions:
-    """The architecture of resolved model files, without reading the weights: what a config
-    needs to know the biLM's width."""
+    """The architecture of resolved model files, without reading the weights."""
     if files.elmoformanylangs_directory is not None:
         return read_options(files.elmoformanylangs_directory).to_bilm_options()
     if files.tf_hub_directory is not None:
@@ -122,21 +117,15 @@ def read_elmoformanylangs_bilm(directory: PathLike) -> StoredBilm:
     """The biLM of the ELMoForManyLangs model in ``directory`` (`ElmoForManyLangsModel`)."""
     model = ElmoForManyLangsModel(directory)
     options = model.options
+    words = f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding"
     logger.info(
         "ELMoForManyLangs model %s: %d characters, %s, %d LSTM layers of %d/%d",
-        model.directory,
-        len(model.char_to_id),
-        f"{len(model.word_to_id)} words" if model.word_to_id else "no word embedding",
-        options.n_layers,
-        options.cell_dim,
-        options.projection_dim,
+        model.directory, len(model.char_to_id), words, options.n_layers, options.lstm_dim, options.projection_dim,
     )
     return StoredBilm(options.to_bilm_options(), model.state, elmoformanylangs=model)
 
 
-def read_archive_bilm(
-    archive: ModelArchive, weights: Optional[Dict[str, torch.Tensor]] = None
-) -> StoredBilm:
+def read_archive_bilm(archive: ModelArchive, weights: Optional[Dict[str, torch.Tensor]] = None) -> StoredBilm:
     """The biLM of an ``elmo_bilm`` training run open as ``archive`` (``weights``: its state dict, if
     the caller has read it already), without the softmax."""
     options = _archive_options(archive)
@@ -152,6 +141,4 @@ def _archive_options(archive: ModelArchive) -> BilmOptions:
             f"{archive.path} holds a model of type {model_config.get('type')!r}, not an "
             "elmo_bilm language model"
         )
-    return BilmOptions.from_dict(
-        model_config.get("options"), source=f"{archive.path} (config.json: model.options)"
-    )
+    return BilmOptions.from_dict(model_config.get("options"), source=f"{archive.path} (config.json: model.options)")

@@ -1,10 +1,7 @@
 """
-A model in a ZIP archive, as the NLPL vector repository (http://vectors.nlpl.eu/repository/)
-distributes ELMo: ``options.json`` and ``model.hdf5`` (or ``weights.hdf5``), optionally
-``vocab.txt`` and ``meta.json``, at the top of the archive or in its one folder. It is unpacked
-once into the cache, into a folder named by the ZIP directory's names, CRC-32s and sizes (a copy
-elsewhere is not unpacked again), under a file lock and through a temporary folder, so no process
-reads a half-unpacked model.
+A model in a ZIP archive as the NLPL vector repository distributes ELMo (``options.json`` and
+``model.hdf5``), unpacked once into the cache, into a folder named by the ZIP's content, under a file
+lock and through a temporary folder, so that no process reads a half-unpacked model.
 """
 import contextlib
 import glob
@@ -27,8 +24,7 @@ from elmo_plugin.model_files.download import KINDS, file_problem
 
 logger = logging.getLogger(__name__)
 
-# NLPL's names: the weights are model.hdf5; vocab.txt (the tokens simple_elmo caches) and
-# meta.json (the corpus, the language) are optional and unpacked with the model.
+# NLPL's names: the weights are model.hdf5; vocab.txt and meta.json are unpacked where present.
 ZIP_WEIGHTS_NAME = "model.hdf5"
 OPTIONAL_NAMES = ("vocab.txt", "meta.json")
 
@@ -42,19 +38,15 @@ def is_zip_model(path: str) -> bool:
 
 
 def weights_name_in(directory: str) -> str:
-    """The weight file's name in a folder that holds a bilm-tf model: ``weights.hdf5`` (what
-    elmo-export writes), else ``model.hdf5`` (NLPL's name)."""
-    if os.path.isfile(os.path.join(directory, ZIP_WEIGHTS_NAME)) and not os.path.isfile(
-        os.path.join(directory, WEIGHTS_NAME)
-    ):
-        return ZIP_WEIGHTS_NAME
-    return WEIGHTS_NAME
+    """The weight file's name in a bilm-tf model's folder: ``weights.hdf5``, else NLPL's ``model.hdf5``."""
+    if os.path.isfile(os.path.join(directory, WEIGHTS_NAME)):
+        return WEIGHTS_NAME
+    return ZIP_WEIGHTS_NAME if os.path.isfile(os.path.join(directory, ZIP_WEIGHTS_NAME)) else WEIGHTS_NAME
 
 
 def unpacked_zip_model(path: str, cache_dir: str) -> str:
     """
-    The folder in ``cache_dir`` that holds the model of the ZIP at ``path`` (``options.json``,
-    its weights, and ``vocab.txt``, ``meta.json`` where the ZIP has them), unpacked on first use.
+    The folder in ``cache_dir`` that holds the model of the ZIP at ``path``, unpacked on first use.
 
     # Raises
 
@@ -91,14 +83,11 @@ def unpacked_zip_model(path: str, cache_dir: str) -> str:
 
 def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.ZipInfo]:
     """The model's members by the name each is unpacked as; one line naming what is missing."""
-    files = [info for info in archive.infolist() if not info.is_dir()]
-    by_name = {info.filename: info for info in files}
+    by_name = {info.filename: info for info in archive.infolist() if not info.is_dir()}
     # At the top, or in the archive's one folder (a zipped directory).
     roots = {name[: -len(OPTIONS_NAME)] for name in by_name if os.path.basename(name) == OPTIONS_NAME}
     root = "" if "" in roots else (roots.pop() if len(roots) == 1 else "")
-    weights = next(
-        (name for name in (ZIP_WEIGHTS_NAME, WEIGHTS_NAME) if root + name in by_name), None
-    )
+    weights = next((name for name in (ZIP_WEIGHTS_NAME, WEIGHTS_NAME) if root + name in by_name), None)
     missing = [name for name, present in ((OPTIONS_NAME, root + OPTIONS_NAME in by_name),
                                           (ZIP_WEIGHTS_NAME, weights is not None)) if not present]
     if missing:
@@ -110,22 +99,16 @@ def _model_members(path: str, archive: zipfile.ZipFile) -> Dict[str, zipfile.Zip
             f"{path} is not an ELMo model ZIP: it has no {' and no '.join(missing)} (it holds "
             f"{held or 'nothing'}); {hint}"
         )
-    members = {OPTIONS_NAME: by_name[root + OPTIONS_NAME], weights: by_name[root + weights]}
-    members.update({name: by_name[root + name] for name in OPTIONAL_NAMES if root + name in by_name})
-    return members
+    return {name: by_name[root + name] for name in (OPTIONS_NAME, weights, *OPTIONAL_NAMES) if root + name in by_name}
 
 
 def _content_key(members: Dict[str, zipfile.ZipInfo]) -> str:
-    recorded: List[List[object]] = [
-        [name, info.CRC, info.file_size] for name, info in sorted(members.items())
-    ]
+    recorded: List[List[object]] = [[name, info.CRC, info.file_size] for name, info in sorted(members.items())]
     return hashlib.sha256(json.dumps(recorded).encode("utf-8")).hexdigest()[:32]
 
 
 def _complete(folder: str) -> bool:
-    return os.path.isfile(os.path.join(folder, OPTIONS_NAME)) and os.path.isfile(
-        os.path.join(folder, weights_name_in(folder))
-    )
+    return all(os.path.isfile(os.path.join(folder, name)) for name in (OPTIONS_NAME, weights_name_in(folder)))
 
 
 def _unpack(path: str, archive: zipfile.ZipFile, members: Dict[str, zipfile.ZipInfo], folder: str) -> None:
@@ -136,8 +119,7 @@ def _unpack(path: str, archive: zipfile.ZipFile, members: Dict[str, zipfile.ZipI
     if os.path.isdir(folder):
         shutil.rmtree(folder)  # incomplete: files were removed by hand
     logger.info("Unpacking %s into %s (once)", path, folder)
-    # Made as any folder (the umask's permissions, as the cache's other entries), under a name of
-    # this process's own.
+    # Made with the umask's permissions, as the cache's other entries, under this process's own name.
     temporary = f"{folder}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     os.mkdir(temporary)
     try:

@@ -96,8 +96,8 @@ def test_a_published_model_is_resolved_and_checked_once_a_process(model_server, 
         checked.append(kind)
         return original_check(path, kind)
 
-    original_check = download._check_download
-    monkeypatch.setattr(download, "_check_download", counted_check)
+    original_check = download.file_problem
+    monkeypatch.setattr(download, "file_problem", counted_check)
     # Asked for again, as Elmo, a config's elmo_output_dim and an embedder of one process do:
     # the same files, not looked for, checked or asked about again.
     requests_before = len(model_server.requests)

@@ -30,8 +30,7 @@ def write_bilm_tf_directory(
 ) -> Dict[str, str]:
     """
     Writes ``output_directory`` (replacing an earlier export there; any other file there is an
-    error) and returns the path of each file written by kind. LSTM scopes always use the
-    ``MultiRNNCell/Cell{l}`` names (also for one layer), which AllenNLP and other loaders read.
+    error) and returns the path of each file written by kind.
 
     # Parameters
 

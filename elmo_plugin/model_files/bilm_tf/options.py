@@ -18,9 +18,7 @@ class SwappedModelFilesError(ConfigurationError):
     """An HDF5 file given as the options (the weight file in the options' place), the arguments
     spelled as the caller spells them."""
 
-    def __init__(
-        self, path: str, options_name: str = "options_file", weights_name: str = "weight_file"
-    ) -> None:
+    def __init__(self, path: str, options_name: str = "options_file", weights_name: str = "weight_file") -> None:
         self.path = path
         super().__init__(
             f"{path} is not an options.json: this looks like an HDF5 weight file; did you swap "
@@ -119,17 +117,13 @@ class BilmOptions:
         if not isinstance(options, dict):
             raise ConfigurationError(f"{source}: expected a JSON object, got {type(options).__name__}")
         if not options.get("bidirectional", True):
-            raise ConfigurationError(
-                f"{source}: 'bidirectional' is false; ELMo needs a bidirectional LM"
-            )
+            raise ConfigurationError(f"{source}: 'bidirectional' is false; ELMo needs a bidirectional LM")
         char_cnn = need(options, "char_cnn", "")
         lstm = need(options, "lstm", "")
         filters = need(char_cnn, "filters", "char_cnn.")
         activation = char_cnn.get("activation", "relu")
         if activation not in ("relu", "tanh"):
-            raise ConfigurationError(
-                f"{source}: char_cnn.activation must be 'relu' or 'tanh', got {activation!r}"
-            )
+            raise ConfigurationError(f"{source}: char_cnn.activation must be 'relu' or 'tanh', got {activation!r}")
         n_characters = int(char_cnn.get("n_characters", 262))
         if n_characters not in (261, 262):
             raise ConfigurationError(
@@ -180,37 +174,32 @@ class BilmOptions:
         try:
             options = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ConfigurationError(
-                f"{path}:{error.lineno}: not valid JSON ({error.msg})"
-            ) from None
+            raise ConfigurationError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
         return cls.from_dict(options, source=path)
 
     def to_dict(self, n_characters: Optional[int] = None) -> Dict[str, Any]:
         """The bilm-tf dictionary. ``n_characters`` overrides the stored value (261 or 262)."""
-        options: Dict[str, Any] = dict(self.extra)
-        options.update(
-            {
-                "bidirectional": True,
-                "dropout": self.dropout,
-                "char_cnn": {
-                    "activation": self.activation,
-                    "embedding": {"dim": self.char_embedding_dim},
-                    "filters": [[w, n] for w, n in self.filters],
-                    "max_characters_per_token": self.max_characters_per_token,
-                    "n_characters": n_characters or self.n_characters,
-                    "n_highway": self.n_highway,
-                },
-                "lstm": {
-                    "cell_clip": self.cell_clip,
-                    "dim": self.lstm_dim,
-                    "n_layers": self.n_layers,
-                    "proj_clip": self.proj_clip,
-                    "projection_dim": self.projection_dim,
-                    "use_skip_connections": self.use_skip_connections,
-                },
-            }
-        )
-        return options
+        return {
+            **self.extra,
+            "bidirectional": True,
+            "dropout": self.dropout,
+            "char_cnn": {
+                "activation": self.activation,
+                "embedding": {"dim": self.char_embedding_dim},
+                "filters": [[w, n] for w, n in self.filters],
+                "max_characters_per_token": self.max_characters_per_token,
+                "n_characters": n_characters or self.n_characters,
+                "n_highway": self.n_highway,
+            },
+            "lstm": {
+                "cell_clip": self.cell_clip,
+                "dim": self.lstm_dim,
+                "n_layers": self.n_layers,
+                "proj_clip": self.proj_clip,
+                "projection_dim": self.projection_dim,
+                "use_skip_connections": self.use_skip_connections,
+            },
+        }
 
     def to_file(self, path: PathLike, n_characters: Optional[int] = None) -> None:
         with open(path, "w", encoding="utf-8") as handle:

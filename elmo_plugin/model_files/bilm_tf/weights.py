@@ -1,11 +1,10 @@
 """
-bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM
-(`elmo_plugin.modules.bilm.ElmoBiLm`; docs/implementation.md, "Weight layouts", maps the datasets
-to its parameters). The biLM keeps TensorFlow's conventions (gate order i, j, f, o; the highway gate as "carry";
-the LSTM bias stored without the forget bias of 1.0 that ``LSTMCell`` adds at run time), so the
-conversion is only transposes, the split of ``W_0``, and the zero mask row of the byte embedding.
+bilm-tf's HDF5 weight file, read into and written from the state dict of the plugin's biLM, which
+keeps TensorFlow's conventions: only transposes, the split of ``W_0`` and the zero mask row of the
+byte embedding (docs/implementation.md, "Weight layouts").
 """
 import os
+from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Set, Tuple
 
 import h5py
@@ -21,34 +20,30 @@ from elmo_plugin.model_files.bilm_tf.options import NUM_TRAINING_CHARACTER_IDS, 
 # Scopes whose datasets must all be understood: anything else there means the file and the
 # options describe different models.
 _CHECKED_SCOPES = ("CNN", "CNN_high_", "CNN_proj", "RNN_", "char_embed")
+# A highway layer's two halves, in the order of the rows of our weight.
+_HIGHWAY_PARTS = ("transform", "carry")
 
 
 def lstm_scope(direction: int, layer: int, single_layer_names: bool = False) -> str:
-    """
-    The HDF5 group of one LSTM layer. With one layer TensorFlow names the scope without
-    ``MultiRNNCell/Cell0``; AllenNLP only reads the ``MultiRNNCell`` form.
-    """
+    """The HDF5 group of one LSTM layer. With one layer TensorFlow names the scope without
+    ``MultiRNNCell/Cell0``; AllenNLP only reads the ``MultiRNNCell`` form."""
     if single_layer_names:
         return f"RNN_{direction}/RNN/LSTMCell"
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
+@dataclass
 class _WeightReader:
-    """The datasets of a weight file (or arrays under the same names), read by name and shape,
+    """The datasets of a weight file (h5py datasets or numpy arrays by name), read by name and shape,
     remembering which were used."""
 
-    def __init__(self, datasets: Mapping[str, Any], path: str, options_source: str) -> None:
-        # name -> an h5py Dataset or a numpy array: each has a shape and reads with [...].
-        self.datasets = datasets
-        self.path = path
-        self.options_source = options_source
-        self.used: Set[str] = set()
-
-    def has(self, name: str) -> bool:
-        return name in self.datasets
+    datasets: Mapping[str, Any]
+    path: str
+    options_source: str
+    used: Set[str] = field(default_factory=set)
 
     def read(self, name: str, expected_shape: Tuple[int, ...]) -> torch.Tensor:
-        if not self.has(name):
+        if name not in self.datasets:
             groups = sorted({dataset.split("/")[0] for dataset in self.datasets})
             raise ConfigurationError(
                 f"{self.path}: dataset '{name}' is missing, but {self.options_source} needs it "
@@ -66,9 +61,7 @@ class _WeightReader:
         return torch.from_numpy(np.asarray(dataset[...], dtype=np.float32))
 
     def check_nothing_left(self) -> None:
-        unused = [
-            name for name in self.datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used
-        ]
+        unused = [name for name in self.datasets if name.startswith(_CHECKED_SCOPES) and name not in self.used]
         if unused:
             raise ConfigurationError(
                 f"{self.path}: datasets {', '.join(sorted(unused)[:6])}"
@@ -81,25 +74,18 @@ class _WeightReader:
 def read_bilm_tf_weights(
     weight_file: PathLike, options: BilmOptions, options_source: str = "the options"
 ) -> Dict[str, torch.Tensor]:
-    """
-    Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from ``options``.
-    Raises `ConfigurationError` naming the file, the dataset and both shapes if the file does not
-    fit the options, and naming the datasets the options leave unused.
-    """
+    """Reads a bilm-tf ``weights.hdf5`` into the state dict of an `ElmoBiLm` built from ``options``; a
+    `ConfigurationError` names the file and the datasets that do not fit the options."""
     path = os.fspath(weight_file)
     if not os.path.isfile(path):
         raise ConfigurationError(f"weight file not found: {path}")
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
-        raise ConfigurationError(
-            f"{path}: not a readable HDF5 weight file ({error}); is the file complete?"
-        ) from None
+        raise ConfigurationError(f"{path}: not a readable HDF5 weight file ({error}); is the file complete?") from None
     with handle:
         datasets: Dict[str, h5py.Dataset] = {}
-        handle.visititems(
-            lambda name, obj: datasets.__setitem__(name, obj) if isinstance(obj, h5py.Dataset) else None
-        )
+        handle.visititems(lambda name, obj: datasets.update({name: obj}) if isinstance(obj, h5py.Dataset) else None)
         return bilm_tf_state_dict(datasets, options, path, options_source)
 
 
@@ -112,49 +98,32 @@ def bilm_tf_state_dict(
     reader = _WeightReader(arrays, path, options_source)
     char_dim = options.char_embedding_dim
     char_embed = reader.read("char_embed", (NUM_TRAINING_CHARACTER_IDS, char_dim))
-    state[names.CHARACTER_EMBEDDING] = torch.cat(
-        [char_embed.new_zeros(1, char_dim), char_embed]
-    )
+    state[names.CHARACTER_EMBEDDING] = torch.cat([char_embed.new_zeros(1, char_dim), char_embed])
     for index, (width, count) in enumerate(options.filters):
         kernel = reader.read(f"CNN/W_cnn_{index}", (1, width, char_dim, count))
         state[names.convolution(index, "weight")] = kernel[0].permute(2, 1, 0)
-        state[names.convolution(index, "bias")] = reader.read(
-            f"CNN/b_cnn_{index}", (count,)
-        )
+        state[names.convolution(index, "bias")] = reader.read(f"CNN/b_cnn_{index}", (count,))
     n_filters = options.n_filters
-    square = (n_filters, n_filters)
     for index in range(options.n_highway):
         scope = f"CNN_high_{index}"
-        state[names.highway(index, "weight")] = torch.cat(
-            [
-                reader.read(f"{scope}/W_transform", square).t(),
-                reader.read(f"{scope}/W_carry", square).t(),
-            ]
-        )
-        state[names.highway(index, "bias")] = torch.cat(
-            [
-                reader.read(f"{scope}/b_transform", (n_filters,)),
-                reader.read(f"{scope}/b_carry", (n_filters,)),
-            ]
-        )
+        weights = [reader.read(f"{scope}/W_{part}", (n_filters, n_filters)).t() for part in _HIGHWAY_PARTS]
+        biases = [reader.read(f"{scope}/b_{part}", (n_filters,)) for part in _HIGHWAY_PARTS]
+        state[names.highway(index, "weight")] = torch.cat(weights)
+        state[names.highway(index, "bias")] = torch.cat(biases)
     if options.has_character_projection:
         projection_dim = options.projection_dim
-        state[names.projection("weight")] = reader.read(
-            "CNN_proj/W_proj", (n_filters, projection_dim)
-        ).t()
+        state[names.projection("weight")] = reader.read("CNN_proj/W_proj", (n_filters, projection_dim)).t()
         state[names.projection("bias")] = reader.read("CNN_proj/b_proj", (projection_dim,))
 
-    single_layer_names = options.n_layers == 1 and not reader.has(lstm_scope(0, 0) + "/W_0")
+    single_layer_names = options.n_layers == 1 and lstm_scope(0, 0) + "/W_0" not in arrays
+    # Every layer's input (the token vectors, or the layer below) is as wide as the projection.
+    projection_size, cell_size = options.projection_dim, options.lstm_dim
     for direction, name in enumerate(names.DIRECTIONS):
         for layer in range(options.n_layers):
             scope = lstm_scope(direction, layer, single_layer_names)
-            # Every layer's input (the token vectors, or the layer below) is as wide as the
-            # projection.
-            input_size = projection_size = options.projection_dim
-            cell_size = options.lstm_dim
-            kernel = reader.read(f"{scope}/W_0", (input_size + projection_size, 4 * cell_size))
-            state[names.lstm(name, layer, "input_weight")] = kernel[:input_size]
-            state[names.lstm(name, layer, "recurrent_weight")] = kernel[input_size:]
+            kernel = reader.read(f"{scope}/W_0", (2 * projection_size, 4 * cell_size))
+            state[names.lstm(name, layer, "input_weight")] = kernel[:projection_size]
+            state[names.lstm(name, layer, "recurrent_weight")] = kernel[projection_size:]
             state[names.lstm(name, layer, "bias")] = reader.read(f"{scope}/B", (4 * cell_size,))
             state[names.lstm(name, layer, "projection_weight")] = reader.read(
                 f"{scope}/W_P_0", (cell_size, projection_size)
@@ -163,47 +132,29 @@ def bilm_tf_state_dict(
     return with_format_version(state)
 
 
-def bilm_tf_arrays(
-    state_dict: Dict[str, torch.Tensor], options: BilmOptions
-) -> Dict[str, np.ndarray]:
+def bilm_tf_arrays(state_dict: Dict[str, torch.Tensor], options: BilmOptions) -> Dict[str, np.ndarray]:
     """Every dataset of the bilm-tf weight file of a biLM's state dict, by HDF5 name (float32)."""
-
-    def array(name: str) -> torch.Tensor:
-        return state_dict[name].detach().cpu().float()
-
-    def numpy(tensor: torch.Tensor) -> np.ndarray:
-        return tensor.numpy().astype(np.float32)
-
-    arrays: Dict[str, np.ndarray] = {
-        "char_embed": numpy(array(names.CHARACTER_EMBEDDING)[1:])
-    }
+    state = {name: value.detach().cpu().float() for name, value in state_dict.items()}
+    arrays = {"char_embed": state[names.CHARACTER_EMBEDDING][1:]}
     for index in range(len(options.filters)):
-        weight = array(names.convolution(index, "weight"))
-        arrays[f"CNN/W_cnn_{index}"] = numpy(weight.permute(2, 1, 0).unsqueeze(0))
-        arrays[f"CNN/b_cnn_{index}"] = numpy(array(names.convolution(index, "bias")))
+        arrays[f"CNN/W_cnn_{index}"] = state[names.convolution(index, "weight")].permute(2, 1, 0).unsqueeze(0)
+        arrays[f"CNN/b_cnn_{index}"] = state[names.convolution(index, "bias")]
     n_filters = options.n_filters
     for index in range(options.n_highway):
         scope = f"CNN_high_{index}"
-        weight = array(names.highway(index, "weight"))
-        bias = array(names.highway(index, "bias"))
-        arrays[f"{scope}/W_transform"] = numpy(weight[:n_filters].t())
-        arrays[f"{scope}/W_carry"] = numpy(weight[n_filters:].t())
-        arrays[f"{scope}/b_transform"] = numpy(bias[:n_filters])
-        arrays[f"{scope}/b_carry"] = numpy(bias[n_filters:])
+        weight, bias = state[names.highway(index, "weight")], state[names.highway(index, "bias")]
+        arrays[f"{scope}/W_transform"] = weight[:n_filters].t()
+        arrays[f"{scope}/W_carry"] = weight[n_filters:].t()
+        arrays[f"{scope}/b_transform"] = bias[:n_filters]
+        arrays[f"{scope}/b_carry"] = bias[n_filters:]
     if options.has_character_projection:
-        arrays["CNN_proj/W_proj"] = numpy(array(names.projection("weight")).t())
-        arrays["CNN_proj/b_proj"] = numpy(array(names.projection("bias")))
+        arrays["CNN_proj/W_proj"] = state[names.projection("weight")].t()
+        arrays["CNN_proj/b_proj"] = state[names.projection("bias")]
     for direction, name in enumerate(names.DIRECTIONS):
         for layer in range(options.n_layers):
             scope = lstm_scope(direction, layer)
-            kernel = torch.cat(
-                [
-                    array(names.lstm(name, layer, "input_weight")),
-                    array(names.lstm(name, layer, "recurrent_weight")),
-                ],
-                dim=0,
-            )
-            arrays[f"{scope}/W_0"] = numpy(kernel)
-            arrays[f"{scope}/B"] = numpy(array(names.lstm(name, layer, "bias")))
-            arrays[f"{scope}/W_P_0"] = numpy(array(names.lstm(name, layer, "projection_weight")))
-    return arrays
+            parameter = {key: state[names.lstm(name, layer, key)] for key in names.LSTM_PARAMETERS}
+            arrays[f"{scope}/W_0"] = torch.cat([parameter["input_weight"], parameter["recurrent_weight"]])
+            arrays[f"{scope}/B"] = parameter["bias"]
+            arrays[f"{scope}/W_P_0"] = parameter["projection_weight"]
+    return {name: value.numpy().astype(np.float32) for name, value in arrays.items()}

@@ -1,5 +1,1 @@
-"""
-TF-Hub ELMo modules (``google/elmo/2``, ``/3``, DeepPavlov's): SavedModels whose variables carry
-bilm-tf's names, read into the bilm-tf layout without TensorFlow
-(`elmo_plugin.model_files.tf_hub.elmo_module.read_tf_hub_module`).
-"""
+"""TF-Hub ELMo modules (SavedModels with bilm-tf's variables), read without TensorFlow."""

@@ -1,17 +1,14 @@
 """
-A TensorFlow checkpoint's variables, read without TensorFlow: what a SavedModel (a TF-Hub module)
-keeps in ``variables/``. ``PREFIX.index`` is a LevelDB table mapping each key to a
-``BundleEntryProto`` (dtype, shape, shard, offset, size; the empty key the ``BundleHeaderProto``),
-``PREFIX.data-SSSSS-of-NNNNN`` the tensors' little-endian bytes. Graph-mode checkpoints are keyed
-by the variables' names, TensorFlow 2's by object paths, named in the object graph under
-``_CHECKPOINTABLE_OBJECT_GRAPH``, which is read too. What this reader does not read (compressed
-blocks, partitioned variables, big-endian tensors) needs TensorFlow (the ``tf-hub`` extra); the
-CRC32C checksums are not verified here, the sizes and offsets are.
+A TensorFlow checkpoint's variables (a SavedModel's ``variables/``), read without TensorFlow:
+``PREFIX.index`` is a LevelDB table of ``BundleEntryProto``s (the empty key: the header),
+``PREFIX.data-*`` the tensors' bytes; TensorFlow 2's object paths are named by the object graph.
+Compressed blocks, partitioned variables and big-endian tensors need TensorFlow (the ``tf-hub``
+extra); CRC32C checksums are not verified, sizes and offsets are.
 """
 import os
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 from allennlp.common.checks import ConfigurationError
@@ -60,7 +57,6 @@ class CheckpointEntry:
 
 
 def _block_entries(data: bytes, where: str) -> List[Tuple[bytes, bytes]]:
-    """The ``(key, value)`` pairs of one uncompressed table block."""
     if len(data) < 4:
         raise WireFormatError(f"{where} is shorter than its restart count")
     num_restarts = struct.unpack_from("<I", data, len(data) - 4)[0]
@@ -127,10 +123,7 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
     shape_fields = message_fields(first(found, 2, b""))  # type: ignore[arg-type]
     if first(shape_fields, 3):
         raise UnsupportedCheckpointError(f"{path}: variable {key!r} has a shape of unknown rank")
-    shape = tuple(
-        signed(first(message_fields(dim), 1))  # type: ignore[arg-type]
-        for dim in shape_fields.get(2, [])
-    )
+    shape = tuple(signed(first(message_fields(dim), 1)) for dim in shape_fields.get(2, []))  # type: ignore
     return CheckpointEntry(
         key=key,
         dtype=int(first(found, 1)),
@@ -142,16 +135,9 @@ def _entry(key: str, value: bytes, path: str) -> CheckpointEntry:
 
 
 class TensorFlowCheckpoint:
-    """
-    The checkpoint whose files start with ``prefix``, its index read at once, its tensors when
-    asked for (`read`).
-
-    # Raises
-
-    `ConfigurationError`
-        Naming the file, for a missing or damaged file; `UnsupportedCheckpointError` for what only
-        TensorFlow reads.
-    """
+    """The checkpoint whose files start with ``prefix``, its index read at once, its tensors when asked
+    for (`read`). `ConfigurationError` naming a missing or damaged file; `UnsupportedCheckpointError`
+    for what only TensorFlow reads."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
@@ -159,15 +145,9 @@ class TensorFlowCheckpoint:
         if not os.path.isfile(self.index_path):
             raise ConfigurationError(f"no TensorFlow checkpoint index at {self.index_path}")
         try:
-            raw = _table_entries(self.index_path)
-            self.entries: Dict[str, CheckpointEntry] = {}
-            header = b""
-            for key_bytes, value in raw:
-                key = key_bytes.decode("utf-8")
-                if key == "":
-                    header = value
-                else:
-                    self.entries[key] = _entry(key, value, self.index_path)
+            raw = {key.decode("utf-8"): value for key, value in _table_entries(self.index_path)}
+            header = raw.pop("", b"")
+            self.entries = {key: _entry(key, value, self.index_path) for key, value in raw.items()}
             header_fields = message_fields(header)
         except (WireFormatError, UnicodeDecodeError) as error:
             raise ConfigurationError(
@@ -216,32 +196,24 @@ class TensorFlowCheckpoint:
         """Each variable's name to its checkpoint key: the key itself in graph-mode checkpoints,
         the object graph's ``full_name`` in object-based ones. Bookkeeping entries (the object
         graph, a save counter) are left out: only numbers with a name are variables."""
-        full_names: Dict[str, str] = {}
-        if OBJECT_GRAPH_KEY in self.entries:
-            full_names = object_graph_names(self.read(OBJECT_GRAPH_KEY), self.index_path)
-        names: Dict[str, str] = {}
-        for key, entry in self.entries.items():
-            if entry.dtype == _DT_STRING:
-                continue
-            name = full_names.get(key, key)
-            names[name] = key
-        return names
+        graph = self.read(OBJECT_GRAPH_KEY) if OBJECT_GRAPH_KEY in self.entries else b""
+        full_names = object_graph_names(graph, self.index_path)
+        return {full_names.get(key, key): key for key, entry in self.entries.items() if entry.dtype != _DT_STRING}
 
 
 def _strings(data: bytes, entry: CheckpointEntry, path: str):
     """A string tensor's bytes: every element's length (varints), a 4-byte checksum of the
     lengths, then the elements one after another."""
-    count = int(np.prod(entry.shape, dtype=np.int64))
     lengths = []
     position = 0
     try:
-        for _ in range(count):
+        for _ in range(int(np.prod(entry.shape, dtype=np.int64))):
             length, position = read_varint(data, position)
             lengths.append(length)
     except WireFormatError as error:
         raise ConfigurationError(f"{path}: string variable {entry.key!r} is damaged ({error})") from None
-    position += 4
     values = []
+    position += 4
     for length in lengths:
         values.append(data[position : position + length])
         position += length
@@ -268,51 +240,36 @@ def object_graph_names(serialized: bytes, where: str) -> Dict[str, str]:
 
 
 def read_checkpoint(prefix: str, reader: str = "auto") -> Dict[str, np.ndarray]:
-    """
-    Every numeric variable of the checkpoint at ``prefix``, by name.
-
-    # Parameters
-
-    prefix : `str`
-        The checkpoint's files without their endings (``DIRECTORY/variables/variables``).
-    reader : `str`, optional (default = `"auto"`)
-        ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``, the
-        reference it is tested against) or ``"auto"``: the built-in reader, else TensorFlow's.
-    """
+    """Every numeric variable of the checkpoint at ``prefix`` (``DIRECTORY/variables/variables``), by
+    name. ``reader``: ``"builtin"`` (`TensorFlowCheckpoint`), ``"tensorflow"`` (``tf.train.load_checkpoint``)
+    or ``"auto"``: the built-in reader, else TensorFlow's."""
     if reader not in READERS:
         raise ConfigurationError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     if reader == "tensorflow":
-        return _read_with_tensorflow(prefix, reason=None)
+        return _read_with_tensorflow(prefix, f"{prefix}: reading it with TensorFlow was asked for")
     try:
         checkpoint = TensorFlowCheckpoint(prefix)
         return {name: checkpoint.read(key) for name, key in checkpoint.variable_names().items()}
     except UnsupportedCheckpointError as error:
         if reader == "builtin":
             raise
-        return _read_with_tensorflow(prefix, reason=str(error))
+        return _read_with_tensorflow(prefix, f"{error}, which only TensorFlow reads")
 
 
-def _read_with_tensorflow(prefix: str, reason: Optional[str]) -> Dict[str, np.ndarray]:
+def _read_with_tensorflow(prefix: str, reason: str) -> Dict[str, np.ndarray]:
+    """``reason``: why TensorFlow is needed, for the error where it is not installed."""
     try:
         # Only here: the plugin never needs TensorFlow otherwise.
         import tensorflow as tf  # type: ignore[import-not-found]
     except ImportError:
-        needed = (
-            f"{reason}, which only TensorFlow reads"
-            if reason is not None
-            else f"{prefix}: reading it with TensorFlow was asked for"
-        )
-        raise ConfigurationError(
-            f"{needed}, and TensorFlow is not installed: {TENSORFLOW_EXTRA}"
-        ) from None
+        raise ConfigurationError(f"{reason}, and TensorFlow is not installed: {TENSORFLOW_EXTRA}") from None
     try:
         checkpoint = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as error:
         raise ConfigurationError(f"{prefix}: TensorFlow cannot read the checkpoint ({error})") from None
     dtypes = checkpoint.get_variable_to_dtype_map()
-    full_names: Dict[str, str] = {}
-    if OBJECT_GRAPH_KEY in dtypes:
-        full_names = object_graph_names(checkpoint.get_tensor(OBJECT_GRAPH_KEY), prefix)
+    graph = checkpoint.get_tensor(OBJECT_GRAPH_KEY) if OBJECT_GRAPH_KEY in dtypes else b""
+    full_names = object_graph_names(graph, prefix)
     return {
         full_names.get(key, key): np.asarray(checkpoint.get_tensor(key))
         for key, dtype in dtypes.items()

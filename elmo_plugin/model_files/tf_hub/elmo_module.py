@@ -1,10 +1,9 @@
 """
-A TF-Hub ELMo module read into the bilm-tf layout: ``google/elmo/2`` and ``/3``, DeepPavlov's
-modules, any SavedModel built from bilm-tf's graph, whose variables are bilm-tf's under ``bilm/``
-(docs/models.md maps the names). The options come from the variables' shapes and from the graph
-(the CNN's activation, the max-pool's span); the clips and skip connections are stored nowhere
-and are bilm-tf's (`ASSUMED`), listed in `TfHubElmo.notes` with what else was taken, not read.
+A TF-Hub ELMo module (``google/elmo/2``, ``/3``, DeepPavlov's: any SavedModel of bilm-tf's graph) read
+into the bilm-tf layout (docs/models.md maps the names). The options come from the variables' shapes
+and the graph; what neither stores is bilm-tf's (`ASSUMED`), listed in `TfHubElmo.notes`.
 """
+import itertools
 import logging
 import os
 import re
@@ -25,14 +24,12 @@ logger = logging.getLogger(__name__)
 
 VARIABLES_PREFIX = os.path.join("variables", "variables")
 LAYER_MIX = ("aggregation/weights", "aggregation/scaling")
-# bilm-tf's values of what no module stores (see the module documentation).
+# bilm-tf's values of what no module stores.
 ASSUMED = {"cell_clip": 3.0, "proj_clip": 3.0, "use_skip_connections": True}
 # Where the graph says nothing: bilm-tf's values.
-DEFAULT_ACTIVATION = "relu"
-DEFAULT_MAX_CHARACTERS = 50
+GRAPH_DEFAULTS = {"activation": "relu", "max_characters_per_token": 50}
 
-# TensorFlow's LSTMCell variables (and bilm-tf's own names, which a module may keep) to the
-# bilm-tf weight file's.
+# TensorFlow's LSTMCell variables (or bilm-tf's own names) to the bilm-tf weight file's.
 _LSTM_VARIABLE = re.compile(
     r"^RNN_(?P<direction>[01])/RNN/(?:MultiRNNCell/Cell(?P<layer>\d+)/)?"
     r"(?:rnn/lstm_cell|LSTMCell)/(?P<name>kernel|bias|projection/kernel|W_0|B|W_P_0)$"
@@ -45,18 +42,13 @@ def is_tf_hub_module(path: PathLike) -> bool:
     """Whether ``path`` is a SavedModel directory (a TF-Hub module is one): ``saved_model.pb``
     and a checkpoint in ``variables/``."""
     path = os.fspath(path)
-    return os.path.isfile(os.path.join(path, SAVED_MODEL_NAME)) and os.path.isfile(
-        os.path.join(path, VARIABLES_PREFIX + ".index")
-    )
+    return all(os.path.isfile(os.path.join(path, name)) for name in (SAVED_MODEL_NAME, VARIABLES_PREFIX + ".index"))
 
 
 @dataclass
 class TfHubElmo:
-    """
-    The biLM of a TF-Hub module: its ``options`` (n_characters 262), its ``state`` (`ElmoBiLm`'s
-    state dict), and ``notes``, one line for each option taken from bilm-tf rather than read, and
-    for the module's layer mix, which the bilm-tf format has no place for.
-    """
+    """The biLM of a TF-Hub module: its ``options``, its ``state`` (`ElmoBiLm`'s state dict), and
+    ``notes``: a line for each option taken from bilm-tf rather than read, and for the module's layer mix."""
 
     options: BilmOptions
     state: Dict[str, torch.Tensor]
@@ -81,9 +73,7 @@ def _bilm_variables(variables: Dict[str, np.ndarray], directory: str) -> Dict[st
             continue
         local = name[len(scope) :]
         lstm = _LSTM_VARIABLE.match(local)
-        if local == "char_embed":
-            arrays["char_embed"] = value
-        elif _CHARACTER_CNN_VARIABLE.match(local):
+        if local == "char_embed" or _CHARACTER_CNN_VARIABLE.match(local):
             arrays[local] = value
         elif lstm:
             file_name = _LSTM_NAMES.get(lstm.group("name"), lstm.group("name"))
@@ -112,27 +102,26 @@ def _shape(arrays: Dict[str, np.ndarray], name: str, rank: int, directory: str) 
     return shape
 
 
+def _count(arrays: Dict[str, np.ndarray], template: str) -> int:
+    """How many of ``template`` numbered 0, 1, ... are in ``arrays``, in a row."""
+    return next(index for index in itertools.count() if template.format(index) not in arrays)
+
+
 def options_from_shapes(
     arrays: Dict[str, np.ndarray], directory: str, activation: str, max_characters_per_token: int
 ) -> BilmOptions:
     """The architecture the bilm-tf arrays' shapes fix, with what the shapes cannot say given."""
     char_dim = _shape(arrays, "char_embed", 2, directory)[1]
-    filters = []
-    while f"CNN/W_cnn_{len(filters)}" in arrays:
-        _, width, _, count = _shape(arrays, f"CNN/W_cnn_{len(filters)}", 4, directory)
-        filters.append((width, count))
+    filters = [
+        _shape(arrays, f"CNN/W_cnn_{index}", 4, directory)[1::2] for index in range(_count(arrays, "CNN/W_cnn_{}"))
+    ]
     if not filters:
         raise ConfigurationError(f"{directory}: the module has no character convolutions (CNN/W_cnn_0)")
-    n_highway = 0
-    while f"CNN_high_{n_highway}/W_carry" in arrays:
-        n_highway += 1
-    n_layers = 0
-    while f"RNN_0/RNN/MultiRNNCell/Cell{n_layers}/LSTMCell/W_P_0" in arrays:
-        n_layers += 1
+    n_highway = _count(arrays, "CNN_high_{}/W_carry")
+    n_layers = _count(arrays, "RNN_0/RNN/MultiRNNCell/Cell{}/LSTMCell/W_P_0")
     if n_layers == 0:
         raise ConfigurationError(f"{directory}: the module has no LSTM layers (RNN_0/.../W_P_0)")
     cell_size, projection_dim = _shape(arrays, "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_P_0", 2, directory)
-    skip_connections = ASSUMED["use_skip_connections"] and n_layers > 1
     return BilmOptions(
         filters=filters,
         char_embedding_dim=char_dim,
@@ -145,7 +134,7 @@ def options_from_shapes(
         n_layers=n_layers,
         cell_clip=ASSUMED["cell_clip"],
         proj_clip=ASSUMED["proj_clip"],
-        use_skip_connections=bool(skip_connections),
+        use_skip_connections=ASSUMED["use_skip_connections"] and n_layers > 1,
     )
 
 
@@ -176,7 +165,7 @@ def graph_max_characters(nodes: List[GraphNode], widths: List[int]) -> Optional[
     return candidate if spans == {candidate - width + 1 for width in widths} else None
 
 
-def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
+def read_tf_hub_module(directory: PathLike) -> TfHubElmo:
     """
     The biLM of the TF-Hub module (or SavedModel) in ``directory``: its options and weights.
 
@@ -184,8 +173,6 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
 
     directory : `PathLike`
         The module, unpacked (``saved_model.pb``, ``variables/``).
-    reader : `str`, optional (default = `"auto"`)
-        How the checkpoint is read (`elmo_plugin.model_files.tf_hub.checkpoint.read_checkpoint`).
 
     # Raises
 
@@ -198,20 +185,17 @@ def read_tf_hub_module(directory: PathLike, reader: str = "auto") -> TfHubElmo:
             f"{directory} is not a TF-Hub module or SavedModel: it needs {SAVED_MODEL_NAME} and "
             f"{VARIABLES_PREFIX}.index (unpack the module's .tar.gz into a directory first)"
         )
-    variables = read_checkpoint(os.path.join(directory, VARIABLES_PREFIX), reader=reader)
+    variables = read_checkpoint(os.path.join(directory, VARIABLES_PREFIX))
     arrays = _bilm_variables(variables, directory)
     nodes = saved_model_nodes(directory)
     notes: List[str] = []
     widths = [arrays[name].shape[1] for name in sorted(arrays) if name.startswith("CNN/W_cnn_")]
-    activation = graph_activation(nodes)
-    if activation is None:
-        activation = DEFAULT_ACTIVATION
-        notes.append(f"activation {activation}: not found in the module's graph, bilm-tf's")
-    max_characters = graph_max_characters(nodes, widths)
-    if max_characters is None:
-        max_characters = DEFAULT_MAX_CHARACTERS
-        notes.append(f"max_characters_per_token {max_characters}: not found in the module's graph, bilm-tf's")
-    options = options_from_shapes(arrays, directory, activation, max_characters)
+    found = {"activation": graph_activation(nodes), "max_characters_per_token": graph_max_characters(nodes, widths)}
+    for option, value in found.items():
+        if value is None:
+            found[option] = GRAPH_DEFAULTS[option]
+            notes.append(f"{option} {found[option]}: not found in the module's graph, bilm-tf's")
+    options = options_from_shapes(arrays, directory, **found)
     notes.append(
         f"cell_clip {options.cell_clip:g}, proj_clip {options.proj_clip:g}, use_skip_connections "
         f"{str(options.use_skip_connections).lower()}: stored nowhere in a module, bilm-tf's"

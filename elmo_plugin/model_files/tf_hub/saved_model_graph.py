@@ -1,10 +1,8 @@
 """
-The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow: a TF-Hub
-module keeps there what no variable holds (the character CNN's activation and max-pool span).
-Fields read (``saved_model.proto``, ``meta_graph.proto``, ``graph.proto``, ``node_def.proto``,
-``function.proto``, ``attr_value.proto``): SavedModel.meta_graphs 2; MetaGraphDef.graph_def 2;
-GraphDef.node 1 and .library 2 (FunctionDefLibrary.function 1, FunctionDef.node_def 3: the
-graphs of ``tf.function``s); NodeDef.name 1, .op 2, .attr 5 (map entries: key 1, value 2).
+The operations of a SavedModel's graphs (``saved_model.pb``), read without TensorFlow, for what no
+variable holds (the character CNN's activation and max-pool span). Fields read: SavedModel.meta_graphs
+2; MetaGraphDef.graph_def 2; GraphDef.node 1 and .library 2 (FunctionDefLibrary.function 1,
+FunctionDef.node_def 3); NodeDef.name 1, .op 2, .attr 5 (map entries: key 1, value 2).
 """
 import os
 from dataclasses import dataclass, field
@@ -34,10 +32,7 @@ class GraphNode:
     def int_list(self, attribute: str) -> Optional[List[int]]:
         """An attribute holding a list of integers (``AttrValue.list`` 1, ``ListValue.i`` 3),
         such as a max-pool's ``ksize``; None where the node has no such attribute."""
-        value = self.attributes.get(attribute)
-        if value is None:
-            return None
-        listed = first(message_fields(value), 1, None)
+        listed = first(message_fields(self.attributes.get(attribute, b"")), 1, None)
         if not isinstance(listed, bytes):
             return None
         return repeated_ints(message_fields(listed), 3)
@@ -46,14 +41,11 @@ class GraphNode:
 def _nodes_of(node_defs: List[bytes]) -> Iterator[GraphNode]:
     for serialized in node_defs:
         node = message_fields(serialized)
-        attributes: Dict[str, bytes] = {}
-        for entry in node.get(5, []):
-            entry_fields = message_fields(entry)  # type: ignore[arg-type]
-            attributes[first(entry_fields, 1, b"").decode("utf-8")] = first(entry_fields, 2, b"")  # type: ignore
+        entries = [message_fields(entry) for entry in node.get(5, [])]  # type: ignore[arg-type]
         yield GraphNode(
             name=first(node, 1, b"").decode("utf-8"),  # type: ignore[union-attr]
             op=first(node, 2, b"").decode("utf-8"),  # type: ignore[union-attr]
-            attributes=attributes,
+            attributes={first(entry, 1, b"").decode("utf-8"): first(entry, 2, b"") for entry in entries},  # type: ignore
         )
 
 

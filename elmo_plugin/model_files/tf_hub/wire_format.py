@@ -1,14 +1,8 @@
 """
-Protocol Buffers' wire format, read without the message classes: what TensorFlow's files are
-made of: a handful of fields of a handful of messages, by number, as the ``.proto`` files define
-them (TensorFlow's message classes would need TensorFlow).
-
-A message is a sequence of fields, each a key (the field's number and wire type, a varint) and
-a value: a varint (type 0), 8 bytes (type 1), a length and that many bytes (type 2: strings,
-bytes, nested messages, packed repeated numbers) or 4 bytes (type 5).
+Protocol Buffers' wire format, read without TensorFlow's message classes: the few fields of
+TensorFlow's files that the readers need, by number, as the ``.proto`` files define them.
 """
-import struct
-from typing import Dict, Iterator, List, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
 
@@ -35,9 +29,10 @@ def read_varint(data: bytes, position: int) -> Tuple[int, int]:
             raise WireFormatError("a varint longer than 10 bytes")
 
 
-def fields(data: bytes) -> Iterator[Tuple[int, int, FieldValue]]:
-    """Yields ``(field number, wire type, value)`` for each field of the message ``data``, in
-    order: ints for varints and fixed-size values, bytes for length-delimited ones."""
+def message_fields(data: bytes) -> Dict[int, List[FieldValue]]:
+    """Every value of every field of the message ``data``, by field number, in order: ints for
+    varints and fixed-size values, bytes for length-delimited ones."""
+    found: Dict[int, List[FieldValue]] = {}
     position = 0
     while position < len(data):
         key, position = read_varint(data, position)
@@ -45,29 +40,20 @@ def fields(data: bytes) -> Iterator[Tuple[int, int, FieldValue]]:
         value: FieldValue
         if wire_type == VARINT:
             value, position = read_varint(data, position)
-        elif wire_type == FIXED64:
-            value = int.from_bytes(data[position : position + 8], "little")
-            position += 8
         elif wire_type == LENGTH_DELIMITED:
             length, position = read_varint(data, position)
             value = bytes(data[position : position + length])
             if len(value) != length:
                 raise WireFormatError("a length-delimited field runs past the end of the data")
             position += length
-        elif wire_type == FIXED32:
-            value = int.from_bytes(data[position : position + 4], "little")
-            position += 4
+        elif wire_type in (FIXED64, FIXED32):
+            size = 8 if wire_type == FIXED64 else 4
+            value = int.from_bytes(data[position : position + size], "little")
+            position += size
         else:  # groups (3, 4) are deprecated and unused by TensorFlow's messages
             raise WireFormatError(f"field {number} has wire type {wire_type}, which no message read here uses")
         if position > len(data):
             raise WireFormatError("a field runs past the end of the data")
-        yield number, wire_type, value
-
-
-def message_fields(data: bytes) -> Dict[int, List[FieldValue]]:
-    """Every value of every field of the message ``data``, by field number, in order."""
-    found: Dict[int, List[FieldValue]] = {}
-    for number, _, value in fields(data):
         found.setdefault(number, []).append(value)
     return found
 
@@ -95,8 +81,3 @@ def repeated_ints(found: Dict[int, List[FieldValue]], number: int) -> List[int]:
 def signed(value: int) -> int:
     """An ``int64`` field's value: varints hold negative numbers as their 64-bit two's complement."""
     return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def as_float(value: int) -> float:
-    """A ``float`` field's value (a FIXED32)."""
-    return struct.unpack("<f", value.to_bytes(4, "little"))[0]
