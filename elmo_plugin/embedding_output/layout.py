@@ -9,7 +9,7 @@ Files written in the flat layout, or assembled from shards, carry the root attri
 sentence vectors carry ``SENTENCE_VECTORS_ATTRIBUTE``.
 """
 import json
-from typing import List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import h5py
 import numpy as np
@@ -82,13 +82,53 @@ def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
-def line_index(index: int, num_sentences: int, path: str) -> int:
-    """``index`` as a line number of an output of ``num_sentences`` lines (0-based; negative
-    counts from the end): a `TypeError` or `IndexError` naming ``path`` otherwise."""
-    if not isinstance(index, (int, np.integer)):
-        raise TypeError(f"sentences are indexed by line number; got {index!r}")
-    if index < 0:
-        index += num_sentences
-    if not 0 <= index < num_sentences:
-        raise IndexError(f"{path} has {num_sentences} sentences; no index {index}")
-    return int(index)
+class FlatReader:
+    """What `reader.EmbeddingsFile` and `parquet_reader.ParquetEmbeddings` share: line i's rows
+    are ``_offsets[i]`` to ``_offsets[i + 1]`` of each array of ``_layers`` (one per output layer),
+    read as one array (stacked when there are several)."""
+
+    path: str
+    sentence_vectors: bool
+    _num_sentences: int
+    _layers: Sequence = ()
+    _offsets: Sequence = ()
+    _by_text: Optional[Dict[str, int]] = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing is held open."""
+
+    def __len__(self) -> int:
+        return self._num_sentences
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        """Line ``index``'s vectors (0-based; negative counts from the end)."""
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sentences are indexed by line number; got {index!r}")
+        if index < 0:
+            index += self._num_sentences
+        if not 0 <= index < self._num_sentences:
+            raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
+        return self._line(int(index))
+
+    def _line(self, index: int) -> np.ndarray:
+        start, end = (int(value) for value in self._offsets[index : index + 2])
+        # A sentence vector is one row a line: the line's vector, without a token axis.
+        arrays = [layer[start] if self.sentence_vectors else layer[start:end] for layer in self._layers]
+        return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+
+    def sentences(self) -> List[str]:
+        raise NotImplementedError
+
+    def by_sentence(self, text: str) -> np.ndarray:
+        """The vectors of a sentence given by its text (with duplicates, the last such line)."""
+        if self._by_text is None:
+            self._by_text = {sentence: index for index, sentence in enumerate(self.sentences())}
+        if text not in self._by_text:
+            raise KeyError(f"{self.path}: no sentence {text!r}")
+        return self[self._by_text[text]]

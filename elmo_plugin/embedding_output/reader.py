@@ -36,7 +36,7 @@ from elmo_plugin.embedding_output.layout import (
     SENTENCE_TO_INDEX,
     SENTENCE_VECTORS_ATTRIBUTE,
     SENTENCES,
-    line_index,
+    FlatReader,
 )
 
 # The root attribute of an assembled output: JSON list of [shard path relative to the output's
@@ -109,7 +109,7 @@ def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
             )
 
 
-class EmbeddingsFile:
+class EmbeddingsFile(FlatReader):
     """
     Read access to an ``allennlp elmo`` output file: see the module documentation.
 
@@ -129,11 +129,8 @@ class EmbeddingsFile:
             attributes = self._file.attrs
             self.layout = _text(attributes.get(LAYOUT_ATTRIBUTE, PER_SENTENCE))
             output_format = attributes.get(FORMAT_ATTRIBUTE)
-            self.output_format: Optional[str] = (
-                None if output_format is None else _text(output_format)
-            )
+            self.output_format: Optional[str] = None if output_format is None else _text(output_format)
             self.sentence_vectors = bool(attributes.get(SENTENCE_VECTORS_ATTRIBUTE, 0))
-            self._by_text: Optional[Dict[str, int]] = None
             if self.layout == FLAT:
                 names = json.loads(_text(attributes[LAYER_DATASETS_ATTRIBUTE]))
                 self._layers = [self._file[name] for name in names]
@@ -142,7 +139,6 @@ class EmbeddingsFile:
                 self._offsets = self._file[OFFSETS]
                 self._num_sentences = len(self._offsets) - 1
             else:
-                self._layers = []
                 count = attributes.get(NUM_SENTENCES_ATTRIBUTE)
                 if count is None:
                     count = sum(1 for key in self._file.keys() if key not in _INDEX_DATASETS)
@@ -151,28 +147,12 @@ class EmbeddingsFile:
             self._file.close()
             raise
 
-    def __enter__(self) -> "EmbeddingsFile":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def close(self) -> None:
         self._file.close()
 
-    def __len__(self) -> int:
-        return self._num_sentences
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        """Line ``index``'s vectors (0-based; negative counts from the end)."""
-        index = line_index(index, self._num_sentences, self.path)
+    def _line(self, index: int) -> np.ndarray:
         if self.layout == FLAT:
-            start, end = (int(value) for value in self._offsets[index : index + 2])
-            if self.sentence_vectors:  # one row a line: the line's vector, without a token axis
-                arrays = [dataset[start] for dataset in self._layers]
-            else:
-                arrays = [dataset[start:end] for dataset in self._layers]
-            return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+            return super()._line(index)
         key = str(index)
         if key not in self._file:
             raise KeyError(
@@ -190,24 +170,20 @@ class EmbeddingsFile:
         ``sentence_to_index``, which maps a repeated sentence to its last line only, so the
         earlier lines of a repeated sentence are ``""`` there)."""
         if self.layout == FLAT:
-            if SENTENCES not in self._file:
-                raise ConfigurationError(
-                    f"{self.path} has no sentence index (written with --forget-sentences)"
-                )
-            return [_text(value) for value in self._file[SENTENCES][()]]
-        mapping = self._sentence_to_index()
+            return [_text(value) for value in self._sentence_index()[()]]
         texts = [""] * self._num_sentences
-        for text, key in mapping.items():
+        for text, key in self._sentence_to_index().items():
             texts[int(key)] = text
         return texts
 
-    def _sentence_to_index(self) -> Dict[str, str]:
-        for name in _INDEX_DATASETS:
+    def _sentence_index(self) -> h5py.Dataset:
+        for name in [SENTENCES] if self.layout == FLAT else _INDEX_DATASETS:
             if name in self._file:
-                return json.loads(_text(self._file[name][0]))
-        raise ConfigurationError(
-            f"{self.path} has no sentence index (written with --forget-sentences)"
-        )
+                return self._file[name]
+        raise ConfigurationError(f"{self.path} has no sentence index (written with --forget-sentences)")
+
+    def _sentence_to_index(self) -> Dict[str, str]:
+        return json.loads(_text(self._sentence_index()[0]))
 
     def by_sentence(self, text: str) -> np.ndarray:
         """
@@ -216,18 +192,14 @@ class EmbeddingsFile:
         the line that the sentence index maps it to (with duplicates, the last such line, as
         ``sentence_to_index`` does).
         """
-        if self.layout != FLAT:
-            if text in self._file and text not in _INDEX_DATASETS:
-                return self._read(self._file[text])
-            key = self._sentence_to_index().get(text)
-            if key is None:
-                raise KeyError(f"{self.path}: no sentence {text!r}")
-            return self._read(self._file[key])
-        if self._by_text is None:
-            self._by_text = {text: index for index, text in enumerate(self.sentences())}
-        if text not in self._by_text:
+        if self.layout == FLAT:
+            return super().by_sentence(text)
+        if text in self._file and text not in _INDEX_DATASETS:
+            return self._read(self._file[text])
+        key = self._sentence_to_index().get(text)
+        if key is None:
             raise KeyError(f"{self.path}: no sentence {text!r}")
-        return self[self._by_text[text]]
+        return self._read(self._file[key])
 
 
 def read_embeddings(path: PathLike, index: int) -> np.ndarray:
