@@ -6,12 +6,11 @@ so the two can be moved together.
 """
 import json
 import os
-from itertools import islice
 from typing import List, Sequence, Tuple
 
 import h5py
 import numpy as np
-from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.write_errors import hdf5_for_writing
@@ -31,67 +30,31 @@ from elmo_plugin.embedding_output.layout import (
 from elmo_plugin.embedding_output.per_sentence_writer import SentenceIndex
 from elmo_plugin.embedding_output.plan import Plan, read_piece
 from elmo_plugin.embedding_output.reader import SHARDS_ATTRIBUTE
-from elmo_plugin.embedding_output.shard_file import shard_problem
+from elmo_plugin.embedding_output.shard_file import ShardFiles
 
 # Sentences written to the flat layout's index per append.
 _SENTENCE_BLOCK = 65536
 
 
-def check_shards(
-    plan: Plan,
-    directory: str,
-    fingerprint: str,
-    layout: str,
-    dataset_names: Sequence[str],
-    dim: int,
-    sentence_vectors: bool = False,
-) -> None:
-    """A `ConfigurationError` naming the first shard of ``plan`` that is not as it must be."""
-    for piece in plan.pieces:
-        path = os.path.join(directory, piece.shard_name(fingerprint))
-        problem = shard_problem(
-            path, piece, fingerprint, layout, dataset_names, dim, sentence_vectors
-        )
-        if problem is not None:
-            raise ConfigurationError(
-                f"the shard {path} ({piece.describe()}) cannot be "
-                f"used: {problem}; the output was not written. Run the same command again to "
-                "recompute it"
-            )
-
-
-def assemble_output(
-    job: EmbeddingJob,
-    plan: Plan,
-    directory: str,
-    dataset_names: Sequence[str],
-    dim: int,
-    fingerprint: str,
-) -> None:
-    """
-    Writes ``job``'s output (atomically: it appears only complete) from the checked shards of
-    ``plan`` in ``directory``, named with the run's ``fingerprint``, which hold
-    ``dataset_names`` (flat layout) of ``dim`` numbers a row.
-    """
+def assemble_output(shards: ShardFiles, plan: Plan) -> None:
+    """Writes the output of ``shards.job`` (atomically: it appears only complete) from the
+    checked ``shards`` of ``plan``."""
+    job = shards.job
     output_directory = os.path.dirname(os.path.abspath(job.output_path))
     dtype = storage_dtype(job.float16)
-    shards: List[Tuple[str, int]] = []
-    for piece in plan.pieces:
-        path = os.path.join(directory, piece.shard_name(fingerprint))
-        shards.append((os.path.relpath(path, output_directory), os.path.getsize(path)))
+    relative_paths = [os.path.relpath(shards.path(piece), output_directory) for piece in plan.pieces]
     with atomic_output(job.output_path) as temporary, hdf5_for_writing(temporary) as output:
         out = output.file
         if job.layout == FLAT:
-            _assemble_flat(
-                out, output_directory, job, plan, shards, dataset_names, dim, dtype
-            )
+            _assemble_flat(out, output_directory, shards, plan, relative_paths, dtype)
             out.attrs[LAYOUT_ATTRIBUTE] = FLAT
-            out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(dataset_names))
+            out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(shards.dataset_names))
         else:
-            _assemble_per_sentence(out, output_directory, job, plan, shards, dtype)
+            _assemble_per_sentence(out, output_directory, job, plan, relative_paths, dtype)
         out.attrs[FORMAT_ATTRIBUTE] = job.output_format
         out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
-        out.attrs[SHARDS_ATTRIBUTE] = json.dumps(shards)
+        sizes = [os.path.getsize(shards.path(piece)) for piece in plan.pieces]
+        out.attrs[SHARDS_ATTRIBUTE] = json.dumps(list(zip(relative_paths, sizes)))
         mark_sentence_vectors(out, job.sentence_vectors)
         output.check()
 
@@ -99,20 +62,19 @@ def assemble_output(
 def _assemble_flat(
     out: h5py.File,
     output_directory: str,
-    job: EmbeddingJob,
+    shards: ShardFiles,
     plan: Plan,
-    shards: Sequence[Tuple[str, int]],
-    dataset_names: Sequence[str],
-    dim: int,
+    relative_paths: Sequence[str],
     dtype: np.dtype,
 ) -> None:
     # The offsets are the shards' own plus the rows before each line: a real dataset (8 bytes a
     # line), written chunk by chunk; the rows are mapped from the shards run by run.
+    job, dim = shards.job, shards.dim
     offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
     offsets[0] = 0
-    runs = _flat_runs(output_directory, job, plan, shards, offsets)
+    runs = _flat_runs(output_directory, job, plan, relative_paths, offsets)
     total_rows = job.output_rows(plan.num_sentences, plan.num_tokens)
-    for name in dataset_names:
+    for name in shards.dataset_names:
         layout = h5py.VirtualLayout(shape=(total_rows, dim), dtype=dtype)
         for row, rows, relative, shard_row, shard_rows in runs:
             source = h5py.VirtualSource(relative, name, shape=(shard_rows, dim))
@@ -124,12 +86,9 @@ def _assemble_flat(
         sentences = out.create_dataset(
             SENTENCES, shape=(plan.num_sentences,), dtype=h5py.string_dtype()
         )
-        lines = read_sentences(job.input_path)
+        texts = (sentence_text(tokens) for _, tokens in read_sentences(job.input_path))
         start = 0
-        while True:
-            block = [sentence_text(tokens) for _, tokens in islice(lines, _SENTENCE_BLOCK)]
-            if not block:
-                break
+        for block in lazy_groups_of(texts, _SENTENCE_BLOCK):
             sentences[start : start + len(block)] = block
             start += len(block)
 
@@ -138,7 +97,7 @@ def _flat_runs(
     output_directory: str,
     job: EmbeddingJob,
     plan: Plan,
-    shards: Sequence[Tuple[str, int]],
+    relative_paths: Sequence[str],
     offsets: h5py.Dataset,
 ) -> List[Tuple[int, int, str, int, int]]:
     """
@@ -148,7 +107,7 @@ def _flat_runs(
     """
     runs: List[Tuple[int, int, str, int, int]] = []
     row = 0
-    pieces = list(zip(plan.pieces, shards))
+    pieces = list(zip(plan.pieces, relative_paths))
     while pieces:
         # The pieces that share lines with the first: together they hold whole chunks.
         sharing = [pieces.pop(0)]
@@ -158,7 +117,7 @@ def _flat_runs(
         lengths = np.zeros(end_line - first_line, dtype=np.int64)
         holder = np.zeros(end_line - first_line, dtype=np.int64)
         shard_rows = np.zeros(end_line - first_line, dtype=np.int64)
-        for index, (piece, (relative, _)) in enumerate(sharing):
+        for index, (piece, relative) in enumerate(sharing):
             with h5py.File(os.path.join(output_directory, relative), "r") as shard:
                 local = shard[OFFSETS][()]
             lines = np.asarray(piece.lines(), dtype=np.int64) - first_line
@@ -169,7 +128,7 @@ def _flat_runs(
         offsets[first_line + 1 : end_line + 1] = ends
         bounds = [0, *(np.flatnonzero(np.diff(holder)) + 1).tolist(), len(holder)]
         for first, end in zip(bounds[:-1], bounds[1:]):
-            piece, (relative, _) = sharing[int(holder[first])]
+            piece, relative = sharing[int(holder[first])]
             start = int(ends[first] - lengths[first])
             rows = int(ends[end - 1]) - start
             if rows:
@@ -184,12 +143,12 @@ def _assemble_per_sentence(
     output_directory: str,
     job: EmbeddingJob,
     plan: Plan,
-    shards: Sequence[Tuple[str, int]],
+    relative_paths: Sequence[str],
     dtype: np.dtype,
 ) -> None:
     index_datasets = job.index_datasets()
     sentence_index = SentenceIndex() if index_datasets else None
-    for piece, (relative, _) in zip(plan.pieces, shards):
+    for piece, relative in zip(plan.pieces, relative_paths):
         shard_path = os.path.join(output_directory, relative)
         with h5py.File(shard_path, "r") as shard:
             for line_index, tokens in read_piece(job.input_path, piece):

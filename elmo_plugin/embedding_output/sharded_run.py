@@ -9,7 +9,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -19,7 +19,7 @@ from allennlp.common.tqdm import Tqdm
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
 from elmo_plugin.common.write_errors import Hdf5Output
-from elmo_plugin.embedding_output.assembly import assemble_output, check_shards
+from elmo_plugin.embedding_output.assembly import assemble_output
 from elmo_plugin.embedding_output.batch_loop import (
     BatchEmbedder,
     dataset_names,
@@ -31,7 +31,7 @@ from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_dige
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
 from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
-from elmo_plugin.embedding_output.shard_file import shard_problem, stale_files, write_shard
+from elmo_plugin.embedding_output.shard_file import ShardFiles, stale_files
 
 logger = logging.getLogger(__name__)
 
@@ -114,14 +114,13 @@ class _ShardedRank:
     def _agree(self, outcome: Optional[BaseException], first_only: bool) -> None:
         """Stops every rank if rank 0 (``first_only``) or any rank has an error: rank 0 raises
         its own (or the first other rank's), the others stop without a message."""
-        if first_only:
-            errors: List[Optional[str]] = [
-                None if outcome is None else str(outcome)
-            ] if self.process.is_first else [None]
+        message = None if outcome is None else str(outcome)
+        if first_only:  # only rank 0 has an outcome then
+            errors: List[Optional[str]] = [message]
             dist.broadcast_object_list(errors, src=0)
         else:
             errors = [None] * self.process.world_size
-            dist.all_gather_object(errors, None if outcome is None else str(outcome))
+            dist.all_gather_object(errors, message)
         failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
         if not failed:
             return
@@ -142,37 +141,29 @@ class _ShardedRank:
             raise ConfigurationError(f"rank {rank}: {error}")
         raise StoppedWithOtherRank()
 
-    def _run(self) -> Optional[ShardedResult]:
-        job: Optional[EmbeddingJob] = None
-        plan: Optional[Plan] = None
-        problem: Optional[BaseException] = None
-        if self.process.is_first:
+    def _agreed(self, build: Callable[[], Any], first_only: bool) -> Any:
+        """``build()`` on rank 0 (``first_only``) or every rank, its `ConfigurationError`
+        agreed on (`_agree`)."""
+        result, problem = None, None
+        if self.process.is_first or not first_only:
             try:
-                job, plan = self._prepare()
+                result = build()
             except ConfigurationError as error:
                 problem = error
-        self._agree(problem, first_only=True)
-        shared: List[object] = [(job, plan)]
+        self._agree(problem, first_only)
+        return result
+
+    def _run(self) -> Optional[ShardedResult]:
+        shared = [self._agreed(self._prepare, first_only=True)]
         dist.broadcast_object_list(shared, src=0)
-        job, plan = shared[0]  # type: ignore[misc]
+        job, plan = shared[0]
         if self.heartbeats is None:
             raise ConfigurationError(
                 f"the output directory {os.path.dirname(self.directory)} does not exist on this "
                 f"node (rank {self.process.rank}); the output must be on a file system that "
                 "every node sees"
             )
-
-        embedder: Optional[BatchEmbedder] = None
-        problem = None
-        try:
-            embedder = self.make_embedder(job, self.device)
-        except ConfigurationError as error:
-            problem = error
-        self._agree(problem, first_only=False)
-        assert embedder is not None and job is not None and plan is not None
-
-        names = dataset_names(job, embedder)
-        dim = embedder.get_output_dim()
+        embedder = self._agreed(lambda: self.make_embedder(job, self.device), first_only=False)
         options = {
             "output_format": job.output_format,
             "layout": job.layout,
@@ -184,8 +175,9 @@ class _ShardedRank:
         }
         if job.sentence_vectors:  # only then: token outputs keep their shards' names
             options["sentence_vectors"] = True
-        fingerprint = job_fingerprint(
-            plan.input_hash, model_digest(embedder.elmo_bilm), options
+        fingerprint = job_fingerprint(plan.input_hash, model_digest(embedder.elmo_bilm), options)
+        shards = ShardFiles(
+            self.directory, fingerprint, job, dataset_names(job, embedder), embedder.get_output_dim()
         )
         pieces = plan.pieces_of(self.process.rank)
         with Tqdm.tqdm(
@@ -195,7 +187,7 @@ class _ShardedRank:
             desc="elmo",
         ) as progress_bar:
             show = lambda own: self._show_progress(progress_bar, own)  # noqa: E731
-            done, reused = self._embed_pieces(embedder, job, pieces, names, dim, fingerprint, show)
+            done, reused = self._embed_pieces(embedder, shards, pieces, show)
             assert self.heartbeats is not None
             self.heartbeats.set_counts(done, reused)
             logger.info(
@@ -213,10 +205,8 @@ class _ShardedRank:
                 time.sleep(0.2)
             show(done)
         reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())
-        check_shards(
-            plan, self.directory, fingerprint, job.layout, names, dim, job.sentence_vectors
-        )
-        assemble_output(job, plan, self.directory, names, dim, fingerprint)
+        shards.check(plan.pieces)
+        assemble_output(shards, plan)
         self.heartbeats.stop()
         for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
             try:
@@ -249,18 +239,12 @@ class _ShardedRank:
             progress_bar.update(total - progress_bar.n)
 
     def _embed_pieces(
-        self,
-        embedder: BatchEmbedder,
-        job: EmbeddingJob,
-        pieces: List[Piece],
-        names: List[str],
-        dim: int,
-        fingerprint: str,
-        show: Callable[[int], None],
+        self, embedder: BatchEmbedder, shards: ShardFiles, pieces: List[Piece], show: Callable[[int], None]
     ) -> Tuple[int, int]:
         """Embeds (or reuses) this rank's pieces; returns (sentences, reused sentences)."""
         heartbeats = self.heartbeats
         assert heartbeats is not None
+        job = shards.job
         done = reused = 0
 
         def after_batch(sentences: int) -> None:
@@ -271,11 +255,7 @@ class _ShardedRank:
             heartbeats.raise_if_problem()
 
         for piece in pieces:
-            path = os.path.join(self.directory, piece.shard_name(fingerprint))
-            problem = shard_problem(
-                path, piece, fingerprint, job.layout, names, dim, job.sentence_vectors
-            )
-            if problem is None:
+            if shards.problem(piece) is None:
                 done += piece.num_sentences
                 reused += piece.num_sentences
                 heartbeats.set_counts(done, reused)
@@ -287,5 +267,5 @@ class _ShardedRank:
                 batches = embedded_batches(job, embedder, read_piece(job.input_path, piece))
                 write_batches(output, writer, batches, after_batch)
 
-            write_shard(path, piece, fingerprint, fill)
+            shards.write(piece, fill)
         return done, reused
