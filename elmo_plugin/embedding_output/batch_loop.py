@@ -84,20 +84,13 @@ EmbeddedBatch = Tuple[List[Line], List[np.ndarray]]
 def embedded_batches(
     job: EmbeddingJob, embedder: BatchEmbedder, lines: Iterable[Line]
 ) -> Iterator[EmbeddedBatch]:
-    """``job``'s batches of ``lines``, each with its arrays (`job_arrays`), computed here by
-    ``embedder``."""
+    """``job``'s batches of ``lines``, each with the arrays ``job`` stores for its sentences:
+    their token vectors in its output format, or their mean (`token_mean`) with
+    ``sentence_vectors``, computed here by ``embedder``."""
     for batch in job.batches(lines):
         release_freed_memory()  # keeps memory flat however long the input is
-        yield batch, job_arrays(job, embedder, [tokens for _, tokens in batch])
-
-
-def job_arrays(
-    job: EmbeddingJob, embedder: BatchEmbedder, batch: Sequence[Sequence[str]]
-) -> List[np.ndarray]:
-    """What ``job`` stores for each sentence of ``batch``: its token vectors in the job's
-    output format, or their mean (`token_mean`) with ``sentence_vectors``."""
-    arrays = embedder.embed_arrays(batch, job.output_format)
-    return [token_mean(array) for array in arrays] if job.sentence_vectors else arrays
+        arrays = embedder.embed_arrays([tokens for _, tokens in batch], job.output_format)
+        yield batch, [token_mean(array) for array in arrays] if job.sentence_vectors else arrays
 
 
 def write_batches(

@@ -17,7 +17,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.atomic_output import atomic_directory
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.embedding_output.batch_loop import BatchEmbedder, job_arrays
+from elmo_plugin.embedding_output.batch_loop import BatchEmbedder, embedded_batches
 from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import flat_dataset_names, storage_dtype, to_storage
 from elmo_plugin.embedding_output.plan import Piece, read_piece
@@ -25,7 +25,6 @@ from elmo_plugin.embedding_output.plan import Piece, read_piece
 logger = logging.getLogger(__name__)
 
 RAY_LOCAL = "local"
-RAY_AUTO = "auto"
 
 METADATA_FILE = "_elmo_embeddings.json"
 SENTENCE_INDEX = "sentence_index"
@@ -40,13 +39,11 @@ def input_chunks(job: EmbeddingJob) -> List[Dict[str, int]]:
     by length together): each chunk's first and end line and byte offset, one Ray row each."""
     chunks: List[Dict[str, int]] = []
     position = 0
-    end_line = 0
     for line_index, _, size in decoded_lines(job.input_path):
         if line_index % job.chunk_lines == 0:
             chunks.append({"first_line": line_index, "end_line": line_index, "byte_offset": position})
         position += size
-        end_line = line_index + 1
-        chunks[-1]["end_line"] = end_line
+        chunks[-1]["end_line"] = line_index + 1
     return chunks
 
 
@@ -64,24 +61,20 @@ def chunk_rows(chunk: Dict[str, Any], input_path: str) -> List[Dict[str, Any]]:
 
 class ElmoRayEmbedder:
     """
-    The callable class that embeds batches of sentences on a Ray worker, for
-    ``Dataset.map_batches``: built once per worker (which loads the model once), then called
-    with each batch. ``allennlp elmo --ray`` uses it; a pipeline of one's own can too
-    (docs/embedding.md has an example).
+    Embeds batches of sentences on a Ray worker, for ``Dataset.map_batches``: built once per
+    worker (which loads the model once), then called with each batch (docs/embedding.md).
 
     # Parameters
 
     job : `EmbeddingJob`
-        What to compute: the model, ``output_format``, ``sentence_vectors``, ``float16``,
-        ``batch_size``, ``sort_chunk_batches``, ``precision``, ``cuda_device`` (>= 0: the
-        worker's own GPU, Ray's ``num_gpus=1``). Its paths are not used here.
+        What to compute (the model and the options of its vectors; ``cuda_device`` >= 0: the
+        worker's own GPU). Its paths are not used here.
     embedder_factory : `Callable[[EmbeddingJob], BatchEmbedder]`
         Builds the worker's embedder from ``job``: `elmo_plugin.ElmoEmbedder.for_job`.
 
     A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens``, and
     optionally ``sentence_index``; the result, a ``pyarrow.Table``, has ``sentence_index`` (when
-    given), ``tokens`` and the output columns, one row per sentence in order. A batch of
-    ``job.chunk_lines`` consecutive lines gets exactly a single process's vectors.
+    given), ``tokens`` and the output columns, one row per sentence in order.
     """
 
     def __init__(self, job: EmbeddingJob, embedder_factory: EmbedderFactory) -> None:
@@ -106,11 +99,8 @@ class ElmoRayEmbedder:
                 f"a batch needs a {TEXT!r} or a {TOKENS!r} column; got {sorted(batch)}"
             )
         arrays: List[np.ndarray] = [np.empty(0)] * len(sentences)
-        positions = list(enumerate(sentences))
-        for part in self.job.batches(positions):
-            for (position, _), array in zip(
-                part, job_arrays(self.job, self.embedder, [tokens for _, tokens in part])
-            ):
+        for part, part_arrays in embedded_batches(self.job, self.embedder, enumerate(sentences)):
+            for (position, _), array in zip(part, part_arrays):
                 arrays[position] = array
         columns: Dict[str, Any] = {}
         if SENTENCE_INDEX in batch:
@@ -145,13 +135,11 @@ def connect(address: str, workers: int) -> None:
     names (or that ``ray start`` runs here), anything else is a cluster's address."""
     import ray
 
-    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     if address == RAY_LOCAL:
-        ray.init(num_cpus=max(os.cpu_count() or 1, workers + 1), **quiet)
-    elif address == RAY_AUTO:
-        ray.init(address="auto", log_to_driver=False, logging_level=logging.WARNING)
-    else:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(num_cpus=max(os.cpu_count() or 1, workers + 1), include_dashboard=False, **quiet)
+    else:  # "auto" or a cluster's address
+        ray.init(address=address, **quiet)
 
 
 def run_ray(
@@ -202,13 +190,7 @@ def run_ray(
                 ) from None
             written = pyarrow.parquet.read_table(temporary, columns=[SENTENCE_INDEX])
             _check_every_line_once(job, written.column(SENTENCE_INDEX).to_numpy())
-            schema = pyarrow.parquet.read_schema(
-                next(
-                    os.path.join(temporary, name)
-                    for name in sorted(os.listdir(temporary))
-                    if name.endswith(".parquet")
-                )
-            )
+            schema = pyarrow.parquet.ParquetDataset(temporary).schema
             columns = [name for name in schema.names if name not in (SENTENCE_INDEX, TOKENS)]
             metadata = {
                 "output_format": job.output_format,
