@@ -20,11 +20,6 @@ TIMEOUT_VARIABLE = "ELMO_HEARTBEAT_TIMEOUT"
 RUNNING, DONE, FAILED = "running", "done", "failed"
 
 
-def heartbeat_timeout() -> float:
-    value = os.environ.get(TIMEOUT_VARIABLE)
-    return float(value) if value else DEFAULT_TIMEOUT_S
-
-
 def heartbeat_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f".rank-{rank:05d}.heartbeat")
 
@@ -64,7 +59,7 @@ class Heartbeats:
         self.rank = rank
         self.world_size = world_size
         self.token = token
-        self.timeout_s = heartbeat_timeout() if timeout_s is None else timeout_s
+        self.timeout_s = float(os.environ.get(TIMEOUT_VARIABLE) or DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
         self.interval_s = interval_s
         self.grace_s = grace_s
         self._beat = 0
@@ -154,25 +149,23 @@ class Heartbeats:
         except OSError:
             pass  # a full disk: the shard writer reports it; the others will notice silence
 
-    def _read(self, rank: int) -> Optional[str]:
+    def _read(self, rank: int) -> Tuple[str, Optional[dict]]:
+        """A rank's heartbeat of this run, as text and content; ``("", None)`` if there is none
+        (or only an earlier run's)."""
         try:
             with open(heartbeat_path(self.directory, rank), encoding="utf-8") as handle:
-                return handle.read()
-        except OSError:
-            return None
+                text = handle.read()
+            content = json.loads(text)
+        except (OSError, ValueError):
+            return "", None
+        return (text, content) if content.get("token") == self.token else ("", None)
 
     def _check(self) -> None:
         now = time.monotonic()
         for rank in range(self.world_size):
             if rank == self.rank:
                 continue
-            text = self._read(rank)
-            try:
-                content = json.loads(text) if text else None
-            except ValueError:
-                content = None
-            if content is not None and content.get("token") != self.token:
-                content = None  # an earlier run's file: as if there were none yet
+            text, content = self._read(rank)
             if content is not None:
                 with self._lock:
                     self._others[rank] = content
@@ -184,10 +177,9 @@ class Heartbeats:
                         f"{content['message']}"
                     )
                     return
-            key = text if content is not None else ""
             last = self._seen.get(rank)
-            if last is None or last[0] != key:
-                self._seen[rank] = (key, now)
+            if last is None or last[0] != text:
+                self._seen[rank] = (text, now)
             elif now - last[1] > self.timeout_s:
                 where = (
                     f" (pid {content['pid']} on {content['host']})" if content is not None else ""
