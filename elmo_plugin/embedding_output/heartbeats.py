@@ -59,7 +59,9 @@ class Heartbeats:
         self.rank = rank
         self.world_size = world_size
         self.token = token
-        self.timeout_s = float(os.environ.get(TIMEOUT_VARIABLE) or DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
+        if timeout_s is None:
+            timeout_s = float(os.environ.get(TIMEOUT_VARIABLE) or DEFAULT_TIMEOUT_S)
+        self.timeout_s = timeout_s
         self.interval_s = interval_s
         self.grace_s = grace_s
         self._beat = 0
