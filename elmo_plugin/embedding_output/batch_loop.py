@@ -51,11 +51,6 @@ class BatchEmbedder(Protocol):
 Writer = Union[FlatWriter, PerSentenceWriter]
 
 
-def dataset_names(job: EmbeddingJob, embedder: BatchEmbedder) -> List[str]:
-    """The flat layout's embedding datasets of ``job``."""
-    return flat_dataset_names(job.output_format, embedder.num_layers)
-
-
 def layout_writer(
     file: h5py.Group,
     job: EmbeddingJob,
@@ -71,9 +66,10 @@ def layout_writer(
     dtype = storage_dtype(job.float16)
     if job.layout == FLAT:
         write_sentences = not (shard or job.forget_sentences)
-        names = dataset_names(job, embedder)
-        dim = embedder.get_output_dim()
-        return FlatWriter(file, names, dim, dtype, lines, write_sentences, sentence_vectors=job.sentence_vectors)
+        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        return FlatWriter(
+            file, names, embedder.get_output_dim(), dtype, lines, write_sentences, sentence_vectors=job.sentence_vectors
+        )
     return PerSentenceWriter(file, dtype, job.use_sentence_keys and not shard)
 
 
@@ -125,13 +121,8 @@ def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool 
     assert job.num_sentences is not None, "write_embeddings needs a checked job"
     logger.info(
         "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",
-        job.num_sentences,
-        job.input_path,
-        job.output_path,
-        job.output_format,
-        job.batch_size,
-        "stateful" if embedder.stateful else "stateless",
-        embedder.device,
+        job.num_sentences, job.input_path, job.output_path, job.output_format, job.batch_size,
+        "stateful" if embedder.stateful else "stateless", embedder.device,
     )
     index_datasets = job.index_datasets()
     sentence_index = SentenceIndex() if index_datasets else None
@@ -145,7 +136,7 @@ def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool 
             batches = embedded_batches(job, embedder, read_sentences(job.input_path))
             write_batches(output, writer, batches, progress_bar.update, sentence_index)
             if job.layout == FLAT:
-                names = dataset_names(job, embedder)
+                names = flat_dataset_names(job.output_format, embedder.num_layers)
                 mark_flat_file(output.file, job.output_format, names, job.num_sentences)
             mark_sentence_vectors(output.file, job.sentence_vectors)
             if sentence_index is not None:

@@ -4,6 +4,7 @@ checks and plans the job (`plan`); each rank embeds its pieces into shard files 
 reusing those of an earlier run with this run's `fingerprint`; ranks watch each other's
 `heartbeats`; rank 0 assembles the output from the shards with virtual datasets (`assembly`).
 """
+import contextlib
 import logging
 import os
 import time
@@ -22,7 +23,6 @@ from elmo_plugin.common.write_errors import Hdf5Output
 from elmo_plugin.embedding_output.assembly import assemble_output
 from elmo_plugin.embedding_output.batch_loop import (
     BatchEmbedder,
-    dataset_names,
     embedded_batches,
     layout_writer,
     write_batches,
@@ -30,6 +30,7 @@ from elmo_plugin.embedding_output.batch_loop import (
 from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
 from elmo_plugin.embedding_output.job import EmbeddingJob
+from elmo_plugin.embedding_output.layout import flat_dataset_names
 from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
 from elmo_plugin.embedding_output.shard_file import ShardFiles, stale_files
 
@@ -42,6 +43,9 @@ class StoppedWithOtherRank(SystemExit):
     def __init__(self) -> None:
         super().__init__(1)
 
+
+# The job's options that change what its shards hold (with the embedder's precision).
+_FINGERPRINT_OPTIONS = ("output_format", "layout", "float16", "batch_size", "sort_chunk_batches", "piece_tokens")
 
 # Builds the embedder of a job on a device (`elmo_plugin.ElmoEmbedder.for_job`).
 EmbedderFactory = Callable[[EmbeddingJob, torch.device], BatchEmbedder]
@@ -75,22 +79,18 @@ def run_sharded(
         leave_process_group()
 
 
+@dataclass
 class _ShardedRank:
-    def __init__(
-        self,
-        process: TorchrunProcess,
-        device: torch.device,
-        job: EmbeddingJob,
-        make_embedder: EmbedderFactory,
-        progress: bool,
-    ) -> None:
-        self.process = process
-        self.device = device
-        self.job = job
-        self.make_embedder = make_embedder
-        self.progress = progress
-        self.directory = shards_directory(os.path.abspath(job.output_path))
-        self.heartbeats: Optional[Heartbeats] = None
+    process: TorchrunProcess
+    device: torch.device
+    job: EmbeddingJob
+    make_embedder: EmbedderFactory
+    progress: bool
+    heartbeats: Optional[Heartbeats] = None
+
+    @property
+    def directory(self) -> str:
+        return shards_directory(os.path.abspath(self.job.output_path))
 
     def run(self) -> Optional[ShardedResult]:
         token: List[Optional[str]] = [uuid.uuid4().hex if self.process.is_first else None]
@@ -164,21 +164,13 @@ class _ShardedRank:
                 "every node sees"
             )
         embedder = self._agreed(lambda: self.make_embedder(job, self.device), first_only=False)
-        options = {
-            "output_format": job.output_format,
-            "layout": job.layout,
-            "float16": job.float16,
-            "batch_size": job.batch_size,
-            "sort_chunk_batches": job.sort_chunk_batches,
-            "piece_tokens": job.piece_tokens,
-            "precision": embedder.precision,
-        }
+        options = {name: getattr(job, name) for name in _FINGERPRINT_OPTIONS}
+        options["precision"] = embedder.precision
         if job.sentence_vectors:  # only then: token outputs keep their shards' names
             options["sentence_vectors"] = True
         fingerprint = job_fingerprint(plan.input_hash, model_digest(embedder.elmo_bilm), options)
-        shards = ShardFiles(
-            self.directory, fingerprint, job, dataset_names(job, embedder), embedder.get_output_dim()
-        )
+        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        shards = ShardFiles(self.directory, fingerprint, job, names, embedder.get_output_dim())
         pieces = plan.pieces_of(self.process.rank)
         with Tqdm.tqdm(
             total=plan.num_sentences,
@@ -209,10 +201,8 @@ class _ShardedRank:
         assemble_output(shards, plan)
         self.heartbeats.stop()
         for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(stale)
-            except OSError:
-                pass
         logger.info(
             "Reused %d of %d sentences from an earlier run; embedded %d",
             reused, plan.num_sentences, plan.num_sentences - reused,
@@ -227,8 +217,7 @@ class _ShardedRank:
                 "--stateful"
             )
         job = self.job.checked()
-        plan = plan_input(job, self.process.world_size)
-        return job, plan
+        return job, plan_input(job, self.process.world_size)
 
     def _show_progress(self, progress_bar, own: int) -> None:
         if not self.process.is_first or self.heartbeats is None:
