@@ -118,14 +118,12 @@ class ElmoRayEmbedder:
         """One sentence's vectors a row: a fixed-size list of ``dim`` numbers (a sentence
         vector), or a list of them (one per token)."""
         dim = self.dim
-        if self.job.sentence_vectors:
-            values = to_storage(np.stack(parts).reshape(-1, dim), self.dtype)
-            return pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
-        lengths = np.array([part.shape[0] for part in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
         values = to_storage(flat.reshape(-1, dim), self.dtype)
         rows = pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        if self.job.sentence_vectors:
+            return rows
+        offsets = np.cumsum([0] + [part.shape[0] for part in parts], dtype=np.int64)
         return pyarrow.LargeListArray.from_arrays(pyarrow.array(offsets), rows)
 
 

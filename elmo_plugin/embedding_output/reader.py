@@ -63,17 +63,11 @@ def _text(value: Union[str, bytes]) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def check_listed_shards(path: str, file: h5py.File) -> int:
-    """
-    Checks the shards an assembled output lists (`SHARDS_ATTRIBUTE`): each must exist with the
-    size it had at assembly. Returns how many were checked (0 for a file that is no assembly).
-    """
-    listed = file.attrs.get(SHARDS_ATTRIBUTE)
-    if listed is None:
-        return 0
+def check_listed_shards(path: str, file: h5py.File) -> None:
+    """Checks that the shards an assembled output lists (`SHARDS_ATTRIBUTE`) exist with the size
+    they had at assembly."""
     directory = os.path.dirname(os.path.abspath(path))
-    shards = json.loads(_text(listed))
-    for relative, size in shards:
+    for relative, size in json.loads(_text(file.attrs.get(SHARDS_ATTRIBUTE, "[]"))):
         shard = os.path.join(directory, relative)
         if not os.path.isfile(shard):
             raise MissingShardError(
@@ -88,20 +82,15 @@ def check_listed_shards(path: str, file: h5py.File) -> int:
                 f"{path} was assembled (truncated or replaced); rerun the command that wrote "
                 f"{path} with --overwrite"
             )
-    return len(shards)
 
 
 def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
     """For a virtual dataset, that every source file exists (relative names are relative to the
     directory of ``path``, as HDF5 resolves them)."""
-    if not dataset.is_virtual:
-        return
     directory = os.path.dirname(os.path.abspath(path))
-    for source in dataset.virtual_sources():
-        if source.file_name == ".":  # a source in the same file
-            continue
+    for source in dataset.virtual_sources() if dataset.is_virtual else []:
         shard = os.path.join(directory, source.file_name)
-        if not os.path.isfile(shard):
+        if source.file_name != "." and not os.path.isfile(shard):  # "." is a source in this file
             raise MissingShardError(
                 f"{path}: dataset {dataset.name} reads from {shard}, which is missing (HDF5 "
                 "would return NaN); restore it or rerun the command that wrote the file with "
@@ -116,7 +105,7 @@ class EmbeddingsFile(FlatReader):
     # Parameters
 
     path : `PathLike`
-        The HDF5 file. Opening it checks its shards, if it has any (`MissingShardError`).
+        The HDF5 file. Opening it checks its shards, if it has any.
     """
 
     def __init__(self, path: PathLike) -> None:
