@@ -1,7 +1,6 @@
 """
-The output of a sharded run, assembled from its checked shard files with HDF5 virtual datasets:
-no vector is copied, and it reads exactly as a single-process run's output. The output lists its
-shards with their sizes (`reader.SHARDS_ATTRIBUTE`) and refers to them relative to its directory,
+The output of a sharded run, assembled from its checked shard files with HDF5 virtual datasets
+(no vector is copied); it lists its shards (`reader.SHARDS_ATTRIBUTE`) relative to its directory,
 so the two can be moved together.
 """
 import json
@@ -114,9 +113,7 @@ def _flat_runs(
         while pieces and pieces[0][0].first_line < sharing[-1][0].end_line:
             sharing.append(pieces.pop(0))
         first_line, end_line = sharing[0][0].first_line, sharing[-1][0].end_line
-        lengths = np.zeros(end_line - first_line, dtype=np.int64)
-        holder = np.zeros(end_line - first_line, dtype=np.int64)
-        shard_rows = np.zeros(end_line - first_line, dtype=np.int64)
+        lengths, holder, shard_rows = np.zeros((3, end_line - first_line), dtype=np.int64)
         for index, (piece, relative) in enumerate(sharing):
             with h5py.File(os.path.join(output_directory, relative), "r") as shard:
                 local = shard[OFFSETS][()]
@@ -149,8 +146,7 @@ def _assemble_per_sentence(
     index_datasets = job.index_datasets()
     sentence_index = SentenceIndex() if index_datasets else None
     for piece, relative in zip(plan.pieces, relative_paths):
-        shard_path = os.path.join(output_directory, relative)
-        with h5py.File(shard_path, "r") as shard:
+        with h5py.File(os.path.join(output_directory, relative), "r") as shard:
             for line_index, tokens in read_piece(job.input_path, piece):
                 text = sentence_text(tokens)
                 key = str(line_index)

@@ -1,7 +1,6 @@
 """
-The one loop that writes a job's embedded batches (`write_batches`), the batches embedded in
-this process (`embedded_batches`), and a whole job run by one process (`write_embeddings`). The
-embedder comes in as a value with `BatchEmbedder`'s members, so this package never imports it.
+The one loop that writes a job's embedded batches (`write_batches`), and a whole job run by one
+process (`write_embeddings`). The embedder comes in as a value (`BatchEmbedder`).
 """
 import logging
 from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union

@@ -1,8 +1,6 @@
 """
-The batches in which an embedding run feeds its lines to the biLM: in stateless runs sorted by
-length within chunks of lines, so that sentences of similar length share a batch (less padding).
-A single run, each piece of a sharded run (`plan`) and any future engine take their batches from
-`line_batches`, which is what makes their vectors bitwise equal.
+The batches in which an embedding run feeds its lines to the biLM. Every engine takes its batches
+from `line_batches`, which is what makes their vectors bitwise equal.
 """
 from typing import Iterable, Iterator, List, Tuple
 

@@ -1,7 +1,6 @@
 """
 What a shard's reuse is keyed by: the input's bytes, the model's parameters and the options that
-change the stored vectors. A rerun reuses a finished shard only when all three are the same; a
-changed model (or input, or option) recomputes everything.
+change the stored vectors.
 """
 import hashlib
 import json

@@ -3,6 +3,7 @@ How the ranks of a sharded run notice, within seconds, that another rank stopped
 rewrites a heartbeat file in the shards directory once a second and reads the others' (why and
 how: docs/implementation.md, "Heartbeats of a sharded run").
 """
+import contextlib
 import json
 import os
 import socket
@@ -104,10 +105,8 @@ class Heartbeats:
             self._thread.join(timeout=5)
 
     def remove_own_file(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(heartbeat_path(self.directory, self.rank))
-        except OSError:
-            pass
 
     # What the other ranks report.
     def others(self) -> Dict[int, dict]:
@@ -116,11 +115,7 @@ class Heartbeats:
 
     def all_done(self) -> bool:
         others = self.others()
-        return all(
-            others.get(rank, {}).get("state") == DONE
-            for rank in range(self.world_size)
-            if rank != self.rank
-        )
+        return all(others.get(rank, {}).get("state") == DONE for rank in range(self.world_size) if rank != self.rank)
 
     def raise_if_problem(self) -> None:
         """Called by the main thread between steps: one `ConfigurationError` once another rank
@@ -144,12 +139,11 @@ class Heartbeats:
             }
         path = heartbeat_path(self.directory, self.rank)
         temporary = f"{path}.{os.getpid()}.tmp"
-        try:
+        # A full disk: the shard writer reports it; the others will notice silence.
+        with contextlib.suppress(OSError):
             with open(temporary, "w", encoding="utf-8") as handle:
                 json.dump(content, handle)
             os.replace(temporary, path)
-        except OSError:
-            pass  # a full disk: the shard writer reports it; the others will notice silence
 
     def _read(self, rank: int) -> Tuple[str, Optional[dict]]:
         """A rank's heartbeat of this run, as text and content; ``("", None)`` if there is none
@@ -183,9 +177,7 @@ class Heartbeats:
             if last is None or last[0] != text:
                 self._seen[rank] = (text, now)
             elif now - last[1] > self.timeout_s:
-                where = (
-                    f" (pid {content['pid']} on {content['host']})" if content is not None else ""
-                )
+                where = f" (pid {content['pid']} on {content['host']})" if content is not None else ""
                 self._note(
                     f"rank {rank}{where} stopped: no heartbeat for {self.timeout_s:g} s (killed, "
                     "or its node was lost); rank "

@@ -1,12 +1,8 @@
 """
-The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md), and the names and
-attributes that say which one a file has: ``per-sentence`` (AllenNLP 0.9's, one dataset per
-line; its cost is creating them) and ``flat`` (per output layer one
-``(total_tokens, dim)`` dataset, ``offsets`` and ``sentences``, written in large appends).
-
-Files written in the flat layout, or assembled from shards, carry the root attributes
-``LAYOUT_ATTRIBUTE`` and ``FORMAT_ATTRIBUTE``; a file without them is per-sentence. Files of
-sentence vectors carry ``SENTENCE_VECTORS_ATTRIBUTE``.
+The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md): ``per-sentence``
+(AllenNLP 0.9's, one dataset per line) and ``flat`` (per output layer one ``(total_tokens, dim)``
+dataset, ``offsets`` and ``sentences``), and the root attributes that say which one a file has
+(none: per-sentence).
 """
 import json
 from typing import Dict, List, Optional, Sequence

@@ -1,10 +1,8 @@
 """
-An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray local|auto|ADDRESS``;
-docs/embedding.md gives the columns, docs/implementation.md the design): Ray Data reads the input
-in chunks of lines, `ElmoRayEmbedder` embeds each chunk in the batches a single process makes of
-it, and the rows are written as a Parquet dataset with `METADATA_FILE` beside them; every line is
-checked to be there exactly once before the folder takes its name. Ray and pyarrow are imported
-only inside the functions that run a job.
+An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray``; docs/embedding.md):
+Ray Data reads the input in chunks of lines, `ElmoRayEmbedder` embeds each chunk in the batches
+a single process makes of it, and the rows are written as a Parquet dataset with `METADATA_FILE`
+beside them. Ray and pyarrow are imported only inside the functions that run a job.
 """
 import json
 import logging

@@ -1,19 +1,7 @@
 """
-`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout,
-written by one process or assembled from shards (docs/embedding.md).
-
-```python
-from elmo_plugin import EmbeddingsFile
-
-with EmbeddingsFile("embeddings.hdf5") as embeddings:
-    len(embeddings)                  # the number of sentences (input lines)
-    embeddings[0]                    # line 0: (num_layers, num_tokens, dim) with --all,
-                                     # (num_tokens, dim) with --top / --average
-    embeddings.by_sentence("Hello !")  # by its text (tokens joined by single spaces)
-```
-
-HDF5 reads a region whose shard is missing or truncated as NaN without an error, so opening a
-sharded output checks its shards and raises `MissingShardError` naming one that is not there.
+`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout, written
+by one process or assembled from shards (docs/embedding.md). HDF5 reads a region whose shard is
+missing or truncated as NaN without an error, so opening a sharded output checks its shards.
 """
 import json
 import os

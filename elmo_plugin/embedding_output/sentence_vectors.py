@@ -1,10 +1,6 @@
 """
-Sentence vectors: one vector per sentence, the mean over its tokens of the chosen output
-(``--all``: one per layer). This is what TF-Hub's ELMo module returns as ``default`` and
-simple_elmo as ``get_elmo_vector_average``; ELMo's authors report that the plain average works
-well as a sentence representation. Computed on the float32 token vectors the other outputs
-store, so that a sentence vector equals the mean of the same run's token vectors up to float32
-rounding (and bit for bit across runs whose batches are the same, a sharded run's included).
+Sentence vectors: one vector per sentence, the mean over its tokens of the chosen output (TF-Hub's
+``default``), computed on the float32 token vectors that the other outputs store.
 """
 import numpy as np
 

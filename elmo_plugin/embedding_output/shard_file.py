@@ -1,9 +1,7 @@
 """
-One piece of a sharded run written as a shard file (``lines-START-END.FINGERPRINT.hdf5``) that
-has its final name only when it is complete: written under a temporary name, closed, synced,
-given its completion mark last, then renamed (and the directory synced), so that a kill at any
-moment leaves no file under the name or a complete one. A shard is reused only with the mark and
-the run's fingerprint, and checked again before the output is assembled from it.
+The shard files of a sharded run, one a piece (``lines-START-END.FINGERPRINT.hdf5``): each is
+written under a temporary name, synced, marked complete last, then renamed, so that a kill at
+any moment leaves no file under the name or a complete one.
 """
 import contextlib
 import os

@@ -1,8 +1,7 @@
 """
 One rank's part of a sharded ``allennlp elmo`` run under ``torchrun`` (docs/embedding.md): rank 0
-checks and plans the job (`plan`); each rank embeds its pieces into shard files (`shard_file`),
-reusing those of an earlier run with this run's `fingerprint`; ranks watch each other's
-`heartbeats`; rank 0 assembles the output from the shards with virtual datasets (`assembly`).
+checks and plans the job (`plan`); each rank embeds its pieces into shard files (`shard_file`);
+rank 0 assembles the output from the shards (`assembly`).
 """
 import contextlib
 import logging
