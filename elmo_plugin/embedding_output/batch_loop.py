@@ -57,11 +57,8 @@ def layout_writer(
     lines: Optional[Iterable[int]] = None,
     shard: bool = False,
 ) -> Writer:
-    """
-    The writer of ``job``'s layout into ``file``. A whole output writes ``lines`` (default: all,
-    from 0) with the job's keys and sentence index; a ``shard`` keys datasets by line number and
-    writes no ``sentences``, which the assembled output takes from the input.
-    """
+    """The writer of ``job``'s layout into ``file``, of ``lines`` (default: all); a ``shard``
+    keys datasets by line number and writes no ``sentences`` (assembly takes them from the input)."""
     dtype = storage_dtype(job.float16)
     if job.layout == FLAT:
         write_sentences = not (shard or job.forget_sentences)
@@ -95,11 +92,9 @@ def write_batches(
     after_batch: Callable[[int], None],
     sentence_index: Optional[SentenceIndex] = None,
 ) -> None:
-    """
-    The one loop that writes: each sentence's array to ``writer`` (and its text to
-    ``sentence_index``), ``after_batch(number of sentences)`` after every batch, whatever
-    computed them. Stops at the first failed write of ``output`` and at a swallowed SIGTERM.
-    """
+    """Writes each sentence's array to ``writer`` (and its text to ``sentence_index``), calling
+    ``after_batch(number of sentences)`` after every batch; stops at the first failed write of
+    ``output`` and at a swallowed SIGTERM."""
     for batch, arrays in batches:
         for (line_index, tokens), array in zip(batch, arrays):
             text = sentence_text(tokens)
@@ -113,10 +108,8 @@ def write_batches(
 
 
 def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool = True) -> None:
-    """
-    Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary name
-    that becomes ``job.output_path`` only when complete (an existing output is left as it was).
-    """
+    """Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary
+    name that becomes ``job.output_path`` only when complete."""
     assert job.num_sentences is not None, "write_embeddings needs a checked job"
     logger.info(
         "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",

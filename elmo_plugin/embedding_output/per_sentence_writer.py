@@ -22,12 +22,10 @@ class PerSentenceWriter:
         self._file = file
         self._dtype = dtype
         self._use_sentence_keys = use_sentence_keys
-        self.num_sentences = 0
 
     def add(self, line_index: int, text: str, array: np.ndarray) -> None:
         key = text if self._use_sentence_keys else str(line_index)
         self._file.create_dataset(key, data=to_storage(array, self._dtype))
-        self.num_sentences += 1
 
     def finish(self) -> None:
         """Nothing is buffered."""

@@ -60,21 +60,8 @@ class Piece:
 
 @dataclass(frozen=True)
 class Plan:
-    """
-    The pieces of an input and their ranks.
-
-    # Parameters
-
-    input_hash : `str`
-        SHA-256 of the input's bytes: what the reuse of finished pieces is keyed by.
-    num_sentences, num_tokens : `int`
-        Of the whole input.
-    pieces : `List[Piece]`
-        In line order.
-    rank_starts : `List[int]`
-        Rank r embeds ``pieces[rank_starts[r]:rank_starts[r + 1]]`` (``world_size + 1``
-        entries; a rank may get none when there are fewer pieces than ranks).
-    """
+    """The ``pieces`` of an input (in line order) and their ranks: rank r embeds
+    ``pieces[rank_starts[r]:rank_starts[r + 1]]``; ``input_hash`` is the SHA-256 of its bytes."""
 
     input_hash: str
     num_sentences: int

@@ -48,13 +48,8 @@ def input_chunks(job: EmbeddingJob) -> List[Dict[str, int]]:
 def chunk_rows(chunk: Dict[str, Any], input_path: str) -> List[Dict[str, Any]]:
     """Ray Data's reader of one chunk (a row of `input_chunks`) of the (checked) input: its
     lines as rows ``sentence_index``, ``text`` (the tokens joined by single spaces)."""
-    piece = Piece.of_lines(
-        int(chunk["first_line"]), int(chunk["end_line"]), int(chunk["byte_offset"]), 0
-    )
-    return [
-        {SENTENCE_INDEX: line_index, TEXT: " ".join(tokens)}
-        for line_index, tokens in read_piece(input_path, piece)
-    ]
+    piece = Piece.of_lines(int(chunk["first_line"]), int(chunk["end_line"]), int(chunk["byte_offset"]), 0)
+    return [{SENTENCE_INDEX: index, TEXT: " ".join(tokens)} for index, tokens in read_piece(input_path, piece)]
 
 
 class ElmoRayEmbedder:
@@ -126,9 +121,8 @@ class ElmoRayEmbedder:
 
 
 def connect(address: str, workers: int) -> None:
-    """``ray.init`` for ``--ray ADDRESS``: ``local`` starts a cluster on this machine (with a
-    logical CPU for each worker and one for reading), ``auto`` joins the one ``RAY_ADDRESS``
-    names (or that ``ray start`` runs here), anything else is a cluster's address."""
+    """``ray.init`` for ``--ray ADDRESS``: ``local`` starts a cluster on this machine (a logical
+    CPU for each worker and one for reading); ``auto`` or an address joins one."""
     import ray
 
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
@@ -142,10 +136,9 @@ def run_ray(
     job: EmbeddingJob, embedder_factory: EmbedderFactory, progress: bool = True
 ) -> int:
     """
-    Carries out a `checked <EmbeddingJob.checked>` job with ``job.ray_address`` on Ray: the
-    Parquet folder is written under a temporary name beside ``job.output_path`` and takes that
-    name only when every input line is in it exactly once (an existing output is replaced then,
-    with ``overwrite``). Returns the number of sentences written.
+    Carries out a `checked <EmbeddingJob.checked>` job on Ray: the Parquet folder takes the name
+    ``job.output_path`` only when every input line is in it exactly once. Returns the number of
+    sentences written.
     """
     assert job.num_sentences is not None and job.ray_address is not None, "a checked Ray job"
     import pyarrow.parquet
@@ -184,9 +177,9 @@ def run_ray(
                 raise ConfigurationError(
                     f"the Ray job failed: {_last_line(error)}; {job.output_path} was not written"
                 ) from None
-            written = pyarrow.parquet.read_table(temporary, columns=[SENTENCE_INDEX])
-            _check_every_line_once(job, written.column(SENTENCE_INDEX).to_numpy())
-            schema = pyarrow.parquet.ParquetDataset(temporary).schema
+            written = pyarrow.parquet.ParquetDataset(temporary)
+            _check_every_line_once(job, written.read([SENTENCE_INDEX]).column(SENTENCE_INDEX).to_numpy())
+            schema = written.schema
             columns = [name for name in schema.names if name not in (SENTENCE_INDEX, TOKENS)]
             metadata = {
                 "output_format": job.output_format,

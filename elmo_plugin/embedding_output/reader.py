@@ -36,15 +36,8 @@ _INDEX_DATASETS = (SENTENCE_TO_INDEX, SENTENCE_INDICES)
 
 
 class MissingShardError(ConfigurationError):
-    """
-    A shard of an assembled output is missing or not the file it was (reading it would give NaN).
-
-    # Parameters
-
-    message : `str`
-        Names the output and the shard, and says what to do (rerun the command that wrote it,
-        with --overwrite).
-    """
+    """A shard of an assembled output is missing or not the file it was (reading it would give
+    NaN); the message names the output and the shard, and says what to do."""
 
 
 def _text(value: Union[str, bytes]) -> str:

@@ -6,12 +6,8 @@ import numpy as np
 
 
 def token_mean(array: np.ndarray) -> np.ndarray:
-    """
-    The mean over the token axis (the second to last) of one sentence's float32 array:
-    ``(num_layers, num_tokens, dim)`` gives ``(num_layers, dim)``, ``(num_tokens, dim)`` gives
-    ``(dim,)``. A sentence without tokens gives zeros (there is nothing to average; an input
-    file has no empty lines, so only the Python API can ask for it).
-    """
+    """The mean over the token axis (the second to last) of one sentence's float32 array; zeros
+    for a sentence without tokens (only the Python API can ask for one)."""
     if array.shape[-2] == 0:
         return np.zeros(array.shape[:-2] + array.shape[-1:], dtype=array.dtype)
     return array.mean(axis=-2, dtype=np.float32).astype(array.dtype, copy=False)
