@@ -90,9 +90,8 @@ def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> Non
             )
         for token_position, token in enumerate(sentence):
             if not isinstance(token, str):
-                hint = " (decode it first, e.g. token.decode('utf-8'))" if isinstance(
-                    token, (bytes, bytearray)
-                ) else ""
+                is_bytes = isinstance(token, (bytes, bytearray))
+                hint = " (decode it first, e.g. token.decode('utf-8'))" if is_bytes else ""
                 raise TypeError(
                     f"sentence {index}, token {token_position}: tokens must be strings, got "
                     f"{type(token).__name__} {token!r:.60}{hint}"
@@ -111,26 +110,22 @@ class ElmoEmbedder:
 
     # Parameters
 
-    options_file : `PathLike`, optional
-        A bilm-tf ``options.json`` (a path or a URL). With ``weight_file`` it wins over ``model``.
-    weight_file : `PathLike`, optional
-        The bilm-tf ``weights.hdf5`` that goes with it. Giving only one of the two is an error.
+    options_file, weight_file : `PathLike`, optional
+        A bilm-tf ``options.json`` and its ``weights.hdf5`` (paths or URLs); they win over ``model``.
     cuda_device : `int` or `torch.device`, optional (default = `-1`)
-        The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
+        The GPU to run on; -1 means the CPU.
     stateful : `bool`, optional (default = `False`)
-        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 did. The
-        default starts every batch from zero: the same sentence always gets the same vectors.
+        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 did.
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model when no files are given: anything `elmo_plugin.model_files.resolve` names.
-        With neither: the published ``original``, as in 0.9.
+        The model when no files are given (`elmo_plugin.model_files.resolve`); by default the
+        published ``original``, as in 0.9.
     precision : `str`, optional (default = `"float32"`)
         ``"bfloat16"`` runs the matrix products in bfloat16 where the device has it natively
-        (elsewhere one warning, and float32's results); see `elmo_plugin.modules.precision`.
+        (`elmo_plugin.modules.precision`).
     compile : `Union[bool, str]`, optional (default = `False`)
-        Run the recurrence of unpadded batches with ``torch.compile`` (within float32 rounding),
-        as training's ``compile`` (`elmo_plugin.modules.execution.compiled_step`).
+        Run the recurrence of unpadded batches with ``torch.compile``, as training's ``compile``.
     tf32 : `bool`, optional (default = `False`)
-        On a CUDA GPU, run the float32 matrix products in TF32. No effect on a CPU.
+        On a CUDA GPU, run the float32 matrix products in TF32.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments (``--options-file`` for ``allennlp elmo``).
     """
@@ -166,8 +161,7 @@ class ElmoEmbedder:
 
     @property
     def precision(self) -> str:
-        """The precision the biLM computes in: ``"bfloat16"`` only where it was asked for and
-        the device has it natively."""
+        """``"bfloat16"`` only where it was asked for and the device has it natively."""
         return "float32" if self.execution is None or not self.execution.products else "bfloat16"
 
     @property

@@ -18,11 +18,10 @@ from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import (
     FLAT,
     FORMAT_ATTRIBUTE,
-    LAYER_DATASETS_ATTRIBUTE,
-    LAYOUT_ATTRIBUTE,
     NUM_SENTENCES_ATTRIBUTE,
     OFFSETS,
     SENTENCES,
+    mark_flat_file,
     mark_sentence_vectors,
     storage_dtype,
 )
@@ -46,12 +45,11 @@ def assemble_output(shards: ShardFiles, plan: Plan) -> None:
         out = output.file
         if job.layout == FLAT:
             _assemble_flat(out, output_directory, shards, plan, relative_paths, dtype)
-            out.attrs[LAYOUT_ATTRIBUTE] = FLAT
-            out.attrs[LAYER_DATASETS_ATTRIBUTE] = json.dumps(list(shards.dataset_names))
+            mark_flat_file(out, job.output_format, shards.dataset_names, plan.num_sentences)
         else:
             _assemble_per_sentence(out, output_directory, job, plan, relative_paths, dtype)
-        out.attrs[FORMAT_ATTRIBUTE] = job.output_format
-        out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
+            out.attrs[FORMAT_ATTRIBUTE] = job.output_format
+            out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
         sizes = [os.path.getsize(shards.path(piece)) for piece in plan.pieces]
         out.attrs[SHARDS_ATTRIBUTE] = json.dumps(list(zip(relative_paths, sizes)))
         mark_sentence_vectors(out, job.sentence_vectors)

@@ -31,15 +31,10 @@ class Heartbeats:
 
     # Parameters
 
-    directory : `str`
-        The shards directory.
-    rank, world_size : `int`
-        This rank and the number of ranks.
-    token : `str`
-        The run's token.
+    directory, rank, world_size, token
+        The shards directory, this rank, the number of ranks and the run's token.
     timeout_s : `float`, optional
-        Seconds without a heartbeat after which a rank counts as stopped
-        (``$ELMO_HEARTBEAT_TIMEOUT`` or 20).
+        Seconds without a heartbeat after which a rank counts as stopped (``$ELMO_HEARTBEAT_TIMEOUT`` or 20).
     interval_s : `float`, optional (default = `1.0`)
         Seconds between beats.
     grace_s : `float`, optional (default = `3.0`)

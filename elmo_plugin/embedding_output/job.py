@@ -13,13 +13,7 @@ from elmo_plugin.common.atomic_output import input_at
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.sentence_file import check_is_text_input, check_sentence_file
 from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES, Line, line_batches
-from elmo_plugin.embedding_output.layout import (
-    FLAT,
-    PER_SENTENCE,
-    SENTENCE_INDICES,
-    SENTENCE_TO_INDEX,
-    check_layout,
-)
+from elmo_plugin.embedding_output.layout import FLAT, LAYOUTS, PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 DEFAULT_BATCH_SIZE = 64
@@ -154,7 +148,8 @@ class EmbeddingJob:
                 "include_sentence_indices maps each sentence to its line number; with "
                 "use_sentence_keys the keys are the sentences themselves, so there is no such map"
             )
-        check_layout(self.layout)
+        if self.layout not in LAYOUTS:
+            raise ConfigurationError(f"layout must be one of {', '.join(LAYOUTS)}; got {self.layout!r}")
         if self.layout == FLAT and (self.use_sentence_keys or self.include_sentence_indices):
             raise ConfigurationError(
                 "the flat layout keys sentences by line number and writes its own sentence "

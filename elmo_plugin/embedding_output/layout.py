@@ -10,7 +10,6 @@ from typing import Dict, List, Optional, Sequence
 import h5py
 import numpy as np
 import torch
-from allennlp.common.checks import ConfigurationError
 
 PER_SENTENCE = "per-sentence"
 FLAT = "flat"
@@ -60,12 +59,6 @@ def storage_dtype(float16: bool) -> np.dtype:
     """The stored element type: float32, or float16 with ``--float16`` (half the bytes; about
     3 significant digits, which is ample for vectors used as features)."""
     return np.dtype(np.float16 if float16 else np.float32)
-
-
-def check_layout(layout: str) -> str:
-    if layout not in LAYOUTS:
-        raise ConfigurationError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
-    return layout
 
 
 def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:

@@ -37,10 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 class StoppedWithOtherRank(SystemExit):
-    """Ends a rank other than 0 with status 1 and no message: rank 0 reports the error once."""
-
-    def __init__(self) -> None:
-        super().__init__(1)
+    """Ends a rank other than 0 (with status 1) and no message: rank 0 reports the error once."""
 
 
 # The job's options that change what its shards hold (with the embedder's precision).
@@ -138,7 +135,7 @@ class _ShardedRank:
                 raise outcome
             rank, error = failed[0]
             raise ConfigurationError(f"rank {rank}: {error}")
-        raise StoppedWithOtherRank()
+        raise StoppedWithOtherRank(1)
 
     def _agreed(self, build: Callable[[], Any], first_only: bool) -> Any:
         """``build()`` on rank 0 (``first_only``) or every rank, its `ConfigurationError`
