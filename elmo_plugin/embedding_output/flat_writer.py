@@ -22,28 +22,12 @@ CHUNK_BYTES = 1 << 20
 
 class FlatWriter:
     """
-    Appends sentences to the flat layout's datasets, which it creates in ``file``. Lines may be
-    added in any order; each is written, in the order of ``lines``, once all before it have come.
-
-    # Parameters
-
-    file : `h5py.Group`
-        Where the datasets go; it must not have them yet.
-    dataset_names : `Sequence[str]`
-        One name per output layer. With several each added array is ``(num_layers, num_tokens,
-        dim)``, otherwise ``(num_tokens, dim)``.
-    dim : `int`
-        The width of every row.
-    dtype : `np.dtype`
-        The stored type.
-    lines : `Iterable[int]`, optional (default = `None`)
-        The line numbers this writer writes, in order (a shard's lines); ``None``: 0, 1, 2 ...
-    write_sentences : `bool`, optional (default = `True`)
-        Also write ``sentences``, the text of each line.
-    flush_rows : `int`, optional (default = `DEFAULT_FLUSH_ROWS`)
-        Rows buffered before an append.
-    sentence_vectors : `bool`, optional (default = `False`)
-        Each added array is one sentence vector, written as one row.
+    Appends sentences to the flat layout's datasets ``dataset_names`` (one per output layer; with
+    several, each added array is ``(num_layers, num_tokens, dim)``), which it creates in ``file``
+    with ``dim`` numbers a row of ``dtype``. Lines may be added in any order; each is written, in
+    the order of ``lines`` (default: 0, 1, 2 ...), once all before it have come, in appends of
+    ``flush_rows`` rows, its text too with ``write_sentences``. With ``sentence_vectors`` each
+    added array is one row.
     """
 
     def __init__(

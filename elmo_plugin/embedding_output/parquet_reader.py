@@ -15,11 +15,6 @@ from elmo_plugin.embedding_output.layout import FlatReader
 from elmo_plugin.embedding_output.ray_engine import METADATA_FILE, SENTENCE_INDEX, TOKENS
 
 
-def is_parquet_output(path: PathLike) -> bool:
-    """Whether ``path`` is a folder written by ``allennlp elmo --ray``."""
-    return os.path.isfile(os.path.join(os.fspath(path), METADATA_FILE))
-
-
 class ParquetEmbeddings(FlatReader):
     """
     Read access to an ``allennlp elmo --ray`` output folder: see the module documentation.
@@ -34,11 +29,10 @@ class ParquetEmbeddings(FlatReader):
         import pyarrow.parquet
 
         self.path = os.fspath(path)
-        if not is_parquet_output(self.path):
-            raise ConfigurationError(
-                f"{self.path}: not an output of allennlp elmo --ray (no {METADATA_FILE})"
-            )
-        with open(os.path.join(self.path, METADATA_FILE), encoding="utf-8") as handle:
+        metadata_path = os.path.join(self.path, METADATA_FILE)
+        if not os.path.isfile(metadata_path):
+            raise ConfigurationError(f"{self.path}: not an output of allennlp elmo --ray (no {METADATA_FILE})")
+        with open(metadata_path, encoding="utf-8") as handle:
             metadata = json.load(handle)
         self.layout = "parquet"
         self.output_format: Optional[str] = metadata["output_format"]

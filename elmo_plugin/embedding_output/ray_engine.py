@@ -55,19 +55,16 @@ def chunk_rows(chunk: Dict[str, Any], input_path: str) -> List[Dict[str, Any]]:
 class ElmoRayEmbedder:
     """
     Embeds batches of sentences on a Ray worker, for ``Dataset.map_batches``: built once per
-    worker (which loads the model once), then called with each batch (docs/embedding.md).
+    worker, then called with each batch, a dict of columns ``text`` (whitespace-tokenized) or
+    ``tokens``, and optionally ``sentence_index``; returns a ``pyarrow.Table`` of those and the
+    output columns, one row per sentence in order (docs/embedding.md).
 
     # Parameters
 
     job : `EmbeddingJob`
-        What to compute (the model and the options of its vectors; ``cuda_device`` >= 0: the
-        worker's own GPU). Its paths are not used here.
+        What to compute (``cuda_device`` >= 0: the worker's own GPU); its paths are not used.
     embedder_factory : `Callable[[EmbeddingJob], BatchEmbedder]`
         Builds the worker's embedder from ``job``: `elmo_plugin.ElmoEmbedder.for_job`.
-
-    A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens``, and
-    optionally ``sentence_index``; the result, a ``pyarrow.Table``, has ``sentence_index`` (when
-    given), ``tokens`` and the output columns, one row per sentence in order.
     """
 
     def __init__(self, job: EmbeddingJob, embedder_factory: EmbedderFactory) -> None:

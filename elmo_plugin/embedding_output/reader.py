@@ -174,14 +174,13 @@ class EmbeddingsFile(FlatReader):
 
 def read_embeddings(path: PathLike, index: int) -> np.ndarray:
     """
-    Line ``index``'s vectors from an ``allennlp elmo`` output of either layout (opens and
-    checks the file each call; use `EmbeddingsFile` to read many).
+    Line ``index``'s vectors from an ``allennlp elmo`` output (opens and checks it each call; use
+    `EmbeddingsFile` to read many).
 
     # Parameters
 
     path : `PathLike`
-        The output file, written by one process or assembled from shards, or the Parquet
-        folder of ``allennlp elmo --ray`` (`parquet_reader.ParquetEmbeddings`).
+        The HDF5 output file of either layout, or the Parquet folder of ``allennlp elmo --ray``.
     index : `int`
         The 0-based line of the input file.
     """
