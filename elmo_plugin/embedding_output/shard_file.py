@@ -1,15 +1,19 @@
 """
 The shard files of a sharded run, one a piece (``lines-START-END.FINGERPRINT.hdf5``): each is
 written under a temporary name, synced, marked complete last, then renamed, so that a kill at
-any moment leaves no file under the name or a complete one.
+any moment leaves no file under the name or a complete one. A shard is reused only by a run with
+its fingerprint: the same input bytes, model parameters and options that change the vectors.
 """
 import contextlib
+import hashlib
+import json
 import os
 import socket
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import h5py
+import torch
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.write_errors import Hdf5Output, hdf5_for_writing, is_write_failure
@@ -26,6 +30,27 @@ FIRST_LINE_ATTRIBUTE = "elmo_first_line"
 END_LINE_ATTRIBUTE = "elmo_end_line"
 
 TEMPORARY_SUFFIX = ".tmp"
+
+# Bumped when what a shard holds changes meaning, so that older shards are never reused.
+SHARD_FORMAT_VERSION = 1
+
+
+def model_digest(module: torch.nn.Module) -> str:
+    """SHA-256 of a module's parameters and buffers (names, types, shapes and values): the
+    model as it computes, however it was named or stored."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        data = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{name}:{data.dtype}:{tuple(data.shape)};".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+    return digest.hexdigest()
+
+
+def job_fingerprint(input_hash: str, model_hash: str, options: Dict[str, Any]) -> str:
+    """The key of a run's shards: the input's hash, the model's digest and ``options`` (those
+    that change the vectors)."""
+    key = {"version": SHARD_FORMAT_VERSION, "input": input_hash, "model": model_hash, "options": options}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
 def _fsync(path: str, directory: bool = False) -> None:

@@ -26,12 +26,11 @@ from elmo_plugin.embedding_output.batch_loop import (
     layout_writer,
     write_batches,
 )
-from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
 from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import flat_dataset_names
 from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
-from elmo_plugin.embedding_output.shard_file import ShardFiles, stale_files
+from elmo_plugin.embedding_output.shard_file import ShardFiles, job_fingerprint, model_digest, stale_files
 
 logger = logging.getLogger(__name__)
 
@@ -107,9 +106,16 @@ class _ShardedRank:
             if self.heartbeats is not None:
                 self.heartbeats.stop()
 
-    def _agree(self, outcome: Optional[BaseException], first_only: bool) -> None:
-        """Stops every rank if rank 0 (``first_only``) or any rank has an error: rank 0 raises
-        its own (or the first other rank's), the others stop without a message."""
+    def _agreed(self, build: Callable[[], Any], first_only: bool) -> Any:
+        """``build()`` on rank 0 (``first_only``) or on every rank. Stops every rank if one has a
+        `ConfigurationError`: rank 0 raises its own (or the first other rank's), the others stop
+        without a message."""
+        result, outcome = None, None
+        if self.process.is_first or not first_only:
+            try:
+                result = build()
+            except ConfigurationError as error:
+                outcome = error
         message = None if outcome is None else str(outcome)
         if first_only:  # only rank 0 has an outcome then
             errors: List[Optional[str]] = [message]
@@ -119,16 +125,14 @@ class _ShardedRank:
             dist.all_gather_object(errors, message)
         failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
         if not failed:
-            return
+            return result
         # Every rank knows: no heartbeats are needed any more, and a shards directory that
         # holds nothing else goes too (a mistyped input leaves nothing behind).
         if self.heartbeats is not None:
             self.heartbeats.stop()
             self.heartbeats.remove_own_file()
-            try:
+            with contextlib.suppress(OSError):  # another rank's file is still there, or finished shards
                 os.rmdir(self.directory)
-            except OSError:
-                pass  # another rank's file is still there, or finished shards
             self.heartbeats = None
         if self.process.is_first:
             if outcome is not None:
@@ -136,18 +140,6 @@ class _ShardedRank:
             rank, error = failed[0]
             raise ConfigurationError(f"rank {rank}: {error}")
         raise StoppedWithOtherRank(1)
-
-    def _agreed(self, build: Callable[[], Any], first_only: bool) -> Any:
-        """``build()`` on rank 0 (``first_only``) or every rank, its `ConfigurationError`
-        agreed on (`_agree`)."""
-        result, problem = None, None
-        if self.process.is_first or not first_only:
-            try:
-                result = build()
-            except ConfigurationError as error:
-                problem = error
-        self._agree(problem, first_only)
-        return result
 
     def _run(self) -> Optional[ShardedResult]:
         shared = [self._agreed(self._prepare, first_only=True)]
