@@ -14,7 +14,6 @@ from allennlp.common.util import lazy_groups_of
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.write_errors import hdf5_for_writing
 from elmo_plugin.data.sentence_file import read_sentences, sentence_text
-from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import (
     FLAT,
     FORMAT_ATTRIBUTE,
@@ -39,15 +38,14 @@ def assemble_output(shards: ShardFiles, plan: Plan) -> None:
     checked ``shards`` of ``plan``."""
     job = shards.job
     output_directory = os.path.dirname(os.path.abspath(job.output_path))
-    dtype = storage_dtype(job.float16)
     relative_paths = [os.path.relpath(shards.path(piece), output_directory) for piece in plan.pieces]
     with atomic_output(job.output_path) as temporary, hdf5_for_writing(temporary) as output:
         out = output.file
         if job.layout == FLAT:
-            _assemble_flat(out, output_directory, shards, plan, relative_paths, dtype)
+            _assemble_flat(out, shards, plan, relative_paths)
             mark_flat_file(out, job.output_format, shards.dataset_names, plan.num_sentences)
         else:
-            _assemble_per_sentence(out, output_directory, job, plan, relative_paths, dtype)
+            _assemble_per_sentence(out, shards, plan, relative_paths)
             out.attrs[FORMAT_ATTRIBUTE] = job.output_format
             out.attrs[NUM_SENTENCES_ATTRIBUTE] = plan.num_sentences
         sizes = [os.path.getsize(shards.path(piece)) for piece in plan.pieces]
@@ -56,20 +54,13 @@ def assemble_output(shards: ShardFiles, plan: Plan) -> None:
         output.check()
 
 
-def _assemble_flat(
-    out: h5py.File,
-    output_directory: str,
-    shards: ShardFiles,
-    plan: Plan,
-    relative_paths: Sequence[str],
-    dtype: np.dtype,
-) -> None:
+def _assemble_flat(out: h5py.File, shards: ShardFiles, plan: Plan, relative_paths: Sequence[str]) -> None:
     # The offsets are the shards' own plus the rows before each line: a real dataset (8 bytes a
     # line), written chunk by chunk; the rows are mapped from the shards run by run.
-    job, dim = shards.job, shards.dim
+    job, dim, dtype = shards.job, shards.dim, storage_dtype(shards.job.float16)
     offsets = out.create_dataset(OFFSETS, shape=(plan.num_sentences + 1,), dtype=np.int64)
     offsets[0] = 0
-    runs = _flat_runs(output_directory, job, plan, relative_paths, offsets)
+    runs = _flat_runs(shards, plan, relative_paths, offsets)
     total_rows = job.output_rows(plan.num_sentences, plan.num_tokens)
     for name in shards.dataset_names:
         layout = h5py.VirtualLayout(shape=(total_rows, dim), dtype=dtype)
@@ -91,11 +82,7 @@ def _assemble_flat(
 
 
 def _flat_runs(
-    output_directory: str,
-    job: EmbeddingJob,
-    plan: Plan,
-    relative_paths: Sequence[str],
-    offsets: h5py.Dataset,
+    shards: ShardFiles, plan: Plan, relative_paths: Sequence[str], offsets: h5py.Dataset
 ) -> List[Tuple[int, int, str, int, int]]:
     """
     Writes the output's ``offsets`` and returns its rows as runs of consecutive lines that one
@@ -112,8 +99,8 @@ def _flat_runs(
             sharing.append(pieces.pop(0))
         first_line, end_line = sharing[0][0].first_line, sharing[-1][0].end_line
         lengths, holder, shard_rows = np.zeros((3, end_line - first_line), dtype=np.int64)
-        for index, (piece, relative) in enumerate(sharing):
-            with h5py.File(os.path.join(output_directory, relative), "r") as shard:
+        for index, (piece, _) in enumerate(sharing):
+            with h5py.File(shards.path(piece), "r") as shard:
                 local = shard[OFFSETS][()]
             lines = np.asarray(piece.lines(), dtype=np.int64) - first_line
             lengths[lines] = np.diff(local)
@@ -127,24 +114,18 @@ def _flat_runs(
             start = int(ends[first] - lengths[first])
             rows = int(ends[end - 1]) - start
             if rows:
-                piece_rows = job.output_rows(piece.num_sentences, piece.num_tokens)
+                piece_rows = shards.job.output_rows(piece.num_sentences, piece.num_tokens)
                 runs.append((start, rows, relative, int(shard_rows[first]), piece_rows))
         row = int(ends[-1])
     return runs
 
 
-def _assemble_per_sentence(
-    out: h5py.File,
-    output_directory: str,
-    job: EmbeddingJob,
-    plan: Plan,
-    relative_paths: Sequence[str],
-    dtype: np.dtype,
-) -> None:
+def _assemble_per_sentence(out: h5py.File, shards: ShardFiles, plan: Plan, relative_paths: Sequence[str]) -> None:
+    job, dtype = shards.job, storage_dtype(shards.job.float16)
     index_datasets = job.index_datasets()
     sentence_index = SentenceIndex() if index_datasets else None
     for piece, relative in zip(plan.pieces, relative_paths):
-        with h5py.File(os.path.join(output_directory, relative), "r") as shard:
+        with h5py.File(shards.path(piece), "r") as shard:
             for line_index, tokens in read_piece(job.input_path, piece):
                 text = sentence_text(tokens)
                 key = str(line_index)
