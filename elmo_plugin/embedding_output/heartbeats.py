@@ -151,7 +151,8 @@ class Heartbeats:
             return "", None
         return (text, content) if content.get("token") == self.token else ("", None)
 
-    def _check(self) -> None:
+    def _check(self) -> Optional[str]:
+        """The problem with another rank, if there is one."""
         now = time.monotonic()
         for rank in range(self.world_size):
             if rank == self.rank:
@@ -163,28 +164,19 @@ class Heartbeats:
                 if content["state"] == DONE:
                     continue
                 if content["state"] == FAILED:
-                    self._note(
-                        f"rank {rank} (pid {content['pid']} on {content['host']}) failed: "
-                        f"{content['message']}"
-                    )
-                    return
+                    return f"rank {rank} (pid {content['pid']} on {content['host']}) failed: {content['message']}"
             last = self._seen.get(rank)
             if last is None or last[0] != text:
                 self._seen[rank] = (text, now)
             elif now - last[1] > self.timeout_s:
                 where = f" (pid {content['pid']} on {content['host']})" if content is not None else ""
-                self._note(
+                return (
                     f"rank {rank}{where} stopped: no heartbeat for {self.timeout_s:g} s (killed, "
                     "or its node was lost); rank "
                     f"{self.rank} stops too. The finished shards are kept: run the same command "
                     "again to resume"
                 )
-                return
-
-    def _note(self, problem: str) -> None:
-        if self.problem is None:
-            self.problem = problem
-            self._problem_time = time.monotonic()
+        return None
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -193,7 +185,8 @@ class Heartbeats:
             if state == RUNNING:
                 self._write()
             if self.problem is None:
-                self._check()
+                self._problem_time = time.monotonic()
+                self.problem = self._check()
             elif not self._acknowledged.is_set() and (
                 time.monotonic() - self._problem_time > self.grace_s
             ):

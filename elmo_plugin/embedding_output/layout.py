@@ -49,15 +49,13 @@ def mark_flat_file(
 
 
 def mark_sentence_vectors(out: h5py.Group, sentence_vectors: bool) -> None:
-    """The root attribute of a file of sentence vectors (none otherwise, so that token outputs
-    stay as they were)."""
+    """The root attribute of a file of sentence vectors (token outputs have none)."""
     if sentence_vectors:
         out.attrs[SENTENCE_VECTORS_ATTRIBUTE] = 1
 
 
 def storage_dtype(float16: bool) -> np.dtype:
-    """The stored element type: float32, or float16 with ``--float16`` (half the bytes; about
-    3 significant digits, which is ample for vectors used as features)."""
+    """float32, or float16 with ``--float16`` (about 3 significant digits: ample for features)."""
     return np.dtype(np.float16 if float16 else np.float32)
 
 

@@ -134,13 +134,7 @@ def _one_piece_per_rank(
     return pieces
 
 
-def _cut(
-    job: EmbeddingJob,
-    chunk_offsets: List[int],
-    lengths: array,
-    batches: List[List[int]],
-    start: int,
-) -> Piece:
+def _cut(job: EmbeddingJob, chunk_offsets: List[int], lengths: array, batches: List[List[int]], start: int) -> Piece:
     """The piece of ``batches`` (their line numbers), which start at sentence ``start``."""
     chosen = sorted(line for batch in batches for line in batch)
     chunk_lines = job.chunk_lines

@@ -136,9 +136,8 @@ class EmbeddingsFile(FlatReader):
         return dataset[()]
 
     def sentences(self) -> List[str]:
-        """The text of every line, in order (flat layout: its ``sentences``; per-sentence: from
-        ``sentence_to_index``, which maps a repeated sentence to its last line only, so the
-        earlier lines of a repeated sentence are ``""`` there)."""
+        """The text of every line, in order (per-sentence layout: ``""`` for the earlier lines of a
+        repeated sentence, which ``sentence_to_index`` maps to its last line only)."""
         if self.layout == FLAT:
             return [_text(value) for value in self._sentence_index()[()]]
         texts = [""] * self._num_sentences
@@ -156,12 +155,8 @@ class EmbeddingsFile(FlatReader):
         return json.loads(_text(self._sentence_index()[0]))
 
     def by_sentence(self, text: str) -> np.ndarray:
-        """
-        The vectors of a sentence given by its text (tokens joined by single spaces): the
-        dataset of that name in a per-sentence file written with ``--use-sentence-keys``, else
-        the line that the sentence index maps it to (with duplicates, the last such line, as
-        ``sentence_to_index`` does).
-        """
+        """The vectors of a sentence given by its text (tokens joined by single spaces): the
+        dataset of that name (``--use-sentence-keys``), else the (last) line the index maps it to."""
         if self.layout == FLAT:
             return super().by_sentence(text)
         if text in self._file and text not in _INDEX_DATASETS:
