@@ -3,7 +3,7 @@ The one loop that writes a job's embedded batches (`write_batches`), and a whole
 process (`write_embeddings`). The embedder comes in as a value (`BatchEmbedder`).
 """
 import logging
-from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import h5py
 import numpy as np
@@ -43,8 +43,7 @@ class BatchEmbedder(Protocol):
     def get_output_dim(self) -> int: ...
 
     def embed_arrays(self, batch: Sequence[Sequence[str]], output_format: str) -> List[np.ndarray]:
-        """One float32 array per sentence of ``batch``: ``(num_layers, num_tokens, dim)`` for
-        ``"all"``, ``(num_tokens, dim)`` for ``"top"`` and ``"average"``."""
+        """One float32 array per sentence of ``batch`` (`elmo_plugin.ElmoEmbedder.embed_arrays`)."""
 
 
 Writer = Union[FlatWriter, PerSentenceWriter]
@@ -107,6 +106,10 @@ def write_batches(
     writer.finish()
 
 
+def sentence_progress(total: int, shown: bool) -> Any:
+    return Tqdm.tqdm(total=total, disable=not shown, unit=" sentences", desc="elmo")
+
+
 def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool = True) -> None:
     """Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary
     name that becomes ``job.output_path`` only when complete."""
@@ -121,9 +124,7 @@ def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool 
     # hdf5_for_writing: a full disk or a file-size limit becomes one OSError (which
     # atomic_output reports), not HDF5 errors and a crash.
     with atomic_output(job.output_path) as temporary, hdf5_for_writing(temporary) as output:
-        with Tqdm.tqdm(
-            total=job.num_sentences, disable=not progress, unit=" sentences", desc="elmo"
-        ) as progress_bar:
+        with sentence_progress(job.num_sentences, progress) as progress_bar:
             writer = layout_writer(output.file, job, embedder)
             batches = embedded_batches(job, embedder, read_sentences(job.input_path))
             write_batches(output, writer, batches, progress_bar.update, sentence_index)

@@ -26,8 +26,7 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 
 class ExistingOutputError(ConfigurationError):
-    """The output file exists, and the job may not replace it (``allennlp elmo`` without
-    ``--overwrite``)."""
+    """The output file exists, and the job may not replace it (no ``--overwrite``)."""
 
 
 def check_batch_size(batch_size: int) -> None:

@@ -1,7 +1,6 @@
 """
-`ParquetEmbeddings`: sentence i's vectors from the Parquet folder that ``allennlp elmo ...
---ray`` writes (`ray_engine`), with `EmbeddingsFile`'s interface and arrays. The whole folder is
-read into memory when it is opened; pyarrow is imported only then.
+`ParquetEmbeddings`: sentence i's vectors from the Parquet folder of ``allennlp elmo --ray``, with
+`EmbeddingsFile`'s interface, read into memory when it is opened (pyarrow imported only then).
 """
 import json
 import os

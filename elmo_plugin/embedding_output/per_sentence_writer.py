@@ -1,6 +1,6 @@
 """
-`PerSentenceWriter`: the per-sentence layout's datasets (see `layout`), one per line, in any
-order; `SentenceIndex`: its map of sentences to keys.
+`PerSentenceWriter`: the per-sentence layout's datasets, one per line; `SentenceIndex`: its map of
+sentences to keys.
 """
 import json
 from typing import Dict, Sequence, Tuple

@@ -22,11 +22,9 @@ _UTF8_BOM = "\ufeff"
 
 @dataclass(frozen=True)
 class Piece:
-    """
-    Sentences ``start`` to ``end`` (exclusive) of the order in which a single run embeds them,
-    with ``num_tokens`` tokens: all the lines ``first_line`` to ``end_line`` (whole chunks, from
-    byte ``byte_offset``), or, for a piece cut inside a chunk, the ``chosen_lines`` among them.
-    """
+    """Sentences ``start`` to ``end`` (exclusive) of a single run's order, with ``num_tokens``
+    tokens: the lines ``first_line`` to ``end_line`` (whole chunks, from byte ``byte_offset``),
+    or, for a piece cut inside a chunk, the ``chosen_lines`` among them."""
 
     start: int
     end: int

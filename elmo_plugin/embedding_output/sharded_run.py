@@ -14,7 +14,6 @@ from typing import Any, Callable, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.tqdm import Tqdm
 
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
@@ -24,6 +23,7 @@ from elmo_plugin.embedding_output.batch_loop import (
     BatchEmbedder,
     embedded_batches,
     layout_writer,
+    sentence_progress,
     write_batches,
 )
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
@@ -62,11 +62,8 @@ def run_sharded(
     make_embedder: EmbedderFactory,
     progress: bool = True,
 ) -> Optional[ShardedResult]:
-    """
-    Runs this rank's part of ``job`` (rank 0 checks it) with ``make_embedder(job, this rank's
-    device)``. Returns the `ShardedResult` on rank 0, ``None`` elsewhere; ranks stopped by
-    another rank's input or model error raise `StoppedWithOtherRank`.
-    """
+    """Runs this rank's part of ``job`` (rank 0 checks it) with ``make_embedder(job, this rank's
+    device)``. Returns the `ShardedResult` on rank 0, ``None`` elsewhere."""
     device = join_process_group(process, use_gpu=job.cuda_device >= 0)
     try:
         return _ShardedRank(process, device, job, make_embedder, progress).run()
@@ -160,12 +157,7 @@ class _ShardedRank:
         names = flat_dataset_names(job.output_format, embedder.num_layers)
         shards = ShardFiles(self.directory, fingerprint, job, names, embedder.get_output_dim())
         pieces = plan.pieces_of(self.process.rank)
-        with Tqdm.tqdm(
-            total=plan.num_sentences,
-            disable=not (self.progress and self.process.is_first),
-            unit=" sentences",
-            desc="elmo",
-        ) as progress_bar:
+        with sentence_progress(plan.num_sentences, self.progress and self.process.is_first) as progress_bar:
             show = lambda own: self._show_progress(progress_bar, own)  # noqa: E731
             done, reused = self._embed_pieces(embedder, shards, pieces, show)
             assert self.heartbeats is not None
