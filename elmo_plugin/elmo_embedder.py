@@ -49,11 +49,8 @@ def check_cuda_device(cuda_device: int) -> torch.device:
     if cuda_device < 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        reason = (
-            "this PyTorch build has no CUDA support"
-            if torch.version.cuda is None
-            else "no CUDA GPU is visible"
-        )
+        no_cuda_build = torch.version.cuda is None
+        reason = "this PyTorch build has no CUDA support" if no_cuda_build else "no CUDA GPU is visible"
         raise ConfigurationError(
             f"cuda_device={cuda_device} was requested, but {reason} (torch {torch.__version__}). "
             "Use cuda_device=-1 (--cuda-device -1) to run on the CPU."

@@ -94,9 +94,7 @@ class ElmoRayEmbedder:
                 arrays[position] = array
         columns: Dict[str, Any] = {}
         if SENTENCE_INDEX in batch:
-            columns[SENTENCE_INDEX] = pyarrow.array(
-                np.asarray(batch[SENTENCE_INDEX], dtype=np.int64)
-            )
+            columns[SENTENCE_INDEX] = pyarrow.array(np.asarray(batch[SENTENCE_INDEX], dtype=np.int64))
         columns[TOKENS] = pyarrow.array(sentences, type=pyarrow.list_(pyarrow.string()))
         several = len(self.columns) > 1
         for layer, name in enumerate(self.columns):
@@ -204,9 +202,9 @@ def _earlier_output(path: str) -> List[str]:
 
 def _check_every_line_once(job: EmbeddingJob, indices: np.ndarray) -> None:
     assert job.num_sentences is not None
-    counts = np.bincount(indices, minlength=job.num_sentences) if len(indices) else np.zeros(0)
+    counts = np.bincount(indices.astype(np.int64), minlength=job.num_sentences)
     if len(counts) != job.num_sentences or not (counts == 1).all():
-        missing = int((counts[: job.num_sentences] == 0).sum()) if len(counts) else job.num_sentences
+        missing = int((counts[: job.num_sentences] == 0).sum())
         repeated = int((counts > 1).sum())
         raise ConfigurationError(
             f"the Ray job wrote {len(indices)} rows for the {job.num_sentences} lines of "
