@@ -78,9 +78,8 @@ def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> Non
                 f"sentence {index}: sentences must be lists of tokens, got a string; split it "
                 "first, e.g. sentence.split()"
             )
-        if isinstance(sentence, (bytes, bytearray)) or not (
-            hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
-        ):
+        is_sequence = hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
+        if isinstance(sentence, (bytes, bytearray)) or not is_sequence:
             raise TypeError(
                 f"sentence {index}: a sentence must be a list of string tokens, got "
                 f"{type(sentence).__name__} {sentence!r:.60}"

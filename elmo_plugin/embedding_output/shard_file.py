@@ -76,11 +76,8 @@ class ShardFiles:
         return os.path.join(self.directory, piece.shard_name(self.fingerprint))
 
     def write(self, piece: Piece, fill: Callable[[Hdf5Output], None]) -> None:
-        """
-        Writes the shard of ``piece``: ``fill`` writes the datasets into the open file, then the
-        completion mark is added, the file synced and renamed. A failed write becomes one
-        `ConfigurationError` naming the shard; the shards already finished are kept.
-        """
+        """Writes the shard of ``piece`` (``fill`` writes the datasets into the open file); a
+        failed write becomes one `ConfigurationError` naming the shard."""
         path = self.path(piece)
         temporary = os.path.join(
             self.directory,
@@ -109,11 +106,8 @@ class ShardFiles:
             raise
 
     def problem(self, piece: Piece) -> Optional[str]:
-        """
-        Why the shard of ``piece`` is not the finished piece of this run, or ``None`` if it is:
-        it must exist, open, carry the completion mark and the fingerprint, and have the
-        expected shapes (a row per token, or per line with sentence vectors).
-        """
+        """Why the shard of ``piece`` is not the finished piece of this run (complete, with the
+        fingerprint and the expected shapes), or ``None`` if it is."""
         path, dim = self.path(piece), self.dim
         expected_rows = self.job.output_rows(piece.num_sentences, piece.num_tokens)
         if not os.path.isfile(path):
@@ -159,15 +153,13 @@ class ShardFiles:
                     "the output was not written. Run the same command again to recompute it"
                 )
 
-
-def stale_files(directory: str, keep: Sequence[str]) -> Iterator[str]:
-    """The shard files in ``directory`` that are not in ``keep`` (names), and the temporary and
-    heartbeat files: left by kills, or by earlier runs with other inputs, models, options or
-    numbers of ranks. Only for the end of a successful run, when no rank writes any more."""
-    kept = set(keep)
-    for name in os.listdir(directory):
-        is_shard = name.startswith("lines-") and name.endswith(".hdf5")
-        is_temporary = name.startswith(".lines-") and name.endswith(TEMPORARY_SUFFIX)
-        is_heartbeat = name.startswith(".rank-")
-        if (is_shard and name not in kept) or is_temporary or is_heartbeat:
-            yield os.path.join(directory, name)
+    def stale_files(self, pieces: Sequence[Piece]) -> Iterator[str]:
+        """The files of ``directory`` but the shards of ``pieces``: earlier runs' shards, and the
+        temporary and heartbeat files. Only for the end of a successful run."""
+        kept = {piece.shard_name(self.fingerprint) for piece in pieces}
+        for name in os.listdir(self.directory):
+            is_shard = name.startswith("lines-") and name.endswith(".hdf5")
+            is_temporary = name.startswith(".lines-") and name.endswith(TEMPORARY_SUFFIX)
+            is_heartbeat = name.startswith(".rank-")
+            if (is_shard and name not in kept) or is_temporary or is_heartbeat:
+                yield os.path.join(self.directory, name)

@@ -30,7 +30,7 @@ from elmo_plugin.embedding_output.heartbeats import Heartbeats
 from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import flat_dataset_names
 from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
-from elmo_plugin.embedding_output.shard_file import ShardFiles, job_fingerprint, model_digest, stale_files
+from elmo_plugin.embedding_output.shard_file import ShardFiles, job_fingerprint, model_digest
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class _ShardedRank:
         shards.check(plan.pieces)
         assemble_output(shards, plan)
         self.heartbeats.stop()
-        for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
+        for stale in shards.stale_files(plan.pieces):
             with contextlib.suppress(OSError):
                 os.remove(stale)
         logger.info(
