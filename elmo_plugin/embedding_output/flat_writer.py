@@ -14,9 +14,8 @@ from elmo_plugin.embedding_output.layout import OFFSETS, SENTENCES, to_storage
 # same per row however long the file already is, and the buffer bounds the memory.
 DEFAULT_FLUSH_ROWS = 16384
 
-# Target bytes of one HDF5 chunk of an embedding dataset: small enough that reading one
-# sentence reads little more than its rows, large enough that the chunk index stays small
-# (a 1B-row dataset in 1 MiB chunks has about 2M chunks).
+# Target bytes of one HDF5 chunk of an embedding dataset: small enough that reading one sentence
+# reads little more than its rows, large enough that the chunk index stays small.
 CHUNK_BYTES = 1 << 20
 
 

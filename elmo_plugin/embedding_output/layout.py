@@ -19,8 +19,7 @@ OFFSETS = "offsets"
 SENTENCES = "sentences"
 
 # The per-sentence layout's JSON map of each sentence to its key (AllenNLP 0.9's name), and
-# AllenNLP 0.8's name for the same map, written with ``--include-sentence-indices`` (the flag
-# AllenNLP's ELMo how-to and its translations still show).
+# AllenNLP 0.8's name for it, written with ``--include-sentence-indices``.
 SENTENCE_TO_INDEX = "sentence_to_index"
 SENTENCE_INDICES = "sentence_indices"
 
