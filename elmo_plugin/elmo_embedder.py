@@ -1,9 +1,6 @@
 """
-`ElmoEmbedder`: the biLM layers of tokenized sentences as numpy arrays or an HDF5 file.
-
-AllenNLP 0.9's ``ElmoEmbedder`` (removed in 1.0) on top of `ElmoBiLm`: the same methods, shapes
-and HDF5 layout, but stateless by default (``stateful=True`` for 0.9's carried state), and
-``embed_file`` checks the input first, streams it and writes atomically (docs/embedding.md).
+`ElmoEmbedder`: the biLM layers of tokenized sentences as numpy arrays or an HDF5 file; AllenNLP
+0.9's ``ElmoEmbedder`` on top of `ElmoBiLm`, but stateless by default (docs/embedding.md).
 """
 import logging
 from dataclasses import replace
@@ -47,18 +44,13 @@ logger = logging.getLogger(__name__)
 
 
 def check_cuda_device(cuda_device: int) -> torch.device:
-    """
-    The torch device for ``cuda_device`` (-1: the CPU), or a `ConfigurationError` that says why
-    that GPU cannot be used. Cheap, so callers can check before a model download.
-    """
+    """The torch device for ``cuda_device`` (-1: the CPU), or a `ConfigurationError` that says
+    why that GPU cannot be used. Cheap, so callers can check before a model download."""
     if cuda_device < 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        reason = (
-            "this PyTorch build has no CUDA support"
-            if torch.version.cuda is None
-            else "no CUDA GPU is visible"
-        )
+        no_cuda_build = torch.version.cuda is None
+        reason = "this PyTorch build has no CUDA support" if no_cuda_build else "no CUDA GPU is visible"
         raise ConfigurationError(
             f"cuda_device={cuda_device} was requested, but {reason} (torch {torch.__version__}). "
             "Use cuda_device=-1 (--cuda-device -1) to run on the CPU."
@@ -74,11 +66,10 @@ def check_cuda_device(cuda_device: int) -> torch.device:
 
 def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> None:
     """
-    Checks tokenized sentences before they reach the biLM, whose character ids would otherwise
-    fail deep inside or embed something nobody meant. Errors name the sentence (``first_index``
-    + its position in ``batch``) and the token: a non-sequence or a token that is not a ``str``
-    is a `TypeError`, a string sentence a `ConfigurationError`, an empty or whitespace-only
-    token a `ValueError`. A token with a space inside is embedded as one token.
+    Checks tokenized sentences before they reach the biLM. Errors name the sentence
+    (``first_index`` + its position in ``batch``) and the token: a `TypeError` for a non-sequence
+    or a token that is not a ``str``, a `ConfigurationError` for a string sentence, a
+    `ValueError` for an empty or whitespace-only token.
     """
     for position, sentence in enumerate(batch):
         index = first_index + position
@@ -87,18 +78,16 @@ def check_sentences(batch: Sequence[Sequence[str]], first_index: int = 0) -> Non
                 f"sentence {index}: sentences must be lists of tokens, got a string; split it "
                 "first, e.g. sentence.split()"
             )
-        if isinstance(sentence, (bytes, bytearray)) or not (
-            hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
-        ):
+        is_sequence = hasattr(sentence, "__len__") and hasattr(sentence, "__iter__")
+        if isinstance(sentence, (bytes, bytearray)) or not is_sequence:
             raise TypeError(
                 f"sentence {index}: a sentence must be a list of string tokens, got "
                 f"{type(sentence).__name__} {sentence!r:.60}"
             )
         for token_position, token in enumerate(sentence):
             if not isinstance(token, str):
-                hint = " (decode it first, e.g. token.decode('utf-8'))" if isinstance(
-                    token, (bytes, bytearray)
-                ) else ""
+                is_bytes = isinstance(token, (bytes, bytearray))
+                hint = " (decode it first, e.g. token.decode('utf-8'))" if is_bytes else ""
                 raise TypeError(
                     f"sentence {index}, token {token_position}: tokens must be strings, got "
                     f"{type(token).__name__} {token!r:.60}{hint}"
@@ -117,26 +106,22 @@ class ElmoEmbedder:
 
     # Parameters
 
-    options_file : `PathLike`, optional
-        A bilm-tf ``options.json`` (a path or a URL). With ``weight_file`` it wins over ``model``.
-    weight_file : `PathLike`, optional
-        The bilm-tf ``weights.hdf5`` that goes with it. Giving only one of the two is an error.
+    options_file, weight_file : `PathLike`, optional
+        A bilm-tf ``options.json`` and its ``weights.hdf5`` (paths or URLs); they win over ``model``.
     cuda_device : `int` or `torch.device`, optional (default = `-1`)
-        The GPU to run on; -1 means the CPU. A GPU that is not there is a `ConfigurationError`.
+        The GPU to run on; -1 means the CPU.
     stateful : `bool`, optional (default = `False`)
-        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 did. The
-        default starts every batch from zero: the same sentence always gets the same vectors.
+        Carry the LSTM state from each batch to the next, row by row, as AllenNLP 0.9 did.
     model : `str`, `PathLike` or `ModelFiles`, optional
-        The model when no files are given: anything `elmo_plugin.model_files.resolve` names.
-        With neither: the published ``original``, as in 0.9.
+        The model when no files are given (`elmo_plugin.model_files.resolve`); by default the
+        published ``original``, as in 0.9.
     precision : `str`, optional (default = `"float32"`)
         ``"bfloat16"`` runs the matrix products in bfloat16 where the device has it natively
-        (elsewhere one warning, and float32's results); see `elmo_plugin.modules.precision`.
+        (`elmo_plugin.modules.precision`).
     compile : `Union[bool, str]`, optional (default = `False`)
-        Run the recurrence of unpadded batches with ``torch.compile`` (within float32 rounding),
-        as training's ``compile`` (`elmo_plugin.modules.execution.compiled_step`).
+        Run the recurrence of unpadded batches with ``torch.compile``, as training's ``compile``.
     tf32 : `bool`, optional (default = `False`)
-        On a CUDA GPU, run the float32 matrix products in TF32. No effect on a CPU.
+        On a CUDA GPU, run the float32 matrix products in TF32.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments (``--options-file`` for ``allennlp elmo``).
     """
@@ -155,10 +140,7 @@ class ElmoEmbedder:
     ) -> None:
         settings = InferenceSettings(precision, compile, tf32)
         # The device first: a missing GPU should not wait for a model download.
-        if isinstance(cuda_device, torch.device):
-            self._device = cuda_device
-        else:
-            self._device = check_cuda_device(cuda_device)
+        self._device = cuda_device if isinstance(cuda_device, torch.device) else check_cuda_device(cuda_device)
         self.cuda_device = -1 if self._device.type == "cpu" else self._device.index or 0
         self.elmo_bilm = ElmoBiLm.from_model(
             model,
@@ -175,8 +157,7 @@ class ElmoEmbedder:
 
     @property
     def precision(self) -> str:
-        """The precision the biLM computes in: ``"bfloat16"`` only where it was asked for and
-        the device has it natively."""
+        """``"bfloat16"`` only where it was asked for and the device has it natively."""
         return "float32" if self.execution is None or not self.execution.products else "bfloat16"
 
     @property
@@ -185,7 +166,6 @@ class ElmoEmbedder:
 
     @property
     def device(self) -> torch.device:
-        """Where the biLM computes."""
         return self._device
 
     @classmethod
@@ -205,7 +185,7 @@ class ElmoEmbedder:
         )
 
     def reset_states(self) -> None:
-        """Forget the LSTM state carried between batches (stateful mode only)."""
+        """Forgets the LSTM state carried between batches (stateful mode only)."""
         self.elmo_bilm.reset_states()
 
     @property
@@ -222,17 +202,9 @@ class ElmoEmbedder:
         self, batch: Sequence[Sequence[str]]
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
-        Runs the biLM on a batch and removes the sentence boundaries.
-
-        # Parameters
-
-        batch : `Sequence[Sequence[str]]`
-            Tokenized sentences (empty ones allowed; see `check_sentences`).
-
-        # Returns
-
-        ``activations``: ``(batch_size, num_layers, num_timesteps, dim)``, zero beyond each
-        sentence's length; ``mask``: ``(batch_size, num_timesteps)`` bool; on the embedder's device.
+        The biLM's ``activations`` of tokenized sentences (empty ones allowed) without the
+        sentence boundaries, ``(batch_size, num_layers, num_timesteps, dim)``, zero beyond each
+        sentence's length, and their ``mask`` ``(batch_size, num_timesteps)``, on the device.
         """
         batch_size = len(batch)
         check_sentences(batch)
@@ -288,16 +260,9 @@ class ElmoEmbedder:
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[np.ndarray]:
         """
-        Embeds an iterable of tokenized sentences lazily, ``batch_size`` at a time (one batch read
-        ahead), and yields one ``(num_layers, num_tokens, dim)`` array per sentence in order.
-
-        # Parameters
-
-        sentences : `Iterable[Sequence[str]]`
-            Tokenized sentences.
-        batch_size : `int`, optional (default = `64`)
-            Sentences per biLM call. In stateful mode it also decides which sentences share a
-            row of carried state.
+        Embeds an iterable of tokenized ``sentences`` lazily, ``batch_size`` at a time (in
+        stateful mode that decides which share a row of carried state), and yields one
+        ``(num_layers, num_tokens, dim)`` array per sentence in order.
         """
         check_batch_size(batch_size)  # here, not in the generator: an error at the call
         return self._embed_stream(sentences, batch_size)
@@ -328,21 +293,12 @@ class ElmoEmbedder:
         sentence_vectors: bool = False,
     ) -> None:
         """
-        Embeds a file with one whitespace-tokenized sentence per line into an HDF5 file (AllenNLP
-        0.9's layout by default): `EmbeddingJob.prepare`, then `run`. The output is written under
-        a temporary name and replaces ``output_file_path`` only when everything succeeded.
-
-        # Parameters
-
-        input_file : `PathLike` or an open file
-            The sentences, UTF-8. An open file is accepted (0.9 took one) for its path.
-        output_file_path : `PathLike`
-            The HDF5 file to write (replaced if it exists).
-        progress : `bool`, optional (default = `True`)
-            Show a progress bar counting sentences.
-        output_format, batch_size, forget_sentences, use_sentence_keys, sort_chunk_batches,
-        include_sentence_indices, layout, float16, sentence_vectors
-            As `EmbeddingJob`'s fields of the same names.
+        Embeds ``input_file`` (one whitespace-tokenized sentence a line; a path, or a file opened
+        from one) into the HDF5 file ``output_file_path``, which is replaced only when everything
+        succeeded; ``progress`` shows a progress bar. ``output_format``, ``batch_size``,
+        ``forget_sentences``, ``use_sentence_keys``, ``sort_chunk_batches``,
+        ``include_sentence_indices``, ``layout``, ``float16``, ``sentence_vectors``: as
+        `EmbeddingJob`'s fields.
         """
         job = EmbeddingJob.prepare(
             input_file,
@@ -363,6 +319,6 @@ class ElmoEmbedder:
 
     def run(self, job: EmbeddingJob, progress: bool = True) -> None:
         """Carries out a prepared `EmbeddingJob` with this embedder (whose statefulness and
-        precision the job takes): `elmo_plugin.embedding_output.batch_loop.write_embeddings`."""
+        precision the job takes)."""
         job = replace(job, stateful=self.stateful, precision=self.precision)
         write_embeddings(job, self, progress)

@@ -1,7 +1,6 @@
 """
-The embedding job (``allennlp elmo``, ``ElmoEmbedder.embed_file``), what it writes, and its
-sharded, resumable runs under ``torchrun`` (docs/architecture.md lists the modules). This package
-never imports `elmo_plugin.elmo_embedder`: the batch loop takes the embedder as a value.
+The embedding job (``allennlp elmo``, ``ElmoEmbedder.embed_file``), what it writes, its sharded
+runs and its readers (docs/architecture.md). It never imports `elmo_plugin.elmo_embedder`.
 """
 from elmo_plugin.embedding_output.parquet_reader import ParquetEmbeddings
 from elmo_plugin.embedding_output.reader import EmbeddingsFile, MissingShardError, read_embeddings

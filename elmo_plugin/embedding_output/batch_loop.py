@@ -1,10 +1,9 @@
 """
-The one loop that writes a job's embedded batches (`write_batches`), the batches embedded in
-this process (`embedded_batches`), and a whole job run by one process (`write_embeddings`). The
-embedder comes in as a value with `BatchEmbedder`'s members, so this package never imports it.
+The one loop that writes a job's embedded batches (`write_batches`), and a whole job run by one
+process (`write_embeddings`). The embedder comes in as a value (`BatchEmbedder`).
 """
 import logging
-from typing import Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import h5py
 import numpy as np
@@ -44,16 +43,10 @@ class BatchEmbedder(Protocol):
     def get_output_dim(self) -> int: ...
 
     def embed_arrays(self, batch: Sequence[Sequence[str]], output_format: str) -> List[np.ndarray]:
-        """One float32 array per sentence of ``batch``: ``(num_layers, num_tokens, dim)`` for
-        ``"all"``, ``(num_tokens, dim)`` for ``"top"`` and ``"average"``."""
+        """One float32 array per sentence of ``batch`` (`elmo_plugin.ElmoEmbedder.embed_arrays`)."""
 
 
 Writer = Union[FlatWriter, PerSentenceWriter]
-
-
-def dataset_names(job: EmbeddingJob, embedder: BatchEmbedder) -> List[str]:
-    """The flat layout's embedding datasets of ``job``."""
-    return flat_dataset_names(job.output_format, embedder.num_layers)
 
 
 def layout_writer(
@@ -63,17 +56,15 @@ def layout_writer(
     lines: Optional[Iterable[int]] = None,
     shard: bool = False,
 ) -> Writer:
-    """
-    The writer of ``job``'s layout into ``file``. A whole output writes ``lines`` (default: all,
-    from 0) with the job's keys and sentence index; a ``shard`` keys datasets by line number and
-    writes no ``sentences``, which the assembled output takes from the input.
-    """
+    """The writer of ``job``'s layout into ``file``, of ``lines`` (default: all); a ``shard``
+    keys datasets by line number and writes no ``sentences`` (assembly takes them from the input)."""
     dtype = storage_dtype(job.float16)
     if job.layout == FLAT:
         write_sentences = not (shard or job.forget_sentences)
-        names = dataset_names(job, embedder)
-        dim = embedder.get_output_dim()
-        return FlatWriter(file, names, dim, dtype, lines, write_sentences, sentence_vectors=job.sentence_vectors)
+        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        return FlatWriter(
+            file, names, embedder.get_output_dim(), dtype, lines, write_sentences, sentence_vectors=job.sentence_vectors
+        )
     return PerSentenceWriter(file, dtype, job.use_sentence_keys and not shard)
 
 
@@ -84,20 +75,13 @@ EmbeddedBatch = Tuple[List[Line], List[np.ndarray]]
 def embedded_batches(
     job: EmbeddingJob, embedder: BatchEmbedder, lines: Iterable[Line]
 ) -> Iterator[EmbeddedBatch]:
-    """``job``'s batches of ``lines``, each with its arrays (`job_arrays`), computed here by
-    ``embedder``."""
+    """``job``'s batches of ``lines``, each with the arrays ``job`` stores for its sentences:
+    their token vectors in its output format, or their mean (`token_mean`) with
+    ``sentence_vectors``, computed here by ``embedder``."""
     for batch in job.batches(lines):
         release_freed_memory()  # keeps memory flat however long the input is
-        yield batch, job_arrays(job, embedder, [tokens for _, tokens in batch])
-
-
-def job_arrays(
-    job: EmbeddingJob, embedder: BatchEmbedder, batch: Sequence[Sequence[str]]
-) -> List[np.ndarray]:
-    """What ``job`` stores for each sentence of ``batch``: its token vectors in the job's
-    output format, or their mean (`token_mean`) with ``sentence_vectors``."""
-    arrays = embedder.embed_arrays(batch, job.output_format)
-    return [token_mean(array) for array in arrays] if job.sentence_vectors else arrays
+        arrays = embedder.embed_arrays([tokens for _, tokens in batch], job.output_format)
+        yield batch, [token_mean(array) for array in arrays] if job.sentence_vectors else arrays
 
 
 def write_batches(
@@ -107,11 +91,9 @@ def write_batches(
     after_batch: Callable[[int], None],
     sentence_index: Optional[SentenceIndex] = None,
 ) -> None:
-    """
-    The one loop that writes: each sentence's array to ``writer`` (and its text to
-    ``sentence_index``), ``after_batch(number of sentences)`` after every batch, whatever
-    computed them. Stops at the first failed write of ``output`` and at a swallowed SIGTERM.
-    """
+    """Writes each sentence's array to ``writer`` (and its text to ``sentence_index``), calling
+    ``after_batch(number of sentences)`` after every batch; stops at the first failed write of
+    ``output`` and at a swallowed SIGTERM."""
     for batch, arrays in batches:
         for (line_index, tokens), array in zip(batch, arrays):
             text = sentence_text(tokens)
@@ -124,35 +106,30 @@ def write_batches(
     writer.finish()
 
 
+def sentence_progress(total: int, shown: bool) -> Any:
+    return Tqdm.tqdm(total=total, disable=not shown, unit=" sentences", desc="elmo")
+
+
 def write_embeddings(job: EmbeddingJob, embedder: BatchEmbedder, progress: bool = True) -> None:
-    """
-    Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary name
-    that becomes ``job.output_path`` only when complete (an existing output is left as it was).
-    """
+    """Carries out a `checked <EmbeddingJob.checked>` job in this process, under a temporary
+    name that becomes ``job.output_path`` only when complete."""
     assert job.num_sentences is not None, "write_embeddings needs a checked job"
     logger.info(
         "Embedding %d sentences from %s into %s (output %s, batches of %d, %s, %s)",
-        job.num_sentences,
-        job.input_path,
-        job.output_path,
-        job.output_format,
-        job.batch_size,
-        "stateful" if embedder.stateful else "stateless",
-        embedder.device,
+        job.num_sentences, job.input_path, job.output_path, job.output_format, job.batch_size,
+        "stateful" if embedder.stateful else "stateless", embedder.device,
     )
     index_datasets = job.index_datasets()
     sentence_index = SentenceIndex() if index_datasets else None
     # hdf5_for_writing: a full disk or a file-size limit becomes one OSError (which
     # atomic_output reports), not HDF5 errors and a crash.
     with atomic_output(job.output_path) as temporary, hdf5_for_writing(temporary) as output:
-        with Tqdm.tqdm(
-            total=job.num_sentences, disable=not progress, unit=" sentences", desc="elmo"
-        ) as progress_bar:
+        with sentence_progress(job.num_sentences, progress) as progress_bar:
             writer = layout_writer(output.file, job, embedder)
             batches = embedded_batches(job, embedder, read_sentences(job.input_path))
             write_batches(output, writer, batches, progress_bar.update, sentence_index)
             if job.layout == FLAT:
-                names = dataset_names(job, embedder)
+                names = flat_dataset_names(job.output_format, embedder.num_layers)
                 mark_flat_file(output.file, job.output_format, names, job.num_sentences)
             mark_sentence_vectors(output.file, job.sentence_vectors)
             if sentence_index is not None:

@@ -1,8 +1,6 @@
 """
-The batches in which an embedding run feeds its lines to the biLM: in stateless runs sorted by
-length within chunks of lines, so that sentences of similar length share a batch (less padding).
-A single run, each piece of a sharded run (`plan`) and any future engine take their batches from
-`line_batches`, which is what makes their vectors bitwise equal.
+The batches in which an embedding run feeds its lines to the biLM. Every engine takes its batches
+from `line_batches`, which is what makes their vectors bitwise equal.
 """
 from typing import Iterable, Iterator, List, Tuple
 
@@ -20,15 +18,11 @@ def line_batches(
     lines: Iterable[Line], batch_size: int, sort_chunk_batches: int, stateful: bool = False
 ) -> Iterator[List[Line]]:
     """
-    The batches in which ``lines`` (in line order) are embedded. Stateful, or with
-    ``sort_chunk_batches`` 1: consecutive runs of ``batch_size`` lines, in file order (row r's
-    LSTM state flows into row r of the next batch, exactly as in AllenNLP 0.9). Stateless: the
-    lines of each chunk of ``batch_size * sort_chunk_batches`` line numbers (0 to c - 1, c to
-    2c - 1, ...) sorted longest first, then cut into batches.
-
-    Chunks go by line number, not by count of lines, so that a subset of a file's lines made of
-    whole batches of a single run (a sharded run's piece: `plan`) is cut into exactly those
-    batches, and so gets bitwise a single run's vectors.
+    The batches in which ``lines`` (in line order) are embedded: stateful, or with
+    ``sort_chunk_batches`` 1, consecutive runs of ``batch_size`` lines in file order; stateless,
+    the lines of each chunk of ``batch_size * sort_chunk_batches`` line numbers sorted longest
+    first. Chunks go by line number, so that a sharded run's piece (whole batches of a single
+    run) is cut into exactly those batches.
     """
     if stateful or sort_chunk_batches <= 1:
         yield from lazy_groups_of(iter(lines), batch_size)

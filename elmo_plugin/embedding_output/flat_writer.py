@@ -10,44 +10,23 @@ import numpy as np
 
 from elmo_plugin.embedding_output.layout import OFFSETS, SENTENCES, to_storage
 
-# Rows buffered before an append: about 64 MB at 1024 float32 dims (--top of the published
-# models). Appends this large cost the same per row however long the file already is, and the
-# buffer bounds the memory.
+# Rows buffered before an append: about 64 MB at 1024 float32 dims. Appends this large cost the
+# same per row however long the file already is, and the buffer bounds the memory.
 DEFAULT_FLUSH_ROWS = 16384
 
-# Target bytes of one HDF5 chunk of an embedding dataset: small enough that reading one
-# sentence reads little more than its rows, large enough that the chunk index stays small
-# (a 1B-row dataset in 1 MiB chunks has about 2M chunks).
+# Target bytes of one HDF5 chunk of an embedding dataset: small enough that reading one sentence
+# reads little more than its rows, large enough that the chunk index stays small.
 CHUNK_BYTES = 1 << 20
 
 
 class FlatWriter:
     """
-    Appends sentences to the flat layout's datasets, which it creates in ``file``. Lines may
-    be added in any order (stateless runs embed a chunk of lines sorted by length); they are
-    written in the order of ``lines``, each as soon as all the lines before it have come, so at
-    most one sort chunk is held beyond the append buffer.
-
-    # Parameters
-
-    file : `h5py.File` or `h5py.Group`
-        Where the datasets go; it must not have them yet.
-    dataset_names : `Sequence[str]`
-        One name per output layer (`layout.flat_dataset_names`). With several names each added
-        array is ``(num_layers, num_tokens, dim)``, otherwise ``(num_tokens, dim)``.
-    dim : `int`
-        The width of every row.
-    dtype : `np.dtype`
-        The stored type.
-    lines : `Iterable[int]`, optional (default = `None`)
-        The line numbers this writer writes, in order (a shard's lines); ``None``: 0, 1, 2 ...
-    write_sentences : `bool`, optional (default = `True`)
-        Also write ``sentences``, the text of each line.
-    flush_rows : `int`, optional (default = `DEFAULT_FLUSH_ROWS`)
-        Rows buffered before an append.
-    sentence_vectors : `bool`, optional (default = `False`)
-        Each added array is one sentence vector (``(num_layers, dim)`` or ``(dim,)``), written
-        as one row.
+    Appends sentences to the flat layout's datasets ``dataset_names`` (one per output layer; with
+    several, each added array is ``(num_layers, num_tokens, dim)``), which it creates in ``file``
+    with ``dim`` numbers a row of ``dtype``. Lines may be added in any order; each is written, in
+    the order of ``lines`` (default: 0, 1, 2 ...), once all before it have come, in appends of
+    ``flush_rows`` rows, its text too with ``write_sentences``. With ``sentence_vectors`` each
+    added array is one row.
     """
 
     def __init__(
@@ -82,17 +61,11 @@ class FlatWriter:
         self._offsets = file.create_dataset(
             OFFSETS, data=np.zeros(1, dtype=np.int64), maxshape=(None,), chunks=(65536,)
         )
-        self._sentences = (
-            file.create_dataset(
-                SENTENCES,
-                shape=(0,),
-                maxshape=(None,),
-                dtype=h5py.string_dtype(),
-                chunks=(4096,),
+        self._sentences = None
+        if write_sentences:
+            self._sentences = file.create_dataset(
+                SENTENCES, shape=(0,), maxshape=(None,), dtype=h5py.string_dtype(), chunks=(4096,)
             )
-            if write_sentences
-            else None
-        )
 
     def add(self, line_index: int, text: str, array: np.ndarray) -> None:
         if self._sentence_vectors:

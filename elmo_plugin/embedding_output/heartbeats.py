@@ -3,6 +3,7 @@ How the ranks of a sharded run notice, within seconds, that another rank stopped
 rewrites a heartbeat file in the shards directory once a second and reads the others' (why and
 how: docs/implementation.md, "Heartbeats of a sharded run").
 """
+import contextlib
 import json
 import os
 import socket
@@ -20,11 +21,6 @@ TIMEOUT_VARIABLE = "ELMO_HEARTBEAT_TIMEOUT"
 RUNNING, DONE, FAILED = "running", "done", "failed"
 
 
-def heartbeat_timeout() -> float:
-    value = os.environ.get(TIMEOUT_VARIABLE)
-    return float(value) if value else DEFAULT_TIMEOUT_S
-
-
 def heartbeat_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f".rank-{rank:05d}.heartbeat")
 
@@ -35,15 +31,10 @@ class Heartbeats:
 
     # Parameters
 
-    directory : `str`
-        The shards directory.
-    rank, world_size : `int`
-        This rank and the number of ranks.
-    token : `str`
-        The run's token.
+    directory, rank, world_size, token
+        The shards directory, this rank, the number of ranks and the run's token.
     timeout_s : `float`, optional
-        Seconds without a heartbeat after which a rank counts as stopped
-        (``$ELMO_HEARTBEAT_TIMEOUT`` or 20).
+        Seconds without a heartbeat after which a rank counts as stopped (``$ELMO_HEARTBEAT_TIMEOUT`` or 20).
     interval_s : `float`, optional (default = `1.0`)
         Seconds between beats.
     grace_s : `float`, optional (default = `3.0`)
@@ -64,7 +55,9 @@ class Heartbeats:
         self.rank = rank
         self.world_size = world_size
         self.token = token
-        self.timeout_s = heartbeat_timeout() if timeout_s is None else timeout_s
+        if timeout_s is None:
+            timeout_s = float(os.environ.get(TIMEOUT_VARIABLE) or DEFAULT_TIMEOUT_S)
+        self.timeout_s = timeout_s
         self.interval_s = interval_s
         self.grace_s = grace_s
         self._beat = 0
@@ -107,10 +100,8 @@ class Heartbeats:
             self._thread.join(timeout=5)
 
     def remove_own_file(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(heartbeat_path(self.directory, self.rank))
-        except OSError:
-            pass
 
     # What the other ranks report.
     def others(self) -> Dict[int, dict]:
@@ -119,11 +110,7 @@ class Heartbeats:
 
     def all_done(self) -> bool:
         others = self.others()
-        return all(
-            others.get(rank, {}).get("state") == DONE
-            for rank in range(self.world_size)
-            if rank != self.rank
-        )
+        return all(others.get(rank, {}).get("state") == DONE for rank in range(self.world_size) if rank != self.rank)
 
     def raise_if_problem(self) -> None:
         """Called by the main thread between steps: one `ConfigurationError` once another rank
@@ -147,63 +134,49 @@ class Heartbeats:
             }
         path = heartbeat_path(self.directory, self.rank)
         temporary = f"{path}.{os.getpid()}.tmp"
-        try:
+        # A full disk: the shard writer reports it; the others will notice silence.
+        with contextlib.suppress(OSError):
             with open(temporary, "w", encoding="utf-8") as handle:
                 json.dump(content, handle)
             os.replace(temporary, path)
-        except OSError:
-            pass  # a full disk: the shard writer reports it; the others will notice silence
 
-    def _read(self, rank: int) -> Optional[str]:
+    def _read(self, rank: int) -> Tuple[str, Optional[dict]]:
+        """A rank's heartbeat of this run, as text and content; ``("", None)`` if there is none
+        (or only an earlier run's)."""
         try:
             with open(heartbeat_path(self.directory, rank), encoding="utf-8") as handle:
-                return handle.read()
-        except OSError:
-            return None
+                text = handle.read()
+            content = json.loads(text)
+        except (OSError, ValueError):
+            return "", None
+        return (text, content) if content.get("token") == self.token else ("", None)
 
-    def _check(self) -> None:
+    def _check(self) -> Optional[str]:
+        """The problem with another rank, if there is one."""
         now = time.monotonic()
         for rank in range(self.world_size):
             if rank == self.rank:
                 continue
-            text = self._read(rank)
-            try:
-                content = json.loads(text) if text else None
-            except ValueError:
-                content = None
-            if content is not None and content.get("token") != self.token:
-                content = None  # an earlier run's file: as if there were none yet
+            text, content = self._read(rank)
             if content is not None:
                 with self._lock:
                     self._others[rank] = content
                 if content["state"] == DONE:
                     continue
                 if content["state"] == FAILED:
-                    self._note(
-                        f"rank {rank} (pid {content['pid']} on {content['host']}) failed: "
-                        f"{content['message']}"
-                    )
-                    return
-            key = text if content is not None else ""
+                    return f"rank {rank} (pid {content['pid']} on {content['host']}) failed: {content['message']}"
             last = self._seen.get(rank)
-            if last is None or last[0] != key:
-                self._seen[rank] = (key, now)
+            if last is None or last[0] != text:
+                self._seen[rank] = (text, now)
             elif now - last[1] > self.timeout_s:
-                where = (
-                    f" (pid {content['pid']} on {content['host']})" if content is not None else ""
-                )
-                self._note(
+                where = f" (pid {content['pid']} on {content['host']})" if content is not None else ""
+                return (
                     f"rank {rank}{where} stopped: no heartbeat for {self.timeout_s:g} s (killed, "
                     "or its node was lost); rank "
                     f"{self.rank} stops too. The finished shards are kept: run the same command "
                     "again to resume"
                 )
-                return
-
-    def _note(self, problem: str) -> None:
-        if self.problem is None:
-            self.problem = problem
-            self._problem_time = time.monotonic()
+        return None
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -212,7 +185,8 @@ class Heartbeats:
             if state == RUNNING:
                 self._write()
             if self.problem is None:
-                self._check()
+                self._problem_time = time.monotonic()
+                self.problem = self._check()
             elif not self._acknowledged.is_set() and (
                 time.monotonic() - self._problem_time > self.grace_s
             ):

@@ -13,13 +13,7 @@ from elmo_plugin.common.atomic_output import input_at
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.sentence_file import check_is_text_input, check_sentence_file
 from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES, Line, line_batches
-from elmo_plugin.embedding_output.layout import (
-    FLAT,
-    PER_SENTENCE,
-    SENTENCE_INDICES,
-    SENTENCE_TO_INDEX,
-    check_layout,
-)
+from elmo_plugin.embedding_output.layout import FLAT, LAYOUTS, PER_SENTENCE, SENTENCE_INDICES, SENTENCE_TO_INDEX
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames
 
 DEFAULT_BATCH_SIZE = 64
@@ -32,8 +26,7 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 
 class ExistingOutputError(ConfigurationError):
-    """The output file exists, and the job may not replace it (``allennlp elmo`` without
-    ``--overwrite``)."""
+    """The output file exists, and the job may not replace it (no ``--overwrite``)."""
 
 
 def check_batch_size(batch_size: int) -> None:
@@ -48,8 +41,8 @@ def check_output_format(output_format: str) -> None:
 
 
 def input_path_of(input_file: Union[PathLike, IO]) -> str:
-    """The path of the input. AllenNLP 0.9 took an open file (argparse.FileType); a job reads the
-    input twice (checked, then embedded), so an open file is accepted for its name."""
+    # AllenNLP 0.9 took an open file (argparse.FileType); a job reads the input twice (checked,
+    # then embedded), so an open file is accepted for its name.
     if hasattr(input_file, "read"):
         name = getattr(input_file, "name", None)
         if not isinstance(name, (str, bytes, os.PathLike)) or not os.path.isfile(name):
@@ -73,15 +66,13 @@ class EmbeddingJob:
     output_path : `str`
         The HDF5 file to write.
     num_sentences : `int`, optional (default = `None`)
-        The number of sentences (lines) of the input, once `checked` has counted them.
+        The number of lines of the input, once `checked` has counted them.
     output_format : `str`, optional (default = `"all"`)
-        ``"all"`` every layer, ``(num_layers, num_tokens, dim)``; ``"top"`` the top layer or
-        ``"average"`` the mean of all layers, ``(num_tokens, dim)``.
+        ``"all"`` every layer, ``"top"`` the top layer, ``"average"`` the mean of all layers.
     batch_size : `int`, optional (default = `64`)
         Sentences per biLM call.
     forget_sentences : `bool`, optional (default = `False`)
-        Write no sentence index (the per-sentence layout's ``sentence_to_index``, the flat
-        layout's ``sentences``).
+        Write no sentence index.
     use_sentence_keys : `bool`, optional (default = `False`)
         Per-sentence layout: key each dataset by its sentence instead of its line number.
     include_sentence_indices : `bool`, optional (default = `False`)
@@ -93,12 +84,11 @@ class EmbeddingJob:
     sentence_vectors : `bool`, optional (default = `False`)
         Write one vector per sentence, the mean over its tokens of the chosen output.
     overwrite : `bool`, optional (default = `True`)
-        Replace an existing output once the new one is complete (``allennlp elmo`` needs
-        ``--overwrite``; ``embed_file`` replaces it, as AllenNLP 0.9's did).
+        Replace an existing output once the new one is complete.
     sort_chunk_batches : `int`, optional (default = `32`)
         Stateless runs: embed this many batches at a time longest first (`line_batches`).
     piece_tokens : `int`, optional (default = `2^20`)
-        Under ``torchrun``: about this many tokens per shard file (`elmo_plugin.embedding_output.plan`).
+        Under ``torchrun``: about this many tokens per shard file.
     model, options_file, weight_file : `str`, optional
         The model, as `elmo_plugin.ElmoEmbedder` takes them (``None``: the published Original).
     cuda_device : `int`, optional (default = `-1`)
@@ -106,14 +96,11 @@ class EmbeddingJob:
     stateful : `bool`, optional (default = `False`)
         Carry the LSTM state from batch to batch in file order (AllenNLP 0.9's results).
     precision : `str`, optional (default = `"float32"`)
-        What the biLM computes in (`elmo_plugin.modules.precision`); the stored vectors are
-        float32 (or float16) either way.
+        What the biLM computes in (`elmo_plugin.modules.precision`).
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments.
     ray_address : `str`, optional (default = `None`)
-        Run on Ray (`elmo_plugin.embedding_output.ray_engine`) and write a Parquet folder:
-        ``"local"``, ``"auto"`` (``RAY_ADDRESS``) or a cluster's address. Stateless, and without
-        the HDF5 layouts' options.
+        Run on Ray and write a Parquet folder: ``"local"``, ``"auto"`` or a cluster's address.
     ray_workers : `int`, optional (default = `1`)
         With ``ray_address``: the number of Ray workers, each holding one embedder.
     """
@@ -146,16 +133,13 @@ class EmbeddingJob:
     def prepare(
         cls, input_file: Union[PathLike, IO], output_file_path: PathLike, **options
     ) -> "EmbeddingJob":
-        """The `checked` job of ``input_file`` (a path, or a file opened from one) and
-        ``output_file_path``; ``options`` are the other fields."""
+        """The `checked` job of ``input_file`` (a path, or a file opened from one); ``options``
+        are the other fields."""
         return cls(input_path_of(input_file), os.fspath(output_file_path), **options).checked()
 
     def checked(self) -> "EmbeddingJob":
-        """
-        Checks everything about the job that needs no model, cheap checks first: the options,
-        the output path, then the whole input. Returns the job with ``num_sentences`` counted; a
-        `ConfigurationError` naming the problem otherwise.
-        """
+        """The job with ``num_sentences`` counted, after every check that needs no model (cheap
+        ones first); a `ConfigurationError` naming the problem otherwise."""
         check_output_format(self.output_format)
         check_batch_size(self.batch_size)
         if self.include_sentence_indices and self.use_sentence_keys:
@@ -163,7 +147,8 @@ class EmbeddingJob:
                 "include_sentence_indices maps each sentence to its line number; with "
                 "use_sentence_keys the keys are the sentences themselves, so there is no such map"
             )
-        check_layout(self.layout)
+        if self.layout not in LAYOUTS:
+            raise ConfigurationError(f"layout must be one of {', '.join(LAYOUTS)}; got {self.layout!r}")
         if self.layout == FLAT and (self.use_sentence_keys or self.include_sentence_indices):
             raise ConfigurationError(
                 "the flat layout keys sentences by line number and writes its own sentence "
@@ -214,10 +199,8 @@ class EmbeddingJob:
             )
 
     def index_datasets(self) -> List[str]:
-        """The names under which the sentence-to-key JSON is written, decided here only:
-        ``sentence_to_index`` unless ``forget_sentences`` or ``use_sentence_keys`` (it would map
-        every sentence to itself), ``sentence_indices`` with ``include_sentence_indices``; none in
-        the flat layout, which writes its own index (``sentences``) instead."""
+        """The names under which the per-sentence layout's sentence-to-key JSON is written (with
+        ``use_sentence_keys`` it would map every sentence to itself)."""
         if self.layout == FLAT:
             return []
         names = [] if self.forget_sentences or self.use_sentence_keys else [SENTENCE_TO_INDEX]
@@ -228,8 +211,7 @@ class EmbeddingJob:
         return line_batches(lines, self.batch_size, self.sort_chunk_batches, self.stateful)
 
     def output_rows(self, num_sentences: int, num_tokens: int) -> int:
-        """The rows that ``num_sentences`` lines of ``num_tokens`` tokens take in the flat
-        layout: one per token, or one per sentence with ``sentence_vectors``."""
+        """The flat layout's rows of ``num_sentences`` lines of ``num_tokens`` tokens."""
         return num_sentences if self.sentence_vectors else num_tokens
 
     @property

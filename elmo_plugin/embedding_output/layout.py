@@ -1,20 +1,15 @@
 """
-The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md), and the names and
-attributes that say which one a file has: ``per-sentence`` (AllenNLP 0.9's, one dataset per
-line; its cost is creating them) and ``flat`` (per output layer one
-``(total_tokens, dim)`` dataset, ``offsets`` and ``sentences``, written in large appends).
-
-Files written in the flat layout, or assembled from shards, carry the root attributes
-``LAYOUT_ATTRIBUTE`` and ``FORMAT_ATTRIBUTE``; a file without them is per-sentence. Files of
-sentence vectors carry ``SENTENCE_VECTORS_ATTRIBUTE``.
+The two layouts of ``allennlp elmo``'s HDF5 output (docs/embedding.md): ``per-sentence``
+(AllenNLP 0.9's, one dataset per line) and ``flat`` (per output layer one ``(total_tokens, dim)``
+dataset, ``offsets`` and ``sentences``), and the root attributes that say which one a file has
+(none: per-sentence).
 """
 import json
-from typing import List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import h5py
 import numpy as np
 import torch
-from allennlp.common.checks import ConfigurationError
 
 PER_SENTENCE = "per-sentence"
 FLAT = "flat"
@@ -24,8 +19,7 @@ OFFSETS = "offsets"
 SENTENCES = "sentences"
 
 # The per-sentence layout's JSON map of each sentence to its key (AllenNLP 0.9's name), and
-# AllenNLP 0.8's name for the same map, written with ``--include-sentence-indices`` (the flag
-# AllenNLP's ELMo how-to and its translations still show).
+# AllenNLP 0.8's name for it, written with ``--include-sentence-indices``.
 SENTENCE_TO_INDEX = "sentence_to_index"
 SENTENCE_INDICES = "sentence_indices"
 
@@ -54,22 +48,14 @@ def mark_flat_file(
 
 
 def mark_sentence_vectors(out: h5py.Group, sentence_vectors: bool) -> None:
-    """The root attribute of a file of sentence vectors (none otherwise, so that token outputs
-    stay as they were)."""
+    """The root attribute of a file of sentence vectors (token outputs have none)."""
     if sentence_vectors:
         out.attrs[SENTENCE_VECTORS_ATTRIBUTE] = 1
 
 
 def storage_dtype(float16: bool) -> np.dtype:
-    """The stored element type: float32, or float16 with ``--float16`` (half the bytes; about
-    3 significant digits, which is ample for vectors used as features)."""
+    """float32, or float16 with ``--float16`` (about 3 significant digits: ample for features)."""
     return np.dtype(np.float16 if float16 else np.float32)
-
-
-def check_layout(layout: str) -> str:
-    if layout not in LAYOUTS:
-        raise ConfigurationError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
-    return layout
 
 
 def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -82,13 +68,53 @@ def to_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
-def line_index(index: int, num_sentences: int, path: str) -> int:
-    """``index`` as a line number of an output of ``num_sentences`` lines (0-based; negative
-    counts from the end): a `TypeError` or `IndexError` naming ``path`` otherwise."""
-    if not isinstance(index, (int, np.integer)):
-        raise TypeError(f"sentences are indexed by line number; got {index!r}")
-    if index < 0:
-        index += num_sentences
-    if not 0 <= index < num_sentences:
-        raise IndexError(f"{path} has {num_sentences} sentences; no index {index}")
-    return int(index)
+class FlatReader:
+    """What `reader.EmbeddingsFile` and `parquet_reader.ParquetEmbeddings` share: line i's rows
+    are ``_offsets[i]`` to ``_offsets[i + 1]`` of each array of ``_layers`` (one per output layer),
+    read as one array (stacked when there are several)."""
+
+    path: str
+    sentence_vectors: bool
+    _num_sentences: int
+    _layers: Sequence = ()
+    _offsets: Sequence = ()
+    _by_text: Optional[Dict[str, int]] = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing is held open."""
+
+    def __len__(self) -> int:
+        return self._num_sentences
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        """Line ``index``'s vectors (0-based; negative counts from the end)."""
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError(f"sentences are indexed by line number; got {index!r}")
+        if index < 0:
+            index += self._num_sentences
+        if not 0 <= index < self._num_sentences:
+            raise IndexError(f"{self.path} has {self._num_sentences} sentences; no index {index}")
+        return self._line(int(index))
+
+    def _line(self, index: int) -> np.ndarray:
+        start, end = (int(value) for value in self._offsets[index : index + 2])
+        # A sentence vector is one row a line: the line's vector, without a token axis.
+        arrays = [layer[start] if self.sentence_vectors else layer[start:end] for layer in self._layers]
+        return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+
+    def sentences(self) -> List[str]:
+        raise NotImplementedError
+
+    def by_sentence(self, text: str) -> np.ndarray:
+        """The vectors of a sentence given by its text (with duplicates, the last such line)."""
+        if self._by_text is None:
+            self._by_text = {sentence: index for index, sentence in enumerate(self.sentences())}
+        if text not in self._by_text:
+            raise KeyError(f"{self.path}: no sentence {text!r}")
+        return self[self._by_text[text]]

@@ -1,26 +1,20 @@
 """
-`ParquetEmbeddings`: sentence i's vectors from the Parquet folder that ``allennlp elmo ...
---ray`` writes (`ray_engine`), with `EmbeddingsFile`'s interface and arrays. The whole folder is
-read into memory when it is opened; pyarrow is imported only then.
+`ParquetEmbeddings`: sentence i's vectors from the Parquet folder of ``allennlp elmo --ray``, with
+`EmbeddingsFile`'s interface, read into memory when it is opened (pyarrow imported only then).
 """
 import json
 import os
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.embedding_output.layout import line_index
+from elmo_plugin.embedding_output.layout import FlatReader
 from elmo_plugin.embedding_output.ray_engine import METADATA_FILE, SENTENCE_INDEX, TOKENS
 
 
-def is_parquet_output(path: PathLike) -> bool:
-    """Whether ``path`` is a folder written by ``allennlp elmo --ray``."""
-    return os.path.isfile(os.path.join(os.fspath(path), METADATA_FILE))
-
-
-class ParquetEmbeddings:
+class ParquetEmbeddings(FlatReader):
     """
     Read access to an ``allennlp elmo --ray`` output folder: see the module documentation.
 
@@ -34,17 +28,14 @@ class ParquetEmbeddings:
         import pyarrow.parquet
 
         self.path = os.fspath(path)
-        if not is_parquet_output(self.path):
-            raise ConfigurationError(
-                f"{self.path}: not an output of allennlp elmo --ray (no {METADATA_FILE})"
-            )
-        with open(os.path.join(self.path, METADATA_FILE), encoding="utf-8") as handle:
+        metadata_path = os.path.join(self.path, METADATA_FILE)
+        if not os.path.isfile(metadata_path):
+            raise ConfigurationError(f"{self.path}: not an output of allennlp elmo --ray (no {METADATA_FILE})")
+        with open(metadata_path, encoding="utf-8") as handle:
             metadata = json.load(handle)
         self.layout = "parquet"
         self.output_format: Optional[str] = metadata["output_format"]
         self.sentence_vectors = bool(metadata["sentence_vectors"])
-        self._dim = int(metadata["dim"])
-        self._columns: List[str] = list(metadata["columns"])
         table = pyarrow.parquet.read_table(self.path).sort_by(SENTENCE_INDEX)
         self._num_sentences = table.num_rows
         if self._num_sentences != metadata["num_sentences"]:
@@ -53,46 +44,15 @@ class ParquetEmbeddings:
                 f"{metadata['num_sentences']} (a Parquet file of the folder is missing or foreign)"
             )
         self._tokens = table.column(TOKENS)
-        self._offsets: Optional[np.ndarray] = None
-        self._values: Dict[str, np.ndarray] = {}
-        for name in self._columns:
+        self._offsets = np.arange(self._num_sentences + 1)  # one row a line: sentence vectors
+        self._layers = []
+        for name in metadata["columns"]:
             column = table.column(name).combine_chunks()
             if not self.sentence_vectors:
-                if self._offsets is None:
-                    self._offsets = column.offsets.to_numpy().astype(np.int64)
+                self._offsets = column.offsets.to_numpy().astype(np.int64)
                 column = column.values
-            self._values[name] = column.values.to_numpy(zero_copy_only=False).reshape(-1, self._dim)
-
-    def __enter__(self) -> "ParquetEmbeddings":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Nothing is held open: the folder was read when opened."""
-
-    def __len__(self) -> int:
-        return self._num_sentences
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        """Line ``index``'s vectors (0-based; negative counts from the end)."""
-        index = line_index(index, self._num_sentences, self.path)
-        if self.sentence_vectors:
-            arrays = [self._values[name][index] for name in self._columns]
-        else:
-            assert self._offsets is not None
-            start, end = int(self._offsets[index]), int(self._offsets[index + 1])
-            arrays = [self._values[name][start:end] for name in self._columns]
-        return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+            self._layers.append(column.values.to_numpy(zero_copy_only=False).reshape(-1, int(metadata["dim"])))
 
     def sentences(self) -> List[str]:
         """The text of every line (its tokens joined by single spaces), in order."""
         return [" ".join(tokens) for tokens in self._tokens.to_pylist()]
-
-    def by_sentence(self, text: str) -> np.ndarray:
-        """The vectors of a sentence given by its text (with duplicates, the last such line)."""
-        lines = {sentence: index for index, sentence in enumerate(self.sentences())}
-        if text not in lines:
-            raise KeyError(f"{self.path}: no sentence {text!r}")
-        return self[lines[text]]

@@ -1,6 +1,6 @@
 """
-`PerSentenceWriter`: the per-sentence layout's datasets (see `layout`), one per line, in any
-order; `SentenceIndex`: its map of sentences to keys.
+`PerSentenceWriter`: the per-sentence layout's datasets, one per line; `SentenceIndex`: its map of
+sentences to keys.
 """
 import json
 from typing import Dict, Sequence, Tuple
@@ -13,43 +13,29 @@ from elmo_plugin.embedding_output.layout import to_storage
 
 class PerSentenceWriter:
     """
-    Writes each sentence's array as its own dataset of ``file``: keyed by its 0-based line
-    number, or by its text with ``use_sentence_keys``. Lines may come in any order (stateless
-    runs embed them sorted by length).
-
-    # Parameters
-
-    file : `h5py.File` or `h5py.Group`
-        Where the datasets go.
-    dtype : `np.dtype`
-        The stored type (float32, or float16 with ``--float16``).
-    use_sentence_keys : `bool`, optional (default = `False`)
-        Key each dataset by its sentence (the caller has checked that the sentences are unique
-        and are valid HDF5 names).
+    Writes each sentence's array, in any order, as its own dataset of ``file``, keyed by its
+    0-based line number, or by its text with ``use_sentence_keys`` (sentences the caller checked
+    are unique and valid HDF5 names); ``dtype`` is the stored type.
     """
 
     def __init__(self, file: h5py.Group, dtype: np.dtype, use_sentence_keys: bool = False) -> None:
         self._file = file
         self._dtype = dtype
         self._use_sentence_keys = use_sentence_keys
-        self.num_sentences = 0
 
     def add(self, line_index: int, text: str, array: np.ndarray) -> None:
         key = text if self._use_sentence_keys else str(line_index)
         self._file.create_dataset(key, data=to_storage(array, self._dtype))
-        self.num_sentences += 1
 
     def finish(self) -> None:
-        """Nothing is buffered: every `add` wrote its dataset."""
+        """Nothing is buffered."""
 
 
 class SentenceIndex:
     """
-    The per-sentence layout's map of each sentence (its tokens joined by single spaces) to its
-    key, written as a JSON string under each of `EmbeddingJob.index_datasets`. It lists the
-    sentences in order of first appearance and maps each to its last line, as AllenNLP 0.9's
-    dict did when filled in file order; recording both makes it independent of the order in
-    which lines are added (sorted by length in stateless runs, by shard in sharded ones).
+    The per-sentence layout's map of each sentence to its key, a JSON string under each of
+    `EmbeddingJob.index_datasets`: the sentences in order of first appearance, each mapped to its
+    last line, as AllenNLP 0.9's dict filled in file order was, whatever order lines come in.
     """
 
     def __init__(self) -> None:

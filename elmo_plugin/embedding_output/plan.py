@@ -1,12 +1,10 @@
 """
-How a sharded ``allennlp elmo`` run cuts its input into pieces and shares them among ranks
-(docs/embedding.md). A **piece** is a run of whole batches of a single process's run, in the
-order that run embeds them (`batching.line_batches`), so its float32 vectors are bitwise a single
-run's; it is written as one shard file, the unit of reuse after a kill. An input of more than
-``piece_tokens`` tokens per rank is cut into pieces of whole chunks of at least that many tokens
-(independent of the number of ranks); a smaller one into one piece per rank, cut at batch
-boundaries (possibly inside a chunk: such a piece lists its lines). Each rank gets a contiguous
-run of pieces, balanced by tokens.
+How a sharded ``allennlp elmo`` run cuts its input into pieces, each a run of whole batches of a
+single process's run (`batching.line_batches`, so its vectors are bitwise a single run's) written
+as one shard file, and shares them among ranks (docs/embedding.md). An input of more than
+``piece_tokens`` tokens per rank is cut into pieces of whole chunks of at least that many tokens;
+a smaller one into one piece per rank, cut at batch boundaries (possibly inside a chunk: such a
+piece lists its lines). Each rank gets a contiguous run of pieces, balanced by tokens.
 """
 import hashlib
 import itertools
@@ -24,11 +22,9 @@ _UTF8_BOM = "\ufeff"
 
 @dataclass(frozen=True)
 class Piece:
-    """
-    Sentences ``start`` to ``end`` (exclusive) of the order in which a single run embeds them,
-    with ``num_tokens`` tokens: all the lines ``first_line`` to ``end_line`` (whole chunks, from
-    byte ``byte_offset``), or, for a piece cut inside a chunk, the ``chosen_lines`` among them.
-    """
+    """Sentences ``start`` to ``end`` (exclusive) of a single run's order, with ``num_tokens``
+    tokens: the lines ``first_line`` to ``end_line`` (whole chunks, from byte ``byte_offset``),
+    or, for a piece cut inside a chunk, the ``chosen_lines`` among them."""
 
     start: int
     end: int
@@ -48,41 +44,22 @@ class Piece:
         return self.end - self.start
 
     def lines(self) -> Sequence[int]:
-        """The piece's line numbers, in order."""
-        if self.chosen_lines is None:
-            return range(self.first_line, self.end_line)
-        return self.chosen_lines
+        return range(self.first_line, self.end_line) if self.chosen_lines is None else self.chosen_lines
 
     def describe(self) -> str:
         span = f"lines {self.first_line + 1}-{self.end_line}"
         return span if self.chosen_lines is None else f"{self.num_sentences} of {span}"
 
     def shard_name(self, fingerprint: str) -> str:
-        """
-        The piece's shard file name: its sentences ``start``-``end`` (padded, so that names sort
-        in order) and the run's fingerprint, so that a run with another model or other options
-        never overwrites the shards that an earlier output still reads.
-        """
+        # The fingerprint: a run with another model or options never overwrites the shards that
+        # an earlier output still reads.
         return f"lines-{self.start:011d}-{self.end:011d}.{fingerprint[:16]}.hdf5"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """
-    The pieces of an input and their ranks.
-
-    # Parameters
-
-    input_hash : `str`
-        SHA-256 of the input's bytes: what the reuse of finished pieces is keyed by.
-    num_sentences, num_tokens : `int`
-        Of the whole input.
-    pieces : `List[Piece]`
-        In line order.
-    rank_starts : `List[int]`
-        Rank r embeds ``pieces[rank_starts[r]:rank_starts[r + 1]]`` (``world_size + 1``
-        entries; a rank may get none when there are fewer pieces than ranks).
-    """
+    """The ``pieces`` of an input (in line order) and their ranks: rank r embeds
+    ``pieces[rank_starts[r]:rank_starts[r + 1]]``; ``input_hash`` is the SHA-256 of its bytes."""
 
     input_hash: str
     num_sentences: int
@@ -94,19 +71,8 @@ class Plan:
         return self.pieces[self.rank_starts[rank] : self.rank_starts[rank + 1]]
 
 
-def file_sha256(path: str, block_bytes: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(block_bytes), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def plan_input(job: EmbeddingJob, world_size: int) -> Plan:
-    """
-    One pass over the checked input file of ``job``: its pieces and their ranks (see the module
-    documentation), and the hash of its bytes.
-    """
+    """The pieces of the checked input of ``job`` and their ranks, in one pass over it."""
     chunk_lines = job.chunk_lines
     chunk_offsets: List[int] = []  # the byte offset of each chunk's first line
     whole_chunks: List[Piece] = []
@@ -137,7 +103,9 @@ def plan_input(job: EmbeddingJob, world_size: int) -> Plan:
     starts = [next((i for i, t in enumerate(before) if t * world_size >= r * total_tokens), len(pieces))
               for r in range(1, world_size)]
     rank_starts = [0, *starts, len(pieces)]
-    return Plan(file_sha256(job.input_path), num_lines, total_tokens, pieces, rank_starts)
+    with open(job.input_path, "rb") as handle:
+        input_hash = hashlib.file_digest(handle, "sha256").hexdigest()
+    return Plan(input_hash, num_lines, total_tokens, pieces, rank_starts)
 
 
 def _one_piece_per_rank(
@@ -164,13 +132,7 @@ def _one_piece_per_rank(
     return pieces
 
 
-def _cut(
-    job: EmbeddingJob,
-    chunk_offsets: List[int],
-    lengths: array,
-    batches: List[List[int]],
-    start: int,
-) -> Piece:
+def _cut(job: EmbeddingJob, chunk_offsets: List[int], lengths: array, batches: List[List[int]], start: int) -> Piece:
     """The piece of ``batches`` (their line numbers), which start at sentence ``start``."""
     chosen = sorted(line for batch in batches for line in batch)
     chunk_lines = job.chunk_lines
@@ -186,8 +148,7 @@ def _cut(
 
 
 def read_piece(path: str, piece: Piece) -> Iterator[Line]:
-    """``(line_index, tokens)`` for the lines of ``piece`` (of a file already checked), in
-    order."""
+    """``(line_index, tokens)`` for the lines of ``piece`` of a checked file, in order."""
     chosen = None if piece.chosen_lines is None else set(piece.chosen_lines)
     with open(path, "rb") as handle:
         handle.seek(piece.byte_offset)

@@ -1,10 +1,8 @@
 """
-An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray local|auto|ADDRESS``;
-docs/embedding.md gives the columns, docs/implementation.md the design): Ray Data reads the input
-in chunks of lines, `ElmoRayEmbedder` embeds each chunk in the batches a single process makes of
-it, and the rows are written as a Parquet dataset with `METADATA_FILE` beside them; every line is
-checked to be there exactly once before the folder takes its name. Ray and pyarrow are imported
-only inside the functions that run a job.
+An embedding job on a Ray cluster (``allennlp elmo IN OUT.parquet --ray``; docs/embedding.md):
+Ray Data reads the input in chunks of lines, `ElmoRayEmbedder` embeds each chunk in the batches
+a single process makes of it, and the rows are written as a Parquet dataset with `METADATA_FILE`
+beside them. Ray and pyarrow are imported only inside the functions that run a job.
 """
 import json
 import logging
@@ -17,7 +15,7 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.atomic_output import atomic_directory
 from elmo_plugin.common.text_files import decoded_lines
-from elmo_plugin.embedding_output.batch_loop import BatchEmbedder, job_arrays
+from elmo_plugin.embedding_output.batch_loop import BatchEmbedder, embedded_batches
 from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.layout import flat_dataset_names, storage_dtype, to_storage
 from elmo_plugin.embedding_output.plan import Piece, read_piece
@@ -25,7 +23,6 @@ from elmo_plugin.embedding_output.plan import Piece, read_piece
 logger = logging.getLogger(__name__)
 
 RAY_LOCAL = "local"
-RAY_AUTO = "auto"
 
 METADATA_FILE = "_elmo_embeddings.json"
 SENTENCE_INDEX = "sentence_index"
@@ -40,48 +37,34 @@ def input_chunks(job: EmbeddingJob) -> List[Dict[str, int]]:
     by length together): each chunk's first and end line and byte offset, one Ray row each."""
     chunks: List[Dict[str, int]] = []
     position = 0
-    end_line = 0
     for line_index, _, size in decoded_lines(job.input_path):
         if line_index % job.chunk_lines == 0:
             chunks.append({"first_line": line_index, "end_line": line_index, "byte_offset": position})
         position += size
-        end_line = line_index + 1
-        chunks[-1]["end_line"] = end_line
+        chunks[-1]["end_line"] = line_index + 1
     return chunks
 
 
 def chunk_rows(chunk: Dict[str, Any], input_path: str) -> List[Dict[str, Any]]:
     """Ray Data's reader of one chunk (a row of `input_chunks`) of the (checked) input: its
     lines as rows ``sentence_index``, ``text`` (the tokens joined by single spaces)."""
-    piece = Piece.of_lines(
-        int(chunk["first_line"]), int(chunk["end_line"]), int(chunk["byte_offset"]), 0
-    )
-    return [
-        {SENTENCE_INDEX: line_index, TEXT: " ".join(tokens)}
-        for line_index, tokens in read_piece(input_path, piece)
-    ]
+    piece = Piece.of_lines(int(chunk["first_line"]), int(chunk["end_line"]), int(chunk["byte_offset"]), 0)
+    return [{SENTENCE_INDEX: index, TEXT: " ".join(tokens)} for index, tokens in read_piece(input_path, piece)]
 
 
 class ElmoRayEmbedder:
     """
-    The callable class that embeds batches of sentences on a Ray worker, for
-    ``Dataset.map_batches``: built once per worker (which loads the model once), then called
-    with each batch. ``allennlp elmo --ray`` uses it; a pipeline of one's own can too
-    (docs/embedding.md has an example).
+    Embeds batches of sentences on a Ray worker, for ``Dataset.map_batches``: built once per
+    worker, then called with each batch, a dict of columns ``text`` (whitespace-tokenized) or
+    ``tokens``, and optionally ``sentence_index``; returns a ``pyarrow.Table`` of those and the
+    output columns, one row per sentence in order (docs/embedding.md).
 
     # Parameters
 
     job : `EmbeddingJob`
-        What to compute: the model, ``output_format``, ``sentence_vectors``, ``float16``,
-        ``batch_size``, ``sort_chunk_batches``, ``precision``, ``cuda_device`` (>= 0: the
-        worker's own GPU, Ray's ``num_gpus=1``). Its paths are not used here.
+        What to compute (``cuda_device`` >= 0: the worker's own GPU); its paths are not used.
     embedder_factory : `Callable[[EmbeddingJob], BatchEmbedder]`
         Builds the worker's embedder from ``job``: `elmo_plugin.ElmoEmbedder.for_job`.
-
-    A batch is a dict of columns: ``text`` (whitespace-tokenized sentences) or ``tokens``, and
-    optionally ``sentence_index``; the result, a ``pyarrow.Table``, has ``sentence_index`` (when
-    given), ``tokens`` and the output columns, one row per sentence in order. A batch of
-    ``job.chunk_lines`` consecutive lines gets exactly a single process's vectors.
     """
 
     def __init__(self, job: EmbeddingJob, embedder_factory: EmbedderFactory) -> None:
@@ -106,17 +89,12 @@ class ElmoRayEmbedder:
                 f"a batch needs a {TEXT!r} or a {TOKENS!r} column; got {sorted(batch)}"
             )
         arrays: List[np.ndarray] = [np.empty(0)] * len(sentences)
-        positions = list(enumerate(sentences))
-        for part in self.job.batches(positions):
-            for (position, _), array in zip(
-                part, job_arrays(self.job, self.embedder, [tokens for _, tokens in part])
-            ):
+        for part, part_arrays in embedded_batches(self.job, self.embedder, enumerate(sentences)):
+            for (position, _), array in zip(part, part_arrays):
                 arrays[position] = array
         columns: Dict[str, Any] = {}
         if SENTENCE_INDEX in batch:
-            columns[SENTENCE_INDEX] = pyarrow.array(
-                np.asarray(batch[SENTENCE_INDEX], dtype=np.int64)
-            )
+            columns[SENTENCE_INDEX] = pyarrow.array(np.asarray(batch[SENTENCE_INDEX], dtype=np.int64))
         columns[TOKENS] = pyarrow.array(sentences, type=pyarrow.list_(pyarrow.string()))
         several = len(self.columns) > 1
         for layer, name in enumerate(self.columns):
@@ -128,40 +106,34 @@ class ElmoRayEmbedder:
         """One sentence's vectors a row: a fixed-size list of ``dim`` numbers (a sentence
         vector), or a list of them (one per token)."""
         dim = self.dim
-        if self.job.sentence_vectors:
-            values = to_storage(np.stack(parts).reshape(-1, dim), self.dtype)
-            return pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
-        lengths = np.array([part.shape[0] for part in parts], dtype=np.int64)
         flat = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
         values = to_storage(flat.reshape(-1, dim), self.dtype)
         rows = pyarrow.FixedSizeListArray.from_arrays(pyarrow.array(values.ravel()), dim)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        if self.job.sentence_vectors:
+            return rows
+        offsets = np.cumsum([0] + [part.shape[0] for part in parts], dtype=np.int64)
         return pyarrow.LargeListArray.from_arrays(pyarrow.array(offsets), rows)
 
 
 def connect(address: str, workers: int) -> None:
-    """``ray.init`` for ``--ray ADDRESS``: ``local`` starts a cluster on this machine (with a
-    logical CPU for each worker and one for reading), ``auto`` joins the one ``RAY_ADDRESS``
-    names (or that ``ray start`` runs here), anything else is a cluster's address."""
+    """``ray.init`` for ``--ray ADDRESS``: ``local`` starts a cluster on this machine (a logical
+    CPU for each worker and one for reading); ``auto`` or an address joins one."""
     import ray
 
-    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     if address == RAY_LOCAL:
-        ray.init(num_cpus=max(os.cpu_count() or 1, workers + 1), **quiet)
-    elif address == RAY_AUTO:
-        ray.init(address="auto", log_to_driver=False, logging_level=logging.WARNING)
-    else:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(num_cpus=max(os.cpu_count() or 1, workers + 1), include_dashboard=False, **quiet)
+    else:  # "auto" or a cluster's address
+        ray.init(address=address, **quiet)
 
 
 def run_ray(
     job: EmbeddingJob, embedder_factory: EmbedderFactory, progress: bool = True
 ) -> int:
     """
-    Carries out a `checked <EmbeddingJob.checked>` job with ``job.ray_address`` on Ray: the
-    Parquet folder is written under a temporary name beside ``job.output_path`` and takes that
-    name only when every input line is in it exactly once (an existing output is replaced then,
-    with ``overwrite``). Returns the number of sentences written.
+    Carries out a `checked <EmbeddingJob.checked>` job on Ray: the Parquet folder takes the name
+    ``job.output_path`` only when every input line is in it exactly once. Returns the number of
+    sentences written.
     """
     assert job.num_sentences is not None and job.ray_address is not None, "a checked Ray job"
     import pyarrow.parquet
@@ -200,15 +172,9 @@ def run_ray(
                 raise ConfigurationError(
                     f"the Ray job failed: {_last_line(error)}; {job.output_path} was not written"
                 ) from None
-            written = pyarrow.parquet.read_table(temporary, columns=[SENTENCE_INDEX])
-            _check_every_line_once(job, written.column(SENTENCE_INDEX).to_numpy())
-            schema = pyarrow.parquet.read_schema(
-                next(
-                    os.path.join(temporary, name)
-                    for name in sorted(os.listdir(temporary))
-                    if name.endswith(".parquet")
-                )
-            )
+            written = pyarrow.parquet.ParquetDataset(temporary)
+            _check_every_line_once(job, written.read([SENTENCE_INDEX]).column(SENTENCE_INDEX).to_numpy())
+            schema = written.schema
             columns = [name for name in schema.names if name not in (SENTENCE_INDEX, TOKENS)]
             metadata = {
                 "output_format": job.output_format,
@@ -236,9 +202,9 @@ def _earlier_output(path: str) -> List[str]:
 
 def _check_every_line_once(job: EmbeddingJob, indices: np.ndarray) -> None:
     assert job.num_sentences is not None
-    counts = np.bincount(indices, minlength=job.num_sentences) if len(indices) else np.zeros(0)
+    counts = np.bincount(indices.astype(np.int64), minlength=job.num_sentences)
     if len(counts) != job.num_sentences or not (counts == 1).all():
-        missing = int((counts[: job.num_sentences] == 0).sum()) if len(counts) else job.num_sentences
+        missing = int((counts[: job.num_sentences] == 0).sum())
         repeated = int((counts > 1).sum())
         raise ConfigurationError(
             f"the Ray job wrote {len(indices)} rows for the {job.num_sentences} lines of "

@@ -1,19 +1,7 @@
 """
-`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout,
-written by one process or assembled from shards (docs/embedding.md).
-
-```python
-from elmo_plugin import EmbeddingsFile
-
-with EmbeddingsFile("embeddings.hdf5") as embeddings:
-    len(embeddings)                  # the number of sentences (input lines)
-    embeddings[0]                    # line 0: (num_layers, num_tokens, dim) with --all,
-                                     # (num_tokens, dim) with --top / --average
-    embeddings.by_sentence("Hello !")  # by its text (tokens joined by single spaces)
-```
-
-HDF5 reads a region whose shard is missing or truncated as NaN without an error, so opening a
-sharded output checks its shards and raises `MissingShardError` naming one that is not there.
+`EmbeddingsFile`: sentence i's vectors from an ``allennlp elmo`` output of either layout, written
+by one process or assembled from shards (docs/embedding.md). HDF5 reads a region whose shard is
+missing or truncated as NaN without an error, so opening a sharded output checks its shards.
 """
 import json
 import os
@@ -36,7 +24,7 @@ from elmo_plugin.embedding_output.layout import (
     SENTENCE_TO_INDEX,
     SENTENCE_VECTORS_ATTRIBUTE,
     SENTENCES,
-    line_index,
+    FlatReader,
 )
 
 # The root attribute of an assembled output: JSON list of [shard path relative to the output's
@@ -48,32 +36,19 @@ _INDEX_DATASETS = (SENTENCE_TO_INDEX, SENTENCE_INDICES)
 
 
 class MissingShardError(ConfigurationError):
-    """
-    A shard of an assembled output is missing or not the file it was (reading it would give NaN).
-
-    # Parameters
-
-    message : `str`
-        Names the output and the shard, and says what to do (rerun the command that wrote it,
-        with --overwrite).
-    """
+    """A shard of an assembled output is missing or not the file it was (reading it would give
+    NaN); the message names the output and the shard, and says what to do."""
 
 
 def _text(value: Union[str, bytes]) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def check_listed_shards(path: str, file: h5py.File) -> int:
-    """
-    Checks the shards an assembled output lists (`SHARDS_ATTRIBUTE`): each must exist with the
-    size it had at assembly. Returns how many were checked (0 for a file that is no assembly).
-    """
-    listed = file.attrs.get(SHARDS_ATTRIBUTE)
-    if listed is None:
-        return 0
+def check_listed_shards(path: str, file: h5py.File) -> None:
+    """Checks that the shards an assembled output lists (`SHARDS_ATTRIBUTE`) exist with the size
+    they had at assembly."""
     directory = os.path.dirname(os.path.abspath(path))
-    shards = json.loads(_text(listed))
-    for relative, size in shards:
+    for relative, size in json.loads(_text(file.attrs.get(SHARDS_ATTRIBUTE, "[]"))):
         shard = os.path.join(directory, relative)
         if not os.path.isfile(shard):
             raise MissingShardError(
@@ -88,20 +63,15 @@ def check_listed_shards(path: str, file: h5py.File) -> int:
                 f"{path} was assembled (truncated or replaced); rerun the command that wrote "
                 f"{path} with --overwrite"
             )
-    return len(shards)
 
 
 def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
     """For a virtual dataset, that every source file exists (relative names are relative to the
     directory of ``path``, as HDF5 resolves them)."""
-    if not dataset.is_virtual:
-        return
     directory = os.path.dirname(os.path.abspath(path))
-    for source in dataset.virtual_sources():
-        if source.file_name == ".":  # a source in the same file
-            continue
+    for source in dataset.virtual_sources() if dataset.is_virtual else []:
         shard = os.path.join(directory, source.file_name)
-        if not os.path.isfile(shard):
+        if source.file_name != "." and not os.path.isfile(shard):  # "." is a source in this file
             raise MissingShardError(
                 f"{path}: dataset {dataset.name} reads from {shard}, which is missing (HDF5 "
                 "would return NaN); restore it or rerun the command that wrote the file with "
@@ -109,14 +79,14 @@ def check_virtual_sources(path: str, dataset: h5py.Dataset) -> None:
             )
 
 
-class EmbeddingsFile:
+class EmbeddingsFile(FlatReader):
     """
     Read access to an ``allennlp elmo`` output file: see the module documentation.
 
     # Parameters
 
     path : `PathLike`
-        The HDF5 file. Opening it checks its shards, if it has any (`MissingShardError`).
+        The HDF5 file. Opening it checks its shards, if it has any.
     """
 
     def __init__(self, path: PathLike) -> None:
@@ -129,11 +99,8 @@ class EmbeddingsFile:
             attributes = self._file.attrs
             self.layout = _text(attributes.get(LAYOUT_ATTRIBUTE, PER_SENTENCE))
             output_format = attributes.get(FORMAT_ATTRIBUTE)
-            self.output_format: Optional[str] = (
-                None if output_format is None else _text(output_format)
-            )
+            self.output_format: Optional[str] = None if output_format is None else _text(output_format)
             self.sentence_vectors = bool(attributes.get(SENTENCE_VECTORS_ATTRIBUTE, 0))
-            self._by_text: Optional[Dict[str, int]] = None
             if self.layout == FLAT:
                 names = json.loads(_text(attributes[LAYER_DATASETS_ATTRIBUTE]))
                 self._layers = [self._file[name] for name in names]
@@ -142,7 +109,6 @@ class EmbeddingsFile:
                 self._offsets = self._file[OFFSETS]
                 self._num_sentences = len(self._offsets) - 1
             else:
-                self._layers = []
                 count = attributes.get(NUM_SENTENCES_ATTRIBUTE)
                 if count is None:
                     count = sum(1 for key in self._file.keys() if key not in _INDEX_DATASETS)
@@ -151,28 +117,12 @@ class EmbeddingsFile:
             self._file.close()
             raise
 
-    def __enter__(self) -> "EmbeddingsFile":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def close(self) -> None:
         self._file.close()
 
-    def __len__(self) -> int:
-        return self._num_sentences
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        """Line ``index``'s vectors (0-based; negative counts from the end)."""
-        index = line_index(index, self._num_sentences, self.path)
+    def _line(self, index: int) -> np.ndarray:
         if self.layout == FLAT:
-            start, end = (int(value) for value in self._offsets[index : index + 2])
-            if self.sentence_vectors:  # one row a line: the line's vector, without a token axis
-                arrays = [dataset[start] for dataset in self._layers]
-            else:
-                arrays = [dataset[start:end] for dataset in self._layers]
-            return np.stack(arrays) if len(arrays) > 1 else arrays[0]
+            return super()._line(index)
         key = str(index)
         if key not in self._file:
             raise KeyError(
@@ -186,60 +136,46 @@ class EmbeddingsFile:
         return dataset[()]
 
     def sentences(self) -> List[str]:
-        """The text of every line, in order (flat layout: its ``sentences``; per-sentence: from
-        ``sentence_to_index``, which maps a repeated sentence to its last line only, so the
-        earlier lines of a repeated sentence are ``""`` there)."""
+        """The text of every line, in order (per-sentence layout: ``""`` for the earlier lines of a
+        repeated sentence, which ``sentence_to_index`` maps to its last line only)."""
         if self.layout == FLAT:
-            if SENTENCES not in self._file:
-                raise ConfigurationError(
-                    f"{self.path} has no sentence index (written with --forget-sentences)"
-                )
-            return [_text(value) for value in self._file[SENTENCES][()]]
-        mapping = self._sentence_to_index()
+            return [_text(value) for value in self._sentence_index()[()]]
         texts = [""] * self._num_sentences
-        for text, key in mapping.items():
+        for text, key in self._sentence_to_index().items():
             texts[int(key)] = text
         return texts
 
-    def _sentence_to_index(self) -> Dict[str, str]:
-        for name in _INDEX_DATASETS:
+    def _sentence_index(self) -> h5py.Dataset:
+        for name in [SENTENCES] if self.layout == FLAT else _INDEX_DATASETS:
             if name in self._file:
-                return json.loads(_text(self._file[name][0]))
-        raise ConfigurationError(
-            f"{self.path} has no sentence index (written with --forget-sentences)"
-        )
+                return self._file[name]
+        raise ConfigurationError(f"{self.path} has no sentence index (written with --forget-sentences)")
+
+    def _sentence_to_index(self) -> Dict[str, str]:
+        return json.loads(_text(self._sentence_index()[0]))
 
     def by_sentence(self, text: str) -> np.ndarray:
-        """
-        The vectors of a sentence given by its text (tokens joined by single spaces): the
-        dataset of that name in a per-sentence file written with ``--use-sentence-keys``, else
-        the line that the sentence index maps it to (with duplicates, the last such line, as
-        ``sentence_to_index`` does).
-        """
-        if self.layout != FLAT:
-            if text in self._file and text not in _INDEX_DATASETS:
-                return self._read(self._file[text])
-            key = self._sentence_to_index().get(text)
-            if key is None:
-                raise KeyError(f"{self.path}: no sentence {text!r}")
-            return self._read(self._file[key])
-        if self._by_text is None:
-            self._by_text = {text: index for index, text in enumerate(self.sentences())}
-        if text not in self._by_text:
+        """The vectors of a sentence given by its text (tokens joined by single spaces): the
+        dataset of that name (``--use-sentence-keys``), else the (last) line the index maps it to."""
+        if self.layout == FLAT:
+            return super().by_sentence(text)
+        if text in self._file and text not in _INDEX_DATASETS:
+            return self._read(self._file[text])
+        key = self._sentence_to_index().get(text)
+        if key is None:
             raise KeyError(f"{self.path}: no sentence {text!r}")
-        return self[self._by_text[text]]
+        return self._read(self._file[key])
 
 
 def read_embeddings(path: PathLike, index: int) -> np.ndarray:
     """
-    Line ``index``'s vectors from an ``allennlp elmo`` output of either layout (opens and
-    checks the file each call; use `EmbeddingsFile` to read many).
+    Line ``index``'s vectors from an ``allennlp elmo`` output (opens and checks it each call; use
+    `EmbeddingsFile` to read many).
 
     # Parameters
 
     path : `PathLike`
-        The output file, written by one process or assembled from shards, or the Parquet
-        folder of ``allennlp elmo --ray`` (`parquet_reader.ParquetEmbeddings`).
+        The HDF5 output file of either layout, or the Parquet folder of ``allennlp elmo --ray``.
     index : `int`
         The 0-based line of the input file.
     """

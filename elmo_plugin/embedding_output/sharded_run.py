@@ -1,47 +1,46 @@
 """
 One rank's part of a sharded ``allennlp elmo`` run under ``torchrun`` (docs/embedding.md): rank 0
-checks and plans the job (`plan`); each rank embeds its pieces into shard files (`shard_file`),
-reusing those of an earlier run with this run's `fingerprint`; ranks watch each other's
-`heartbeats`; rank 0 assembles the output from the shards with virtual datasets (`assembly`).
+checks and plans the job (`plan`); each rank embeds its pieces into shard files (`shard_file`);
+rank 0 assembles the output from the shards (`assembly`).
 """
+import contextlib
 import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.tqdm import Tqdm
 
 from elmo_plugin.common.termination import raise_if_terminated
 from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
 from elmo_plugin.common.write_errors import Hdf5Output
-from elmo_plugin.embedding_output.assembly import assemble_output, check_shards
+from elmo_plugin.embedding_output.assembly import assemble_output
 from elmo_plugin.embedding_output.batch_loop import (
     BatchEmbedder,
-    dataset_names,
     embedded_batches,
     layout_writer,
+    sentence_progress,
     write_batches,
 )
-from elmo_plugin.embedding_output.fingerprint import job_fingerprint, model_digest
 from elmo_plugin.embedding_output.heartbeats import Heartbeats
 from elmo_plugin.embedding_output.job import EmbeddingJob
+from elmo_plugin.embedding_output.layout import flat_dataset_names
 from elmo_plugin.embedding_output.plan import Piece, Plan, plan_input, read_piece, shards_directory
-from elmo_plugin.embedding_output.shard_file import shard_problem, stale_files, write_shard
+from elmo_plugin.embedding_output.shard_file import ShardFiles, job_fingerprint, model_digest
 
 logger = logging.getLogger(__name__)
 
 
 class StoppedWithOtherRank(SystemExit):
-    """Ends a rank other than 0 with status 1 and no message: rank 0 reports the error once."""
+    """Ends a rank other than 0 (with status 1) and no message: rank 0 reports the error once."""
 
-    def __init__(self) -> None:
-        super().__init__(1)
 
+# The job's options that change what its shards hold (with the embedder's precision).
+_FINGERPRINT_OPTIONS = ("output_format", "layout", "float16", "batch_size", "sort_chunk_batches", "piece_tokens")
 
 # Builds the embedder of a job on a device (`elmo_plugin.ElmoEmbedder.for_job`).
 EmbedderFactory = Callable[[EmbeddingJob, torch.device], BatchEmbedder]
@@ -63,11 +62,8 @@ def run_sharded(
     make_embedder: EmbedderFactory,
     progress: bool = True,
 ) -> Optional[ShardedResult]:
-    """
-    Runs this rank's part of ``job`` (rank 0 checks it) with ``make_embedder(job, this rank's
-    device)``. Returns the `ShardedResult` on rank 0, ``None`` elsewhere; ranks stopped by
-    another rank's input or model error raise `StoppedWithOtherRank`.
-    """
+    """Runs this rank's part of ``job`` (rank 0 checks it) with ``make_embedder(job, this rank's
+    device)``. Returns the `ShardedResult` on rank 0, ``None`` elsewhere."""
     device = join_process_group(process, use_gpu=job.cuda_device >= 0)
     try:
         return _ShardedRank(process, device, job, make_embedder, progress).run()
@@ -75,22 +71,18 @@ def run_sharded(
         leave_process_group()
 
 
+@dataclass
 class _ShardedRank:
-    def __init__(
-        self,
-        process: TorchrunProcess,
-        device: torch.device,
-        job: EmbeddingJob,
-        make_embedder: EmbedderFactory,
-        progress: bool,
-    ) -> None:
-        self.process = process
-        self.device = device
-        self.job = job
-        self.make_embedder = make_embedder
-        self.progress = progress
-        self.directory = shards_directory(os.path.abspath(job.output_path))
-        self.heartbeats: Optional[Heartbeats] = None
+    process: TorchrunProcess
+    device: torch.device
+    job: EmbeddingJob
+    make_embedder: EmbedderFactory
+    progress: bool
+    heartbeats: Optional[Heartbeats] = None
+
+    @property
+    def directory(self) -> str:
+        return shards_directory(os.path.abspath(self.job.output_path))
 
     def run(self) -> Optional[ShardedResult]:
         token: List[Optional[str]] = [uuid.uuid4().hex if self.process.is_first else None]
@@ -111,91 +103,63 @@ class _ShardedRank:
             if self.heartbeats is not None:
                 self.heartbeats.stop()
 
-    def _agree(self, outcome: Optional[BaseException], first_only: bool) -> None:
-        """Stops every rank if rank 0 (``first_only``) or any rank has an error: rank 0 raises
-        its own (or the first other rank's), the others stop without a message."""
-        if first_only:
-            errors: List[Optional[str]] = [
-                None if outcome is None else str(outcome)
-            ] if self.process.is_first else [None]
+    def _agreed(self, build: Callable[[], Any], first_only: bool) -> Any:
+        """``build()`` on rank 0 (``first_only``) or on every rank. Stops every rank if one has a
+        `ConfigurationError`: rank 0 raises its own (or the first other rank's), the others stop
+        without a message."""
+        result, outcome = None, None
+        if self.process.is_first or not first_only:
+            try:
+                result = build()
+            except ConfigurationError as error:
+                outcome = error
+        message = None if outcome is None else str(outcome)
+        if first_only:  # only rank 0 has an outcome then
+            errors: List[Optional[str]] = [message]
             dist.broadcast_object_list(errors, src=0)
         else:
             errors = [None] * self.process.world_size
-            dist.all_gather_object(errors, None if outcome is None else str(outcome))
+            dist.all_gather_object(errors, message)
         failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
         if not failed:
-            return
+            return result
         # Every rank knows: no heartbeats are needed any more, and a shards directory that
         # holds nothing else goes too (a mistyped input leaves nothing behind).
         if self.heartbeats is not None:
             self.heartbeats.stop()
             self.heartbeats.remove_own_file()
-            try:
+            with contextlib.suppress(OSError):  # another rank's file is still there, or finished shards
                 os.rmdir(self.directory)
-            except OSError:
-                pass  # another rank's file is still there, or finished shards
             self.heartbeats = None
         if self.process.is_first:
             if outcome is not None:
                 raise outcome
             rank, error = failed[0]
             raise ConfigurationError(f"rank {rank}: {error}")
-        raise StoppedWithOtherRank()
+        raise StoppedWithOtherRank(1)
 
     def _run(self) -> Optional[ShardedResult]:
-        job: Optional[EmbeddingJob] = None
-        plan: Optional[Plan] = None
-        problem: Optional[BaseException] = None
-        if self.process.is_first:
-            try:
-                job, plan = self._prepare()
-            except ConfigurationError as error:
-                problem = error
-        self._agree(problem, first_only=True)
-        shared: List[object] = [(job, plan)]
+        shared = [self._agreed(self._prepare, first_only=True)]
         dist.broadcast_object_list(shared, src=0)
-        job, plan = shared[0]  # type: ignore[misc]
+        job, plan = shared[0]
         if self.heartbeats is None:
             raise ConfigurationError(
                 f"the output directory {os.path.dirname(self.directory)} does not exist on this "
                 f"node (rank {self.process.rank}); the output must be on a file system that "
                 "every node sees"
             )
-
-        embedder: Optional[BatchEmbedder] = None
-        problem = None
-        try:
-            embedder = self.make_embedder(job, self.device)
-        except ConfigurationError as error:
-            problem = error
-        self._agree(problem, first_only=False)
-        assert embedder is not None and job is not None and plan is not None
-
-        names = dataset_names(job, embedder)
-        dim = embedder.get_output_dim()
-        options = {
-            "output_format": job.output_format,
-            "layout": job.layout,
-            "float16": job.float16,
-            "batch_size": job.batch_size,
-            "sort_chunk_batches": job.sort_chunk_batches,
-            "piece_tokens": job.piece_tokens,
-            "precision": embedder.precision,
-        }
+        embedder = self._agreed(lambda: self.make_embedder(job, self.device), first_only=False)
+        options = {name: getattr(job, name) for name in _FINGERPRINT_OPTIONS}
+        options["precision"] = embedder.precision
         if job.sentence_vectors:  # only then: token outputs keep their shards' names
             options["sentence_vectors"] = True
-        fingerprint = job_fingerprint(
-            plan.input_hash, model_digest(embedder.elmo_bilm), options
-        )
+        fingerprint = job_fingerprint(plan.input_hash, model_digest(embedder.elmo_bilm), options)
+        names = flat_dataset_names(job.output_format, embedder.num_layers)
+        shards = ShardFiles(self.directory, fingerprint, job, names, embedder.get_output_dim())
         pieces = plan.pieces_of(self.process.rank)
-        with Tqdm.tqdm(
-            total=plan.num_sentences,
-            disable=not (self.progress and self.process.is_first),
-            unit=" sentences",
-            desc="elmo",
-        ) as progress_bar:
+        with sentence_progress(plan.num_sentences, self.progress and self.process.is_first) as progress_bar:
             show = lambda own: self._show_progress(progress_bar, own)  # noqa: E731
-            done, reused = self._embed_pieces(embedder, job, pieces, names, dim, fingerprint, show)
+            done, reused = self._embed_pieces(embedder, shards, pieces, show)
             assert self.heartbeats is not None
             self.heartbeats.set_counts(done, reused)
             logger.info(
@@ -213,16 +177,12 @@ class _ShardedRank:
                 time.sleep(0.2)
             show(done)
         reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())
-        check_shards(
-            plan, self.directory, fingerprint, job.layout, names, dim, job.sentence_vectors
-        )
-        assemble_output(job, plan, self.directory, names, dim, fingerprint)
+        shards.check(plan.pieces)
+        assemble_output(shards, plan)
         self.heartbeats.stop()
-        for stale in stale_files(self.directory, [p.shard_name(fingerprint) for p in plan.pieces]):
-            try:
+        for stale in shards.stale_files(plan.pieces):
+            with contextlib.suppress(OSError):
                 os.remove(stale)
-            except OSError:
-                pass
         logger.info(
             "Reused %d of %d sentences from an earlier run; embedded %d",
             reused, plan.num_sentences, plan.num_sentences - reused,
@@ -237,8 +197,7 @@ class _ShardedRank:
                 "--stateful"
             )
         job = self.job.checked()
-        plan = plan_input(job, self.process.world_size)
-        return job, plan
+        return job, plan_input(job, self.process.world_size)
 
     def _show_progress(self, progress_bar, own: int) -> None:
         if not self.process.is_first or self.heartbeats is None:
@@ -249,18 +208,12 @@ class _ShardedRank:
             progress_bar.update(total - progress_bar.n)
 
     def _embed_pieces(
-        self,
-        embedder: BatchEmbedder,
-        job: EmbeddingJob,
-        pieces: List[Piece],
-        names: List[str],
-        dim: int,
-        fingerprint: str,
-        show: Callable[[int], None],
+        self, embedder: BatchEmbedder, shards: ShardFiles, pieces: List[Piece], show: Callable[[int], None]
     ) -> Tuple[int, int]:
         """Embeds (or reuses) this rank's pieces; returns (sentences, reused sentences)."""
         heartbeats = self.heartbeats
         assert heartbeats is not None
+        job = shards.job
         done = reused = 0
 
         def after_batch(sentences: int) -> None:
@@ -271,11 +224,7 @@ class _ShardedRank:
             heartbeats.raise_if_problem()
 
         for piece in pieces:
-            path = os.path.join(self.directory, piece.shard_name(fingerprint))
-            problem = shard_problem(
-                path, piece, fingerprint, job.layout, names, dim, job.sentence_vectors
-            )
-            if problem is None:
+            if shards.problem(piece) is None:
                 done += piece.num_sentences
                 reused += piece.num_sentences
                 heartbeats.set_counts(done, reused)
@@ -287,5 +236,5 @@ class _ShardedRank:
                 batches = embedded_batches(job, embedder, read_piece(job.input_path, piece))
                 write_batches(output, writer, batches, after_batch)
 
-            write_shard(path, piece, fingerprint, fill)
+            shards.write(piece, fill)
         return done, reused
