@@ -34,32 +34,16 @@ class CharacterRowsIndexer(TokenIndexer):
     def get_empty_token_list(self) -> IndexedTokenList:
         return {"elmo_tokens": []}
 
-    def tokens_to_indices(
-        self, tokens: List[Token], vocabulary: Vocabulary
-    ) -> Dict[str, List[List[int]]]:
-        return {
-            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
-        }
+    def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> Dict[str, List[List[int]]]:
+        return {"elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]}
 
     def as_padded_tensor_dict(
         self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
     ) -> Dict[str, torch.Tensor]:
         # Padding tokens are all-zero rows (the mask id), not the default scalar 0.
         width = self.row_width
-        return {
-            "elmo_tokens": torch.LongTensor(
-                pad_sequence_to_length(
-                    tokens["elmo_tokens"],
-                    padding_lengths["elmo_tokens"],
-                    default_value=lambda: [0] * width,
-                )
-            )
-        }
-
-    def __eq__(self, other) -> bool:
-        if isinstance(self, other.__class__):
-            return self.__dict__ == other.__dict__
-        return NotImplemented
+        rows = pad_sequence_to_length(tokens["elmo_tokens"], padding_lengths["elmo_tokens"], lambda: [0] * width)
+        return {"elmo_tokens": torch.LongTensor(rows)}
 
 
 # exist_ok: this registration deliberately replaces AllenNLP's own "elmo_characters" (which
@@ -96,8 +80,7 @@ class ElmoCharactersIndexer(CharacterRowsIndexer):
         if not _replacement_logged:
             logger.info(
                 "elmo_plugin: 'elmo_characters' is elmo_plugin's indexer (replacing AllenNLP's), "
-                "max_characters_per_token=%d",
-                max_characters_per_token,
+                "max_characters_per_token=%d", max_characters_per_token,
             )
             _replacement_logged = True
         self._namespace = namespace
