@@ -1,20 +1,7 @@
 """
 ``bilm_stream``: the data loader of stream batching, which makes each batch's tensors straight
-from the reader's windows.
-
-AllenNLP's loader builds an `Instance` of four `TextField`s per row, a `Token` object per token,
-indexes every token through its token indexers into Python lists, pads them, and only then makes
-tensors: far slower than a GPU step consumes tokens (benchmarks/data_path.py measures both
-loaders). Here the reader's windows (`BilmCorpusReader.stream_steps`: the
-same packing, shuffling and sharding) become the batch's tensors: each sentence is numbered as it
-is read, one dict lookup per token, and a window's character ids and vocabulary ids are rows of
-tables that grow by each new token once (`TokenTable`), gathered with numpy indexing. The tensors are those
-of AllenNLP's loader over the same reader, equal element for element (tests/data); that loader
-stays the reference, and the one for sentences batching.
-
-With ``parallel_directions`` the forward and the backward stream, which read, shuffle and pack the
-corpus independently, are each made in a process of their own, and this process only joins
-their arrays: twice the tokens per second where two cores are free.
+from the reader's windows, element for element those of AllenNLP's loader over the same reader
+(docs/implementation.md, "The ``bilm_stream`` data loader").
 """
 import itertools
 import logging
@@ -45,26 +32,15 @@ from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader, Windo
 
 logger = logging.getLogger(__name__)
 
+
 class TokenTable:
     """
-    Each distinct token seen, numbered once: its row of character ids
-    (`ElmoCharacterIds.token_to_ids`) and its vocabulary id, in two arrays indexed by its number,
-    so that a sentence is numbered by one dict lookup per token and a window's ids are numpy
-    gathers. Number 0 is padding: all-zero characters, id 0. The table keeps every distinct
-    token of the corpus (about 150 bytes each with the dict: 2.4 million tokens, the 1B Word
-    Benchmark's, take about 360 MB).
-
-    # Parameters
-
-    character_ids : `ElmoCharacterIds`
-    token_ids : `Dict[str, int]`
-        The vocabulary's ids; a token not in it gets ``unknown_id``.
-    unknown_id : `int`
+    Each distinct token seen, numbered once: its character ids and its vocabulary id (``token_ids``,
+    else ``unknown_id``), rows of two arrays indexed by its number. Number 0 is padding: all-zero
+    characters, id 0. Every distinct token of the corpus is kept (about 150 bytes each).
     """
 
-    def __init__(
-        self, character_ids: ElmoCharacterIds, token_ids: Dict[str, int], unknown_id: int
-    ) -> None:
+    def __init__(self, character_ids: ElmoCharacterIds, token_ids: Dict[str, int], unknown_id: int) -> None:
         self._character_ids = character_ids
         self._token_ids = token_ids
         self._unknown_id = unknown_id
@@ -92,21 +68,16 @@ class TokenTable:
 def window_arrays(
     step: List[Window], unroll_steps: int, tokens: TokenTable
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """
-    One window step of one direction, its tokens numbered: the ``(rows, unroll_steps,
-    characters)`` character ids (int16) and the ``(rows, unroll_steps)`` input and target ids
-    (int64), padding 0.
-    """
+    """One window step of one direction, its tokens numbered: the ``(rows, unroll_steps, characters)``
+    character ids (int16) and the ``(rows, unroll_steps)`` input and target ids (int64), padding 0."""
     rows = len(step)
     lengths = np.fromiter((len(inputs) for inputs, _ in step), dtype=np.int64, count=rows)
     count = int(lengths.sum())
     real = np.arange(unroll_steps) < lengths[:, None]
     input_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
     target_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
-    input_numbers[real] = np.fromiter(
-        itertools.chain.from_iterable(inputs for inputs, _ in step), np.int64, count)
-    target_numbers[real] = np.fromiter(
-        itertools.chain.from_iterable(targets for _, targets in step), np.int64, count)
+    input_numbers[real] = np.fromiter(itertools.chain.from_iterable(inputs for inputs, _ in step), np.int64, count)
+    target_numbers[real] = np.fromiter(itertools.chain.from_iterable(targets for _, targets in step), np.int64, count)
     return tokens.characters[input_numbers], tokens.ids[input_numbers], tokens.ids[target_numbers]
 
 
@@ -158,9 +129,7 @@ class BilmStreamDataLoader(DataLoader):
         cuda_device: Optional[Union[int, str, torch.device]] = None,
     ) -> None:
         if batches_per_epoch is not None and batches_per_epoch < 1:
-            raise ConfigurationError(
-                f"data_loader.batches_per_epoch must be at least 1, got {batches_per_epoch}"
-            )
+            raise ConfigurationError(f"data_loader.batches_per_epoch must be at least 1, got {batches_per_epoch}")
         if not isinstance(reader, BilmCorpusReader) or reader.mode != "stream":
             raise ConfigurationError(
                 "data_loader type 'bilm_stream' needs a 'bilm_corpus' dataset reader in stream "
@@ -180,9 +149,8 @@ class BilmStreamDataLoader(DataLoader):
         self._passes: Optional[Iterator[TensorDict]] = None  # with batches_per_epoch: the pass going on
         self.cuda_device: Optional[torch.device] = None
         if cuda_device is not None:
-            self.set_target_device(
-                int_to_device(cuda_device) if isinstance(cuda_device, int) else torch.device(cuda_device)
-            )
+            device = int_to_device(cuda_device) if isinstance(cuda_device, int) else torch.device(cuda_device)
+            self.set_target_device(device)
         self._vocab: Optional[Vocabulary] = None
         self._token_ids: Dict[str, int] = {}
         self._unknown_id = 0
@@ -192,10 +160,8 @@ class BilmStreamDataLoader(DataLoader):
         self._vocab = vocab
         self._token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
         self._unknown_id = self._token_ids.get(vocab._oov_token, 0)
-        self._tokens = TokenTable(
-            ElmoCharacterIds(self.reader.max_characters_per_token), self._token_ids,
-            self._unknown_id,
-        )
+        character_ids = ElmoCharacterIds(self.reader.max_characters_per_token)
+        self._tokens = TokenTable(character_ids, self._token_ids, self._unknown_id)
 
     def set_target_device(self, device: torch.device) -> None:
         self.cuda_device = device
@@ -259,9 +225,7 @@ class BilmStreamDataLoader(DataLoader):
         """Both directions' arrays, made in this process."""
         assert self._tokens is not None
         tokens, width = self._tokens, self.reader.unroll_steps
-        for forward_step, backward_step in self.reader.stream_steps(
-            self.data_path, encode=tokens.encode
-        ):
+        for forward_step, backward_step in self.reader.stream_steps(self.data_path, encode=tokens.encode):
             yield window_arrays(forward_step, width, tokens), window_arrays(backward_step, width, tokens)
 
     def _parallel_steps(self) -> Iterator[Tuple[Tuple[np.ndarray, ...], Tuple[np.ndarray, ...]]]:
@@ -280,30 +244,25 @@ class BilmStreamDataLoader(DataLoader):
         ]
         for process in processes:
             process.start()
-        empty = self._empty_arrays()
+        empty = window_arrays([([], [])] * self.batch_size, self.reader.unroll_steps, self._tokens)
+        running = [True, True]
         try:
-            running = [True, True]
-            while True:
-                arrays: List[Tuple[np.ndarray, ...]] = []
-                for index, direction_queue in enumerate(queues):
+            while any(running):
+                arrays = [empty, empty]
+                for index in (0, 1):
                     if not running[index]:
-                        arrays.append(empty)
                         continue
-                    kind, value = self._next_from(direction_queue, processes[index])
+                    kind, value = self._next_from(queues[index], processes[index])
                     if kind == "error":
                         raise value
-                    if kind == "done":
-                        running[index] = False
-                        if value is not None:  # the forward direction's counts of the pass
-                            self.reader.last_pass_stats = value
-                        arrays.append(empty)
-                    else:
-                        arrays.append(value)
-                if not any(running) and all(a is empty for a in arrays):
-                    return
-                if all(a is empty for a in arrays):
-                    continue  # one direction just ended, the other goes on
-                yield arrays[0], arrays[1]
+                    if kind == "step":
+                        arrays[index] = value
+                        continue
+                    running[index] = False
+                    if value is not None:  # the forward direction's counts of the pass
+                        self.reader.last_pass_stats = value
+                if arrays[0] is not empty or arrays[1] is not empty:  # else one direction just ended
+                    yield arrays[0], arrays[1]
         finally:
             for process in processes:
                 if process.is_alive():
@@ -321,8 +280,3 @@ class BilmStreamDataLoader(DataLoader):
                         f"bilm_stream: the process making a stream direction ended (exit code "
                         f"{process.exitcode}) without its batches"
                     ) from None
-
-    def _empty_arrays(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        shape = (self.batch_size, self.reader.unroll_steps)
-        characters = (*shape, self.reader.max_characters_per_token)
-        return (np.zeros(characters, np.int16), np.zeros(shape, np.int64), np.zeros(shape, np.int64))
