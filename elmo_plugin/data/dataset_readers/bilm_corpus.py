@@ -1,14 +1,8 @@
 """
-``bilm_corpus``: the dataset reader for pretraining the ELMo biLM.
-
-The data is a glob of tokenized text files: UTF-8, one sentence per line, tokens split on
-whitespace, blank lines skipped and counted, streamed line by line (give the data loader a
-``max_instances_in_memory``). ``"sentences"`` mode gives one instance per sentence (field
-``"tokens"``, without ``<S>``/``</S>``); ``"stream"`` mode gives bilm-tf's packed windows, ``batch_size``
-rows per direction that continue from batch to batch (``forward_tokens``, ``forward_targets``,
-``backward_tokens``, ``backward_targets``). Padding in the ``lm_targets`` ids is id 0, a real token:
-take masks from the character ids. The reader shards itself over ranks and loader workers, and its
-shuffle depends only on the seed, the shard and the pass; docs/implementation.md has the details.
+``bilm_corpus``: the dataset reader for pretraining the ELMo biLM, from a glob of tokenized text
+files (UTF-8, one sentence per line, streamed): one instance per sentence, or bilm-tf's packed
+windows (stream mode). docs/implementation.md ("The ``bilm_corpus`` reader in detail") gives the
+fields, the sharding over ranks and loader workers, and the shuffling.
 """
 import itertools
 import logging
@@ -18,7 +12,7 @@ import os
 import random
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -30,11 +24,10 @@ from allennlp.data.tokenizers import Token
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.data.bilm_fields import (
     BACKWARD_TARGETS_FIELD,
-    BACKWARD_TOKENS_FIELD,
     CHARACTERS_INDEXER,
     FORWARD_TARGETS_FIELD,
-    FORWARD_TOKENS_FIELD,
     SENTENCE_FIELD,
+    STREAM_FIELDS,
     TARGETS_INDEXER,
 )
 from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
@@ -61,6 +54,17 @@ class PassStats:
     tokens: int = 0
     blank_lines: int = 0
     cut_sentences: int = 0
+
+
+class _Pass(NamedTuple):
+    """One pass of the reader over its shard; its counts (``stats``) come last."""
+
+    pattern: str  # the glob, for messages
+    files: List[str]
+    shard: int
+    num_shards: int
+    pass_number: int
+    stats: PassStats
 
 
 def buffered_shuffle(items: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
@@ -91,37 +95,26 @@ def pack_windows(
     sentence when it needs one; rows that run dry get short, then empty, windows. The tokens may
     be anything (numbers), with ``bos`` and ``eos`` standing for ``<S>`` and ``</S>``.
     """
-    pending: List[Optional[List[str]]] = [None] * batch_size  # the rest of each row's sentence
-    exhausted = False
+    pending: List[List[Any]] = [[] for _ in range(batch_size)]  # the rest of each row's sentence
     sentence_iterator = iter(sentences)
     while True:
         step: List[Window] = []
-        any_data = False
         for row in range(batch_size):
-            inputs: List[str] = []
-            targets: List[str] = []
+            inputs: List[Any] = []
+            targets: List[Any] = []
             while len(inputs) < unroll_steps:
+                if len(pending[row]) <= 1:
+                    sentence = next(sentence_iterator, None)
+                    if sentence is None:
+                        break
+                    pending[row] = [bos, *sentence, eos][:: -1 if reverse else 1]
                 current = pending[row]
-                if current is None or len(current) <= 1:
-                    if exhausted:
-                        pending[row] = None
-                        break
-                    try:
-                        sentence = next(sentence_iterator)
-                    except StopIteration:
-                        exhausted = True
-                        pending[row] = None
-                        break
-                    current = [bos, *sentence, eos]
-                    if reverse:
-                        current.reverse()
                 how_many = min(len(current) - 1, unroll_steps - len(inputs))
                 inputs.extend(current[:how_many])
                 targets.extend(current[1 : how_many + 1])
                 pending[row] = current[how_many:]
-            any_data = any_data or bool(inputs)
             step.append((inputs, targets))
-        if not any_data:
+        if not any(inputs for inputs, _ in step):
             return
         yield step
 
@@ -181,13 +174,9 @@ class BilmCorpusReader(ShardedDatasetReader):
         if mode not in MODES:
             raise ConfigurationError(f"bilm_corpus: mode must be one of {MODES}, got {mode!r}")
         if max_sentence_length is not None and max_sentence_length < 1:
-            raise ConfigurationError(
-                f"bilm_corpus: max_sentence_length must be at least 1, got {max_sentence_length}"
-            )
+            raise ConfigurationError(f"bilm_corpus: max_sentence_length must be at least 1, got {max_sentence_length}")
         if shuffle_buffer_size < 1:
-            raise ConfigurationError(
-                f"bilm_corpus: shuffle_buffer_size must be at least 1, got {shuffle_buffer_size}"
-            )
+            raise ConfigurationError(f"bilm_corpus: shuffle_buffer_size must be at least 1, got {shuffle_buffer_size}")
         if mode == "stream":
             if batch_size is None or batch_size < 1:
                 raise ConfigurationError(
@@ -195,9 +184,7 @@ class BilmCorpusReader(ShardedDatasetReader):
                     f"positive integer equal to the data loader's batch_size), got {batch_size}"
                 )
             if unroll_steps < 1:
-                raise ConfigurationError(
-                    f"bilm_corpus: unroll_steps must be at least 1, got {unroll_steps}"
-                )
+                raise ConfigurationError(f"bilm_corpus: unroll_steps must be at least 1, got {unroll_steps}")
         self.mode = mode
         self.max_characters_per_token = max_characters_per_token
         self.max_sentence_length = max_sentence_length
@@ -224,24 +211,16 @@ class BilmCorpusReader(ShardedDatasetReader):
             ),
             TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace, token_min_padding_length=min_length),
         }
-        self._stream_target_indexers: Dict[str, TokenIndexer] = {
-            TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]
-        }
-
-    # -- pickling: the shared pass counter only travels to loader workers being started -------
+        self._stream_target_indexers = {TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]}
 
     def __getstate__(self):
+        # The shared pass counter only travels to loader workers being started.
         state = dict(self.__dict__)
         if multiprocessing.context.get_spawning_popen() is None:
             # A plain copy or pickle (not a worker start): shared memory cannot go along.
             state["_pass_counter"] = None
             state["_local_pass_counts"] = dict(self._local_pass_counts)
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
-    # -- public API ---------------------------------------------------------------------------
 
     def set_epoch(self, epoch: Optional[int]) -> None:
         """Use ``epoch`` as the pass number (shuffle order) of every following pass; ``None``: count."""
@@ -270,25 +249,18 @@ class BilmCorpusReader(ShardedDatasetReader):
             else:
                 field.token_indexers = self._stream_input_indexers
 
-    # -- reading ------------------------------------------------------------------------------
-
     def _read(self, file_path) -> Iterator[Instance]:
         if self.mode == "sentences":
-            pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
-            for tokens in self._iter_sentences(pattern, files, shard, num_shards, pass_number, "sentences", stats):
+            sentence_pass = self._begin_pass(file_path)
+            for tokens in self._iter_sentences(sentence_pass, "sentences", sentence_pass.stats):
                 yield self._sentence_instance(tokens)
             return
         for forward_step, backward_step in self.stream_steps(file_path):
-            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(forward_step, backward_step):
-                yield Instance({
-                    FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
-                    FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
-                    BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
-                    BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
-                })
+            for forward, backward in zip(forward_step, backward_step):
+                windows = zip(STREAM_FIELDS, (*forward, *backward))
+                yield Instance({name: TextField([Token(t) for t in tokens]) for name, tokens in windows})
 
-    def _begin_pass(self, file_path):
-        """The glob's files, this process's shard and the pass number of a new pass."""
+    def _begin_pass(self, file_path) -> _Pass:
         pattern = (
             repr(os.fspath(file_path))
             if isinstance(file_path, (str, os.PathLike))
@@ -306,26 +278,22 @@ class BilmCorpusReader(ShardedDatasetReader):
                 "would not continue from one batch to the next (distributed training is fine: "
                 "each process keeps its own streams)"
             )
+        self.last_pass_stats = PassStats()
         pass_number = self._next_pass(f"{pattern}|{shard}/{num_shards}")
-        stats = PassStats()
-        self.last_pass_stats = stats
-        return pattern, files, shard, num_shards, pass_number, stats
+        return _Pass(pattern, files, shard, num_shards, pass_number, self.last_pass_stats)
 
     def stream_steps(
         self, file_path, encode: Optional[Callable[[List[str]], List[Any]]] = None
     ) -> Iterator[Tuple[List[Window], List[Window]]]:
-        """
-        Stream mode, one pass: for each window step, the ``batch_size`` windows of the forward
-        and the backward streams (`pack_windows`), the instances of `read` row by row; the
-        ``bilm_stream`` data loader reads them directly, its sentences ``encode``-d to numbers.
-        """
+        """Stream mode, one pass: each window step's ``batch_size`` windows of the forward and the
+        backward streams (`pack_windows`); ``encode`` turns sentences into numbers (``bilm_stream``)."""
         stream_pass = self.begin_stream_pass(file_path)
         forward = self.direction_windows(stream_pass, "forward", encode)
         backward = self.direction_windows(stream_pass, "backward", encode)
         empty_step: List[Window] = [([], [])] * self.batch_size  # type: ignore[operator]
         yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
 
-    def begin_stream_pass(self, file_path) -> Tuple[Any, ...]:
+    def begin_stream_pass(self, file_path) -> _Pass:
         """Starts a pass of stream mode for `direction_windows`, whose two directions can then be
         packed apart, in two processes."""
         if self.mode != "stream":
@@ -334,40 +302,28 @@ class BilmCorpusReader(ShardedDatasetReader):
         return self._begin_pass(file_path)
 
     def direction_windows(
-        self,
-        stream_pass: Tuple[Any, ...],
-        direction: str,
-        encode: Optional[Callable[[List[str]], List[Any]]] = None,
+        self, stream_pass: _Pass, direction: str, encode: Optional[Callable[[List[str]], List[Any]]] = None
     ) -> Iterator[List[Window]]:
         """The window steps of one direction (``"forward"`` or ``"backward"``) of a pass."""
-        pattern, files, shard, num_shards, pass_number, stats = stream_pass
         sentences: Iterable[List[Any]] = self._iter_sentences(
-            pattern, files, shard, num_shards, pass_number, direction,
-            stats if direction == "forward" else None,
+            stream_pass, direction, stream_pass.stats if direction == "forward" else None
         )
         bos, eos = BOS_TOKEN, EOS_TOKEN
         if encode is not None:
             sentences = map(encode, sentences)
             bos, eos = encode([BOS_TOKEN, EOS_TOKEN])
         assert self.batch_size is not None
-        return pack_windows(sentences, self.batch_size, self.unroll_steps,
-                            reverse=direction == "backward", bos=bos, eos=eos)
+        return pack_windows(sentences, self.batch_size, self.unroll_steps, direction == "backward", bos, eos)
 
     def _sentence_instance(self, tokens: List[str]) -> Instance:
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
-    def _iter_sentences(
-        self, pattern: str, files: List[str], shard: int, num_shards: int, pass_number: int, stream_name: str,
-        stats: Optional[PassStats],
-    ) -> Iterator[List[str]]:
+    def _iter_sentences(self, this_pass: _Pass, stream_name: str, stats: Optional[PassStats]) -> Iterator[List[str]]:
         """This shard's sentences for one pass, shuffled if asked; ``stats`` (None for the backward
         stream, which reads the same lines again) collects counts, and its pass logs them."""
-        if len(files) >= num_shards:
-            assigned = [(i, path) for i, path in enumerate(files) if i % num_shards == shard]
-            by_line = False
-        else:
-            assigned = list(enumerate(files))
-            by_line = num_shards > 1
+        pattern, files, shard, num_shards, pass_number, _ = this_pass
+        by_line = len(files) < num_shards  # else whole files per shard
+        assigned = [(i, path) for i, path in enumerate(files) if by_line or i % num_shards == shard]
         key = f"{self.seed}|{stream_name}|{shard}/{num_shards}|{pass_number}"
         if self.shuffle:
             random.Random(f"{key}|files").shuffle(assigned)
@@ -378,7 +334,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         if stats is None:
             return
         if stats.sentences == 0:
-            if num_shards == 1 or not self._any_sentence(files):
+            if num_shards == 1 or not any(text.split() for path in files for _, text, _ in decoded_lines(path)):
                 raise ConfigurationError(
                     f"bilm_corpus: the corpus {pattern} ({len(files)} file(s)) contains no "
                     "sentences: every line is blank"
@@ -423,10 +379,6 @@ class BilmCorpusReader(ShardedDatasetReader):
                 counts.sentences += 1
                 counts.tokens += len(tokens)
                 yield tokens
-
-    @staticmethod
-    def _any_sentence(files: List[str]) -> bool:
-        return any(text.split() for path in files for _, text, _ in decoded_lines(path))
 
     def _next_pass(self, key: str) -> int:
         if self._epoch is not None:
