@@ -1,11 +1,8 @@
 """
-The bilm-tf vocabulary file, and an AllenNLP `Vocabulary` that reads it.
-
-The file has one token per line, no counts: ``<S>``, ``</S>`` and ``<UNK>`` first, then the
-corpus tokens by descending frequency (ties broken by the token), the id order (Zipf) that the
-sampled softmax's log-uniform sampler assumes. `build_lm_vocabulary` writes it (``allennlp
-elmo-vocab``), `BilmTfVocabulary` reads it into a non-padded namespace (id = 0-based line), and
-`VocabularyOrderCheck` refuses one clearly not sorted by frequency in the training data.
+The bilm-tf vocabulary file (one token per line: ``<S>``, ``</S>``, ``<UNK>``, then the corpus
+tokens by descending frequency, the order the sampled softmax's log-uniform sampler assumes):
+`build_lm_vocabulary` writes it, `BilmTfVocabulary` reads it, `VocabularyOrderCheck` refuses one
+clearly not sorted by frequency in the training data.
 """
 import logging
 import os
@@ -35,22 +32,20 @@ UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 DEFAULT_LM_NAMESPACE = "lm_targets"
 
-# AllenNLP's `Vocabulary.save_to_files` writes "\n" inside a token as this marker and
-# `set_from_file` turns the marker back into "\n": a token containing it would not survive a
-# model archive, so such tokens are left out of (and refused in) vocabulary files.
+# AllenNLP's vocabulary files write "\n" inside a token as this marker, and read it back as "\n":
+# a token containing it would not survive a model archive, so it is left out of (and refused in)
+# vocabulary files.
 _ALLENNLP_NEWLINE_MARKER = "@@NEWLINE@@"
 _PROGRESS_EVERY_LINES = 10_000
 
 # `VocabularyOrderCheck`: the training targets counted before judging the order.
 DEFAULT_ORDER_CHECK_TOKENS = 100_000
-# Two entries' counts are "clearly different" when they differ by more than this many standard
-# deviations of two Poisson counts (sqrt(a + b)) and by a factor of 2 or more; equal true
-# frequencies give such a difference with a probability of about 1e-4 per pair.
+# Two counts are "clearly different" beyond this many standard deviations of two Poisson counts
+# (sqrt(a + b)) and a factor of 2 (about 1e-4 per pair for equal true frequencies). The order is
+# judged with at least this many such pairs, and refused when this fraction of them (and this
+# many) are in the wrong order (docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_Z = 4.0
 _ORDER_CHECK_RATIO = 2.0
-# The order is judged only with at least this many clearly different pairs, and refused when at
-# least this fraction of them (and this many) are in the wrong order (the measurements behind the
-# thresholds: docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_MIN_PAIRS = 100
 _ORDER_CHECK_MAX_WRONG_FRACTION = 0.05
 _ORDER_CHECK_MIN_WRONG_PAIRS = 10
@@ -189,8 +184,7 @@ def build_lm_vocabulary(
 
 
 def _starts_with_special_tokens(path: str) -> bool:
-    """Whether the first lines of ``path`` are ``<S>``, ``</S>``, ``<UNK>`` in some order (any
-    bilm-tf vocabulary: ours, or a released one with ``</S>`` first); never raises."""
+    """Whether ``path`` starts with the special tokens in any order (a bilm-tf vocabulary)."""
     try:
         with open(path, "rb") as handle:
             first = [handle.readline().decode("utf-8").strip() for _ in SPECIAL_TOKENS]
@@ -202,11 +196,8 @@ def _starts_with_special_tokens(path: str) -> bool:
 def _without_earlier_output(
     files: List[str], output_file: str, pattern_text: str
 ) -> Tuple[List[str], List[str]]:
-    """
-    ``(corpus files, left out)``: a corpus file that ``output_file`` would replace is an error,
-    unless it is a vocabulary (an earlier run's output matched by the glob), which is left out
-    of the corpus instead of being counted as text.
-    """
+    """``(corpus files, left out)``: a corpus file that ``output_file`` would replace is an error,
+    unless it is an earlier vocabulary, which is left out of the corpus."""
     clash = input_at(output_file, files)
     if clash is None:
         return files, []
@@ -217,7 +208,6 @@ def _without_earlier_output(
         )
     excluded = [path for path in files if input_at(output_file, [path]) is not None]
     remaining = [path for path in files if path not in excluded]
-    # A warning (stderr), so that the counts printed afterwards are not a surprise.
     logger.warning(
         "left %s out of the corpus: the glob %s matches it, but it is the output file, a "
         "vocabulary written earlier (it is replaced, not counted as corpus text)", ", ".join(excluded), pattern_text,
@@ -231,12 +221,8 @@ def _without_earlier_output(
 
 
 def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
-    """
-    Reads and checks a bilm-tf vocabulary file: UTF-8, one token per line (surrounding
-    whitespace is ignored), no blank lines, no duplicates, no whitespace inside a token, and
-    ``<S>``, ``</S>``, ``<UNK>`` present (anywhere: released files put ``</S>`` first). A final
-    newline is optional. Problems raise `ConfigurationError` naming ``file:line``.
-    """
+    """The tokens of a bilm-tf vocabulary file, checked (one token a line, no blank lines or
+    duplicates, the special tokens anywhere); problems raise `ConfigurationError` naming ``file:line``."""
     try:
         path = cached_path(vocabulary_file)
     except (FileNotFoundError, ValueError) as error:
@@ -310,19 +296,16 @@ def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
 
 
 def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
-    """
-    Judges whether entries listed in ``counts``' order (a sample of the corpus) are sorted by
-    descending frequency, allowing for the sample's noise: only pairs whose counts are clearly
-    different count (a sample is never exactly in order, and a topic inverts a few pairs; a
-    shuffled vocabulary inverts half), and with too few such pairs nothing is judged.
-    """
+    """Whether entries listed in ``counts``' order (a sample of the corpus) are sorted by descending
+    frequency, judged on the pairs of clearly different counts only (a sample's noise and a topic
+    invert a few pairs; a shuffled vocabulary, half)."""
     values = np.asarray(counts, dtype=np.float64)
     size = len(values)
     if size * (size - 1) // 2 <= _ORDER_CHECK_MAX_PAIRS:
         first, second = np.triu_indices(size, 1)
     else:
-        # A fixed seed and a generator of its own: the same verdict every time, and the global
-        # random state (and so the training run) untouched.
+        # A fixed seed and a generator of its own: the same verdict every time, the global random
+        # state untouched.
         generator = np.random.default_rng(0)
         a = generator.integers(0, size, _ORDER_CHECK_MAX_PAIRS)
         b = generator.integers(0, size, _ORDER_CHECK_MAX_PAIRS)
@@ -331,8 +314,7 @@ def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
     earlier, later = values[first], values[second]
     wrong = int(_clearly_more(later, earlier).sum())
     right = int(_clearly_more(earlier, later).sum())
-    # The first entry clearly outnumbered by a later one: compare each with the largest count
-    # after it.
+    # The first entry clearly outnumbered by the largest count after it.
     largest_after = np.append(np.maximum.accumulate(values[::-1])[::-1][1:], 0.0)
     outnumbered = np.flatnonzero(_clearly_more(largest_after, values))
     first_wrong = later_entry = None
@@ -344,10 +326,9 @@ def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
 
 class VocabularyOrderCheck:
     """
-    Checks that a bilm-tf vocabulary is sorted by descending frequency, as the sampled softmax's
-    log-uniform sampler assumes (another order trains worse and reports a wrong perplexity):
-    `count` counts the first ``check_after_tokens`` training targets, and `finish` judges them
-    once (`judge_frequency_order`), raising `ConfigurationError` naming the first line out of order.
+    Checks that a vocabulary is sorted by descending frequency, as the sampled softmax assumes:
+    `count` counts the first ``check_after_tokens`` training targets, `finish` judges them once
+    (`judge_frequency_order`), raising `ConfigurationError` naming the first line out of order.
 
     # Parameters
 
@@ -382,8 +363,8 @@ class VocabularyOrderCheck:
             self.finish()
 
     def count(self, target_ids: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
-        """Counts the target ids where ``mask`` is true, on their device and without a host read
-        (a training step need not wait), until ``check_after_tokens`` positions are seen."""
+        """Counts the target ids where ``mask`` is true, on their device (no host read, no wait),
+        until ``check_after_tokens`` positions are seen."""
         if self.done or self.due:
             return
         ids = target_ids.reshape(-1)
@@ -448,9 +429,7 @@ class BilmTfVocabulary(Vocabulary):
     """
     A `Vocabulary` whose OOV token is ``<UNK>``, which reads a bilm-tf vocabulary file into a
     non-padded namespace (``{"type": "from_bilm_tf_file", "vocabulary_file": ..., "namespace":
-    "lm_targets"}``): id ``k`` is line ``k`` (0-based), unknown tokens get ``<UNK>``'s id, and
-    padding is id 0, a real token, so masks come from another field. `from_files` keeps ``<UNK>``
-    as the OOV token, so a model archive reloads the same vocabulary.
+    "lm_targets"}``): id ``k`` is line ``k`` (0-based); padding is id 0, a real token.
 
     # Parameters
 
@@ -464,8 +443,7 @@ class BilmTfVocabulary(Vocabulary):
         self.bilm_tf_files: Dict[str, str] = {}
 
     def __eq__(self, other) -> bool:
-        # Where a namespace was read from is not part of what the vocabulary is: the one read
-        # from the file equals the one a model archive reloads from AllenNLP's files.
+        # Where a namespace was read from is not part of the vocabulary (so it equals its reload).
         if not isinstance(self, other.__class__):
             return False
         return {**self.__dict__, "bilm_tf_files": None} == {**other.__dict__, "bilm_tf_files": None}
