@@ -1,12 +1,7 @@
 """
 Korean morpheme tokenizers for AllenNLP: ``mecab_ko`` (also registered as ``korean``, the
-default) and ``kiwi``.
-
-Korean ELMo models are trained on morphemes (``아버지가방에들어가신다.`` becomes ``아버지 가 방 에
-들어가 신다 .``); docs/korean.md compares the two analysers, which come from optional packages
-(``pip install --no-deps -r requirements/korean.txt``). No token is empty or contains whitespace
-(inside a token it becomes `WHITESPACE_REPLACEMENT`), as the whitespace-split corpus format needs.
-The analyser is built on first use and not pickled, so worker processes each build their own.
+default) and ``kiwi`` (docs/korean.md compares them). No token is empty or contains whitespace, as
+the whitespace-split corpus format needs; the analyser is built on first use, in each process.
 """
 import functools
 import importlib
@@ -35,9 +30,6 @@ def contains_hangul(text: str) -> bool:
     return _HANGUL.search(text) is not None
 
 
-_INSTALL_HINT = "install it with 'pip install --no-deps -r requirements/korean.txt'"
-
-
 def token_text_without_whitespace(text: str) -> str:
     """``text`` stripped, every run of whitespace inside it (zero width spaces, word joiners and
     U+FEFF included) replaced by `WHITESPACE_REPLACEMENT`."""
@@ -55,7 +47,8 @@ def _import_or_explain(module: str, package: str, tokenizer_name: str) -> Any:
     except ImportError as error:
         raise ImportError(
             f"the '{tokenizer_name}' tokenizer needs the Python package '{package}' "
-            f"(module '{module}'), which could not be imported ({error}); {_INSTALL_HINT}"
+            f"(module '{module}'), which could not be imported ({error}); install it with "
+            "'pip install --no-deps -r requirements/korean.txt'"
         ) from error
 
 
@@ -71,12 +64,7 @@ class _KoreanTokenizer(Tokenizer):
 
     # The analysers are C++ objects that cannot be pickled; each process builds its own.
     def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_analyser"] = None
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        return {**self.__dict__, "_analyser": None}
 
     def _build_analyser(self) -> Any:
         raise NotImplementedError
@@ -153,14 +141,12 @@ class MecabKoTokenizer(_KoreanTokenizer):
                 continue
             surface, _, features = line.partition("\t")
             tag = features.split(",", 1)[0]
-            start: Optional[int] = text.find(surface, cursor)
-            end: Optional[int] = None
+            start = text.find(surface, cursor)
             if start == -1:
-                start = None
+                morphemes.append((surface, tag, None, None))
             else:
-                end = start + len(surface)
-                cursor = end
-            morphemes.append((surface, tag, start, end))
+                cursor = start + len(surface)
+                morphemes.append((surface, tag, start, cursor))
         return morphemes
 
 
