@@ -281,8 +281,7 @@ def tokenize_corpus(
 ) -> TokenizeSummary:
     """
     Tokenizes every file matching ``input_glob`` (a glob, a path, or a list of either) into
-    ``output_dir``; see the module documentation. Returns the counts, also written to
-    ``output_dir/tokenize_summary.json``.
+    ``output_dir``; returns the counts, also written to ``output_dir/tokenize_summary.json``.
 
     # Raises
 
@@ -319,9 +318,7 @@ def tokenize_corpus(
     for part in parts:
         if os.path.exists(part.output_file):
             part.resumed = True
-            source = part.input_file
-            if lines_per_file:
-                source += f" from line {part.first_line + 1}"
+            source = f"{part.input_file} from line {part.first_line + 1}" if lines_per_file else part.input_file
             logger.info(
                 "skipping %s: %s is complete (from an earlier run; delete it to redo it)", source, part.output_file
             )
@@ -361,9 +358,7 @@ def _write_part(
 ) -> None:
     def write(handle: Any, result: Tuple[List[str], LineCounts]) -> None:
         output, counts = result
-        if output:
-            handle.write("\n".join(output))
-            handle.write("\n")
+        handle.writelines(line + "\n" for line in output)
         part.counts.add(counts)
         bar.update(counts.lines_read)
 
