@@ -82,11 +82,9 @@ def build_lm_vocabulary(
     progress: bool = True,
 ) -> LmVocabularyStats:
     """
-    Counts the tokens of a tokenized corpus and writes the bilm-tf vocabulary file:
-    ``<S>``, ``</S>``, ``<UNK>``, then every token seen at least ``min_count`` times, sorted by
-    ``(-count, token)``. Tokens with AllenNLP's ``@@NEWLINE@@`` marker are left out (they would
-    not survive a model archive); an earlier vocabulary at ``output_file`` that the glob matches
-    is left out of the corpus with a warning.
+    Counts the tokens of a tokenized corpus and writes the bilm-tf vocabulary file: ``<S>``,
+    ``</S>``, ``<UNK>``, then every token seen at least ``min_count`` times (but those with
+    AllenNLP's ``@@NEWLINE@@`` marker), sorted by ``(-count, token)``.
 
     # Parameters
 
@@ -229,8 +227,7 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
         raise ConfigurationError(f"vocabulary file not found: {vocabulary_file} ({error})") from None
     if not os.path.isfile(path):
         raise ConfigurationError(f"vocabulary file is not a file: {vocabulary_file}")
-    tokens: List[str] = []
-    first_line = {}
+    first_line: Dict[str, int] = {}  # token -> line number, in the file's order
     for line_index, text, _ in decoded_lines(path):
         line_number = line_index + 1
         where = f"{vocabulary_file}:{line_number}"
@@ -256,14 +253,13 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
                 "AllenNLP saves the vocabulary"
             )
         first_line[token] = line_number
-        tokens.append(token)
     missing = [token for token in SPECIAL_TOKENS if token not in first_line]
     if missing:
         raise ConfigurationError(
             f"{vocabulary_file}: the vocabulary lacks {', '.join(missing)} (a bilm-tf vocabulary "
             f"must contain {', '.join(SPECIAL_TOKENS)}; build one with 'allennlp elmo-vocab')"
         )
-    return tokens
+    return list(first_line)
 
 
 @dataclass
@@ -391,9 +387,7 @@ class VocabularyOrderCheck:
         tokens = self._vocab.get_index_to_token_vocabulary(self._namespace)
         # The special tokens' places are fixed (first, in any order), whatever their counts.
         token_to_index = self._vocab.get_token_to_index_vocabulary(self._namespace)
-        judged = np.ones(len(counts), dtype=bool)
-        judged[[token_to_index[token] for token in SPECIAL_TOKENS if token in token_to_index]] = False
-        ids = np.flatnonzero(judged)
+        ids = np.setdiff1d(np.arange(len(counts)), [token_to_index[t] for t in SPECIAL_TOKENS if t in token_to_index])
         judgement = judge_frequency_order(counts[ids])
         if not judgement.out_of_order:
             logger.info(
