@@ -16,9 +16,7 @@ from elmo_plugin.common.text_files import (
     decoded_lines,
     format_line_numbers,
 )
-
-# The first bytes of every HDF5 file (what ``allennlp elmo`` writes).
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+from elmo_plugin.model_files.bilm_tf.options import HDF5_SIGNATURE
 
 
 def sentence_text(tokens: List[str]) -> str:
@@ -28,11 +26,8 @@ def sentence_text(tokens: List[str]) -> str:
 
 
 def check_is_text_input(path: PathLike) -> None:
-    """
-    The cheap half of `check_sentence_file`, from the first bytes: ``path`` exists and is not an
-    HDF5 file. A command runs it before anything that would blame the other file (an existing
-    output), so that swapped arguments are named as such.
-    """
+    """The cheap half of `check_sentence_file`: ``path`` exists and is not an HDF5 file (swapped
+    arguments named as such, before an existing output is blamed)."""
     path = os.fspath(path)
     check_is_file(path)
     with open(path, "rb") as handle:
@@ -47,8 +42,7 @@ def check_sentence_file(
     path: PathLike, use_sentence_keys: bool = False, max_listed: int = DEFAULT_MAX_LISTED
 ) -> int:
     """
-    Checks a file of tokenized sentences in one streaming pass, before any expensive work, and
-    returns the number of sentences (= lines) in it.
+    Checks a file of tokenized sentences in one streaming pass and returns the number of sentences.
 
     # Parameters
 
@@ -96,9 +90,7 @@ def check_sentence_file(
     if num_sentences == 0:
         raise ConfigurationError(f"{path}: the file is empty; there are no sentences to read")
     if duplicates:
-        pairs = ", ".join(
-            f"line {line} repeats line {first}" for line, first in duplicates[:max_listed]
-        )
+        pairs = ", ".join(f"line {line} repeats line {first}" for line, first in duplicates[:max_listed])
         if len(duplicates) > max_listed:
             pairs += f", ... ({len(duplicates)} in all)"
         raise ConfigurationError(
@@ -117,12 +109,9 @@ def check_sentence_file(
     return num_sentences
 
 
-def read_sentences(
-    path: PathLike, skip_blank_lines: bool = False
-) -> Iterator[Tuple[int, List[str]]]:
+def read_sentences(path: PathLike, skip_blank_lines: bool = False) -> Iterator[Tuple[int, List[str]]]:
     """
-    Yields ``(line_index, tokens)`` (0-based, the HDF5 key ``allennlp elmo`` writes) for every line
-    of ``path``, one at a time; raises as `check_sentence_file` does for bad UTF-8.
+    Yields ``(line_index, tokens)`` (0-based, the HDF5 key ``allennlp elmo`` writes) for every line.
 
     # Parameters
 
