@@ -96,11 +96,8 @@ def _make_direction(reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], dire
 @DataLoader.register("bilm_stream")
 class BilmStreamDataLoader(DataLoader):
     """
-    The batches of a ``bilm_corpus`` reader in stream mode, as tensors made directly from its
-    windows (see the module's documentation); the same tensors as AllenNLP's ``multiprocess``
-    loader with ``batch_size`` rows and ``shuffle: false`` over that reader.
-
-    Registered as a `DataLoader` with name ``"bilm_stream"``.
+    The batches of a ``bilm_corpus`` reader in stream mode, made directly from its windows: the
+    tensors of AllenNLP's ``multiprocess`` loader with ``batch_size`` rows and ``shuffle: false``.
 
     # Parameters
 
@@ -114,7 +111,7 @@ class BilmStreamDataLoader(DataLoader):
         one stopped (a new pass over the corpus when it runs out); ``None``: one pass.
     parallel_directions : `bool`, optional (default = `False`)
         Make the forward and the backward stream in two processes of their own (forked, or
-        spawned where fork is not available), each with its own tables: the same tensors.
+        spawned where fork is not available): the same tensors.
     cuda_device : `Union[int, str, torch.device]`, optional
         Where the batches go (the trainer sets it).
     """

@@ -130,8 +130,7 @@ def _make_pass_counter():
 @DatasetReader.register("bilm_corpus")
 class BilmCorpusReader(ShardedDatasetReader):
     """
-    Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining;
-    see the module documentation for the modes, fields, sharding and shuffling.
+    Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining.
 
     # Parameters
 
@@ -227,8 +226,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         self._epoch = epoch
 
     def text_to_instance(self, tokens: Sequence[Union[str, Token]]) -> Instance:  # type: ignore
-        """A sentences-mode instance for a tokenized sentence without ``<S>``/``</S>``, cut to
-        ``max_sentence_length``."""
+        """A sentences-mode instance of a sentence without ``<S>``/``</S>``, cut to ``max_sentence_length``."""
         texts = [token.text if isinstance(token, Token) else token for token in tokens]
         if not texts:
             raise ValueError("bilm_corpus: a sentence needs at least one token")
@@ -298,7 +296,6 @@ class BilmCorpusReader(ShardedDatasetReader):
         packed apart, in two processes."""
         if self.mode != "stream":
             raise ConfigurationError("bilm_corpus: stream batching needs mode 'stream'")
-        assert self.batch_size is not None
         return self._begin_pass(file_path)
 
     def direction_windows(
@@ -312,7 +309,6 @@ class BilmCorpusReader(ShardedDatasetReader):
         if encode is not None:
             sentences = map(encode, sentences)
             bos, eos = encode([BOS_TOKEN, EOS_TOKEN])
-        assert self.batch_size is not None
         return pack_windows(sentences, self.batch_size, self.unroll_steps, direction == "backward", bos, eos)
 
     def _sentence_instance(self, tokens: List[str]) -> Instance:
