@@ -1,13 +1,8 @@
 """
-The ELMo character-id contract: how a token becomes a fixed-length row of byte ids.
-
-A token is encoded as its UTF-8 bytes (0..255) framed by begin-of-word and end-of-word ids and
-padded to ``max_characters_per_token``. Ids 256-260 are special (begin/end of sentence,
-begin/end of word, padding). Every id is shifted by +1 so that 0 can mean "no token here"
-(masked), which is why prediction-time embedding matrices have 262 rows with row 0 all zeros.
-
-These are exactly the ids of bilm-tf and of AllenNLP's ``ELMoCharacterMapper``, except that
-``max_characters_per_token`` is a parameter here (the Korean model uses 30; AllenNLP hard-codes 50).
+The ELMo character ids of bilm-tf and AllenNLP's ``ELMoCharacterMapper``: a token's UTF-8 bytes
+framed by begin-of-word and end-of-word ids (256-260 are special) and padded to
+``max_characters_per_token`` (a parameter here: the Korean model uses 30), every id +1-shifted so
+that 0 means "no token here" (masked; the embedding matrices have 262 rows, row 0 all zeros).
 """
 from typing import Callable, Dict, List, Optional, Sequence
 

@@ -127,7 +127,7 @@ def build_lm_vocabulary(
     files, excluded = _without_earlier_output(files, output_file, pattern_text)
 
     counts: Counter = Counter()
-    num_sentences = num_blank = 0
+    num_sentences = num_lines = 0
     total_bytes = sum(os.path.getsize(path) for path in files)
     with Tqdm.tqdm(total=total_bytes, unit="B", unit_scale=True, desc="counting tokens", disable=not progress) as bar:
         for path in files:
@@ -135,11 +135,9 @@ def build_lm_vocabulary(
             unreported = 0
             for line_index, text, size in decoded_lines(path):
                 tokens = text.split()
-                if tokens:
-                    counts.update(tokens)
-                    num_sentences += 1
-                else:
-                    num_blank += 1
+                counts.update(tokens)
+                num_sentences += bool(tokens)
+                num_lines += 1
                 unreported += size
                 if (line_index + 1) % _PROGRESS_EVERY_LINES == 0:
                     bar.update(unreported)
@@ -172,7 +170,8 @@ def build_lm_vocabulary(
         with open(temporary, "w", encoding="utf-8", newline="\n") as out:
             out.writelines(token + "\n" for token in vocabulary)
     stats = LmVocabularyStats(
-        output_file, len(files), num_sentences, num_blank, num_tokens, len(counts), len(vocabulary), covered, excluded
+        output_file, len(files), num_sentences, num_lines - num_sentences, num_tokens, len(counts), len(vocabulary),
+        covered, excluded,
     )
     logger.info(
         "wrote %d tokens to %s (%d corpus tokens, %d types, coverage %.4f)",
@@ -447,9 +446,8 @@ class BilmTfVocabulary(Vocabulary):
         """Reads ``vocabulary_file`` (see `read_bilm_tf_vocabulary`) into ``namespace``."""
         tokens = read_bilm_tf_vocabulary(vocabulary_file)
         vocab = cls(non_padded_namespaces=(*DEFAULT_NON_PADDED_NAMESPACES, namespace), oov_token=UNK_TOKEN)
-        for index, token in enumerate(tokens):
-            vocab._token_to_index[namespace][token] = index
-            vocab._index_to_token[namespace][index] = token
+        vocab._token_to_index[namespace].update((token, index) for index, token in enumerate(tokens))
+        vocab._index_to_token[namespace].update(enumerate(tokens))
         vocab.bilm_tf_files[namespace] = vocabulary_file
         logger.info("read %d tokens from %s into namespace %r", len(tokens), vocabulary_file, namespace)
         return vocab
