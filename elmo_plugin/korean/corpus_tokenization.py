@@ -26,13 +26,7 @@ from allennlp.data.tokenizers.tokenizer import Tokenizer
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
-from elmo_plugin.korean.tokenizers import (  # noqa: F401  (registers the tokenizers)
-    KiwiTokenizer,
-    MecabKoTokenizer,
-    contains_hangul,
-    is_blank,
-    token_text_without_whitespace,
-)
+from elmo_plugin.korean.tokenizers import contains_hangul, is_blank, token_text_without_whitespace  # registers them
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +35,7 @@ TOKENIZER_CHOICES = ("mecab_ko", "korean", "kiwi")
 # "korean" is another name of the same tokenizer; settings are recorded under the canonical one.
 _CANONICAL_TOKENIZER = {"korean": "mecab_ko"}
 
-# Lines per task sent to a worker process, and tasks in flight per worker (bounds memory: the
-# input is streamed, never read whole).
+# Lines per task sent to a worker process, and tasks in flight per worker (memory stays bounded).
 CHUNK_LINES = 256
 _TASKS_IN_FLIGHT_PER_WORKER = 4
 # Their versions are recorded in the summary: the analysers and their data change the output.
@@ -94,7 +87,7 @@ class TokenizeSummary:
 
     @property
     def lines_tokenized(self) -> int:
-        """Input lines read and processed by this run (not counting resumed outputs)."""
+        """Input lines read by this run (resumed outputs are not)."""
         return sum(part.counts.lines_read for part in self.parts if not part.resumed)
 
     def to_json(self) -> Dict[str, Any]:
@@ -154,12 +147,9 @@ class LineProcessor:
         counts = LineCounts()
         output = []
         for line in self.count_skips(lines, counts):
-            # The Korean tokenizers already guarantee this; it also protects the format from
-            # any other tokenizer.
-            tokens = [
-                text for text in (token_text_without_whitespace(token.text) for token in self.tokenizer.tokenize(line))
-                if text
-            ]
+            # The Korean tokenizers already guarantee this; it protects the format from any other.
+            texts = (token_text_without_whitespace(token.text) for token in self.tokenizer.tokenize(line))
+            tokens = [text for text in texts if text]
             if len(tokens) < self.min_tokens:
                 counts.skipped_too_short += 1
                 continue
