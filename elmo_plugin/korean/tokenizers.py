@@ -156,8 +156,7 @@ def _shared_kiwi(model_type: Optional[str], integrate_allomorph: bool, load_mult
     MB to load; the other options are arguments of each ``Kiwi.tokenize``)."""
     kiwipiepy = _import_or_explain("kiwipiepy", "kiwipiepy", KiwiTokenizer._name)
     with warnings.catch_warnings():
-        # num_workers=0 (one thread, what a worker process wants) warns that its meaning changed
-        # in kiwipiepy 0.21.
+        # num_workers=0 (one thread, what a worker process wants) warns of its meaning since 0.21.
         warnings.simplefilter("ignore", DeprecationWarning)
         return kiwipiepy.Kiwi(
             num_workers=0, model_type=model_type, integrate_allomorph=integrate_allomorph,
@@ -219,9 +218,7 @@ class KiwiTokenizer(_KoreanTokenizer):
                 f"kiwi tokenizer: model_type must be one of "
                 f"{', '.join(repr(name) for name in KIWI_MODEL_TYPES)}, got {model_type!r}"
             )
-        self._model_type = model_type
-        self._integrate_allomorph = integrate_allomorph
-        self._load_multi_dict = load_multi_dict
+        self._kiwi_options = (model_type, integrate_allomorph, load_multi_dict)  # one Kiwi for each
         self._tokenize_options = dict(
             normalize_coda=normalize_coda, compatible_jamo=compatible_jamo, split_complex=split_complex
         )
@@ -229,7 +226,7 @@ class KiwiTokenizer(_KoreanTokenizer):
         _import_or_explain("kiwipiepy_model", "kiwipiepy_model", self._name)
 
     def _build_analyser(self) -> Any:
-        return _shared_kiwi(self._model_type, self._integrate_allomorph, self._load_multi_dict)
+        return _shared_kiwi(*self._kiwi_options)
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
         return [
