@@ -40,12 +40,12 @@ class TokenTable:
     characters, id 0. Every distinct token of the corpus is kept (about 150 bytes each).
     """
 
-    def __init__(self, character_ids: ElmoCharacterIds, token_ids: Dict[str, int], unknown_id: int) -> None:
-        self._character_ids = character_ids
+    def __init__(self, max_characters_per_token: int, token_ids: Dict[str, int], unknown_id: int) -> None:
+        self._character_ids = ElmoCharacterIds(max_characters_per_token)
         self._token_ids = token_ids
         self._unknown_id = unknown_id
         self._numbers: Dict[str, int] = {}
-        self.characters = np.zeros((1024, character_ids.max_characters_per_token), dtype=np.int16)
+        self.characters = np.zeros((1024, max_characters_per_token), dtype=np.int16)
         self.ids = np.zeros(1024, dtype=np.int64)
         self._size = 1  # number 0: padding
 
@@ -85,7 +85,7 @@ def _make_direction(reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], dire
                     token_ids: Dict[str, int], unknown_id: int, arrays: Any) -> None:
     """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``."""
     try:
-        tokens = TokenTable(ElmoCharacterIds(reader.max_characters_per_token), token_ids, unknown_id)
+        tokens = TokenTable(reader.max_characters_per_token, token_ids, unknown_id)
         for step in reader.direction_windows(stream_pass, direction, encode=tokens.encode):
             arrays.put(("step", window_arrays(step, reader.unroll_steps, tokens)))
         arrays.put(("done", stream_pass[-1] if direction == "forward" else None))
@@ -157,8 +157,7 @@ class BilmStreamDataLoader(DataLoader):
         self._vocab = vocab
         self._token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
         self._unknown_id = self._token_ids.get(vocab._oov_token, 0)
-        character_ids = ElmoCharacterIds(self.reader.max_characters_per_token)
-        self._tokens = TokenTable(character_ids, self._token_ids, self._unknown_id)
+        self._tokens = TokenTable(self.reader.max_characters_per_token, self._token_ids, self._unknown_id)
 
     def set_target_device(self, device: torch.device) -> None:
         self.cuda_device = device
