@@ -146,8 +146,7 @@ def build_lm_vocabulary(
     num_tokens = sum(counts.values())
     if num_tokens == 0:
         raise ConfigurationError(
-            f"the corpus {pattern_text} contains no tokens "
-            f"({len(files)} file(s), all lines blank)"
+            f"the corpus {pattern_text} contains no tokens ({len(files)} file(s), all lines blank)"
         )
 
     dropped = [token for token in counts if _ALLENNLP_NEWLINE_MARKER in token]
@@ -190,9 +189,7 @@ def _starts_with_special_tokens(path: str) -> bool:
     return sorted(first) == sorted(SPECIAL_TOKENS)
 
 
-def _without_earlier_output(
-    files: List[str], output_file: str, pattern_text: str
-) -> Tuple[List[str], List[str]]:
+def _without_earlier_output(files: List[str], output_file: str, pattern_text: str) -> Tuple[List[str], List[str]]:
     """``(corpus files, left out)``: a corpus file that ``output_file`` would replace is an error,
     unless it is an earlier vocabulary, which is left out of the corpus."""
     clash = input_at(output_file, files)
@@ -285,9 +282,7 @@ class OrderJudgement:
 
 def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
     """Where count ``larger`` clearly exceeds count ``smaller`` (see `_ORDER_CHECK_Z`)."""
-    return (larger - smaller > _ORDER_CHECK_Z * np.sqrt(larger + smaller)) & (
-        larger >= _ORDER_CHECK_RATIO * smaller
-    )
+    return (larger - smaller > _ORDER_CHECK_Z * np.sqrt(larger + smaller)) & (larger >= _ORDER_CHECK_RATIO * smaller)
 
 
 def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
