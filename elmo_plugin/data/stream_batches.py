@@ -81,11 +81,12 @@ def window_arrays(
     return tokens.characters[input_numbers], tokens.ids[input_numbers], tokens.ids[target_numbers]
 
 
-def _make_direction(reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], direction: str,
-                    token_ids: Dict[str, int], unknown_id: int, arrays: Any) -> None:
-    """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``."""
+def _make_direction(
+    reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], direction: str, tokens: TokenTable, arrays: Any
+) -> None:
+    """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``, its
+    ``tokens`` a copy of its own."""
     try:
-        tokens = TokenTable(reader.max_characters_per_token, token_ids, unknown_id)
         for step in reader.direction_windows(stream_pass, direction, encode=tokens.encode):
             arrays.put(("step", window_arrays(step, reader.unroll_steps, tokens)))
         arrays.put(("done", stream_pass[-1] if direction == "forward" else None))
@@ -149,15 +150,12 @@ class BilmStreamDataLoader(DataLoader):
             device = int_to_device(cuda_device) if isinstance(cuda_device, int) else torch.device(cuda_device)
             self.set_target_device(device)
         self._vocab: Optional[Vocabulary] = None
-        self._token_ids: Dict[str, int] = {}
-        self._unknown_id = 0
         self._tokens: Optional[TokenTable] = None
 
     def index_with(self, vocab: Vocabulary) -> None:
         self._vocab = vocab
-        self._token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
-        self._unknown_id = self._token_ids.get(vocab._oov_token, 0)
-        self._tokens = TokenTable(self.reader.max_characters_per_token, self._token_ids, self._unknown_id)
+        token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
+        self._tokens = TokenTable(self.reader.max_characters_per_token, token_ids, token_ids.get(vocab._oov_token, 0))
 
     def set_target_device(self, device: torch.device) -> None:
         self.cuda_device = device
@@ -233,7 +231,7 @@ class BilmStreamDataLoader(DataLoader):
         processes = [
             context.Process(
                 target=_make_direction,
-                args=(self.reader, stream_pass, direction, self._token_ids, self._unknown_id, arrays),
+                args=(self.reader, stream_pass, direction, self._tokens, arrays),
                 daemon=True,
             )
             for direction, arrays in zip(("forward", "backward"), queues)
