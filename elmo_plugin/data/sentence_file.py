@@ -121,13 +121,6 @@ def read_sentences(path: PathLike, skip_blank_lines: bool = False) -> Iterator[T
         Leave out blank lines instead of yielding empty lists (line indices still count them).
     """
     path = os.fspath(path)
-    # Checked here rather than inside the generator, so that a missing file fails at the call.
-    check_is_file(path)
-    return _tokenized_lines(path, skip_blank_lines)
-
-
-def _tokenized_lines(path: str, skip_blank_lines: bool) -> Iterator[Tuple[int, List[str]]]:
-    for line_index, text, _ in decoded_lines(path):
-        tokens = text.split()
-        if tokens or not skip_blank_lines:
-            yield line_index, tokens
+    check_is_file(path)  # here, not in a generator: a missing file fails at the call
+    lines = ((line_index, text.split()) for line_index, text, _ in decoded_lines(path))
+    return (line for line in lines if line[1] or not skip_blank_lines)
