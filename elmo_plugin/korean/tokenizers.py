@@ -55,8 +55,6 @@ def _import_or_explain(module: str, package: str, tokenizer_name: str) -> Any:
 class _KoreanTokenizer(Tokenizer):
     """What the two tokenizers share: options, lazy analyser, pickling, `Token` building."""
 
-    _name = ""
-
     def __init__(self, with_pos: bool = False, pos_in_text: bool = False) -> None:
         self._with_pos = with_pos
         self._pos_in_text = pos_in_text
