@@ -11,6 +11,7 @@ import multiprocessing.context
 import os
 import random
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -89,12 +90,9 @@ def pack_windows(
     bos: Any = BOS_TOKEN,
     eos: Any = EOS_TOKEN,
 ) -> Iterator[List[Window]]:
-    """
-    bilm-tf's packing of one direction: for each window step, ``batch_size`` ``(inputs, targets)``
-    pairs, each row a stream of ``<S> tokens </S>`` (reversed when ``reverse``) taking the next
-    sentence when it needs one; rows that run dry get short, then empty, windows. The tokens may
-    be anything (numbers), with ``bos`` and ``eos`` standing for ``<S>`` and ``</S>``.
-    """
+    """bilm-tf's packing of one direction: each window step's ``batch_size`` ``(inputs, targets)``
+    rows, each a stream of ``bos tokens eos`` (reversed when ``reverse``) taking the next sentence
+    when it needs one; rows that run dry get short, then empty, windows."""
     pending: List[List[Any]] = [[] for _ in range(batch_size)]  # the rest of each row's sentence
     sentence_iterator = iter(sentences)
     while True:
@@ -125,6 +123,15 @@ def _make_pass_counter():
     except Exception as error:  # no shared memory here: count in this process only
         logger.debug("no shared pass counter (%s); counting passes per process", error)
         return None
+
+
+def _indexers(max_characters_per_token: int, namespace: str, min_length: int) -> Dict[str, TokenIndexer]:
+    return {
+        CHARACTERS_INDEXER: ElmoCharactersIndexer(
+            max_characters_per_token=max_characters_per_token, token_min_padding_length=min_length
+        ),
+        TARGETS_INDEXER: SingleIdTokenIndexer(namespace=namespace, token_min_padding_length=min_length),
+    }
 
 
 @DatasetReader.register("bilm_corpus")
@@ -196,20 +203,12 @@ class BilmCorpusReader(ShardedDatasetReader):
         self.last_pass_stats: Optional[PassStats] = None
         self._epoch: Optional[int] = None
         self._pass_counter = _make_pass_counter()
-        self._local_pass_counts: Dict[str, int] = {}
+        self._local_pass_counts: Dict[str, int] = Counter()
 
-        self._sentence_indexers: Dict[str, TokenIndexer] = {
-            CHARACTERS_INDEXER: ElmoCharactersIndexer(max_characters_per_token=max_characters_per_token),
-            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace),
-        }
+        self._sentence_indexers = _indexers(max_characters_per_token, vocab_namespace, 0)
         # Stream fields are padded to exactly unroll_steps positions.
         min_length = unroll_steps if mode == "stream" else 0
-        self._stream_input_indexers: Dict[str, TokenIndexer] = {
-            CHARACTERS_INDEXER: ElmoCharactersIndexer(
-                max_characters_per_token=max_characters_per_token, token_min_padding_length=min_length
-            ),
-            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace, token_min_padding_length=min_length),
-        }
+        self._stream_input_indexers = _indexers(max_characters_per_token, vocab_namespace, min_length)
         self._stream_target_indexers = {TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]}
 
     def __getstate__(self):
@@ -218,7 +217,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         if multiprocessing.context.get_spawning_popen() is None:
             # A plain copy or pickle (not a worker start): shared memory cannot go along.
             state["_pass_counter"] = None
-            state["_local_pass_counts"] = dict(self._local_pass_counts)
+            state["_local_pass_counts"] = Counter(self._local_pass_counts)
         return state
 
     def set_epoch(self, epoch: Optional[int]) -> None:
@@ -379,11 +378,8 @@ class BilmCorpusReader(ShardedDatasetReader):
     def _next_pass(self, key: str) -> int:
         if self._epoch is not None:
             return self._epoch
+        counts, slot = self._local_pass_counts, key
         if self._pass_counter is not None:
-            slot = zlib.crc32(key.encode("utf-8")) % _PASS_COUNTER_SLOTS
-            value = self._pass_counter[slot]
-            self._pass_counter[slot] = value + 1
-            return value
-        value = self._local_pass_counts.get(key, 0)
-        self._local_pass_counts[key] = value + 1
-        return value
+            counts, slot = self._pass_counter, zlib.crc32(key.encode("utf-8")) % _PASS_COUNTER_SLOTS
+        counts[slot] += 1
+        return counts[slot] - 1
