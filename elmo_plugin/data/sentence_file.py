@@ -10,12 +10,7 @@ from typing import Dict, Iterator, List, Tuple
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.common.text_files import (
-    DEFAULT_MAX_LISTED,
-    check_is_file,
-    decoded_lines,
-    format_line_numbers,
-)
+from elmo_plugin.common.text_files import DEFAULT_MAX_LISTED, check_is_file, decoded_lines, format_line_numbers
 from elmo_plugin.model_files.bilm_tf.options import HDF5_SIGNATURE
 
 

@@ -15,11 +15,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.common.tqdm import Tqdm
-from allennlp.data.vocabulary import (
-    DEFAULT_NON_PADDED_NAMESPACES,
-    DEFAULT_PADDING_TOKEN,
-    Vocabulary,
-)
+from allennlp.data.vocabulary import DEFAULT_NON_PADDED_NAMESPACES, DEFAULT_PADDING_TOKEN, Vocabulary
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.paths import PathLike
