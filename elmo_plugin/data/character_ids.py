@@ -76,8 +76,7 @@ def batch_to_ids(
     batch: Sequence[Sequence[str]], max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN
 ) -> torch.Tensor:
     """
-    AllenNLP's ``batch_to_ids``: the character ids of a batch of tokenized sentences, the input
-    of `Elmo` and `ElmoBiLm`.
+    AllenNLP's ``batch_to_ids``: the character ids of tokenized sentences, the input of `Elmo`.
 
     # Parameters
 

@@ -1,8 +1,6 @@
 """
-Files of pre-tokenized sentences, one per line, tokens separated by whitespace: the input of
-``allennlp elmo``. `check_sentence_file` makes one streaming pass that refuses, before a long run
-starts, what would fail or go wrong in its middle; `read_sentences` then yields one line at a time.
-A UTF-8 byte order mark at the start is dropped, so that it does not join the first token.
+Files of pre-tokenized sentences, one per line, the input of ``allennlp elmo``: `check_sentence_file`
+refuses, before a long run starts, what would fail in its middle; `read_sentences` yields the lines.
 """
 import os
 from typing import Dict, Iterator, List, Tuple
@@ -52,8 +50,8 @@ def check_sentence_file(
     # Raises
 
     `ConfigurationError`
-        For a missing or HDF5 file, bad UTF-8 (the first bad line), blank lines (all of them),
-        no lines, and with ``use_sentence_keys`` repeats and sentences that cannot be names.
+        For a missing or HDF5 file, bad UTF-8, blank lines, no lines, and with ``use_sentence_keys``
+        repeats and sentences that cannot be names.
     """
     path = os.fspath(path)
     check_is_text_input(path)

@@ -85,8 +85,7 @@ def build_lm_vocabulary(
     # Parameters
 
     file_glob_or_paths : `Union[PathLike, Sequence[PathLike]]`
-        The corpus: a glob (``"corpus/train/*.txt"``), a path, or a list of paths; tokenized text,
-        one sentence per line, tokens separated by whitespace.
+        The corpus (tokenized, one sentence a line): a glob (``"corpus/train/*.txt"``) or path(s).
     output_file : `PathLike`
         Where to write the vocabulary, one token per line.
     min_count : `int`, optional (default = `1`)
@@ -100,8 +99,7 @@ def build_lm_vocabulary(
     # Raises
 
     `ConfigurationError`
-        For an empty glob or corpus, bad UTF-8 (``file:line``), bad sizes, or an ``output_file``
-        that is one of the corpus files.
+        For an empty glob or corpus, bad UTF-8, bad sizes, or an ``output_file`` among the corpus files.
     """
     if min_count < 1:
         raise ConfigurationError(f"min_count must be at least 1, got {min_count}")

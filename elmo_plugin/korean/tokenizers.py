@@ -31,8 +31,7 @@ def contains_hangul(text: str) -> bool:
 
 
 def token_text_without_whitespace(text: str) -> str:
-    """``text`` stripped, every run of whitespace inside it (zero width spaces, word joiners and
-    U+FEFF included) replaced by `WHITESPACE_REPLACEMENT`."""
+    """``text`` stripped, every run of whitespace (`_SPACE_RUN`) inside it `WHITESPACE_REPLACEMENT`."""
     return _SPACE_RUN.sub(" ", text).strip().replace(" ", WHITESPACE_REPLACEMENT)
 
 
@@ -150,8 +149,7 @@ Tokenizer.register("korean")(MecabKoTokenizer)
 
 @functools.lru_cache(maxsize=None)
 def _shared_kiwi(model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool) -> Any:
-    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of
-    MB to load; the other options are arguments of each ``Kiwi.tokenize``)."""
+    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of MB)."""
     kiwipiepy = _import_or_explain("kiwipiepy", "kiwipiepy", KiwiTokenizer._name)
     with warnings.catch_warnings():
         # num_workers=0 (one thread, what a worker process wants) warns of its meaning since 0.21.
@@ -169,11 +167,9 @@ KIWI_MODEL_TYPES = (None, "none", "cong", "cong-global", "largest")
 @Tokenizer.register("kiwi")
 class KiwiTokenizer(_KoreanTokenizer):
     """
-    Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``).
-
-    Kiwi splits fused forms into their morphemes (``신다`` → ``시`` ``ᆫ다``), so a token is a
-    morpheme's form, not always a substring of the text. The defaults are Kiwi's, except
-    ``integrate_allomorph``, off so that forms stay as written.
+    Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``): a
+    token is a morpheme's form, not always a substring of the text (``신다`` → ``시`` ``ᆫ다``).
+    The defaults are Kiwi's, except ``integrate_allomorph``, off so that forms stay as written.
 
     # Parameters
 

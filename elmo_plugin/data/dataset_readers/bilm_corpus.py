@@ -146,7 +146,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     max_characters_per_token : `int`, optional (default = `50`)
         For the ``elmo_characters`` indexer; must match the biLM's options.
     max_sentence_length : `int`, optional (default = `None`)
-        Sentences with more tokens are cut to this many (a warning per file, a count per pass).
+        Sentences with more tokens are cut to this many.
     shuffle : `bool`, optional (default = `True`)
         Shuffle the file order and, through a buffer, the sentence order of each pass.
     seed : `int`, optional (default = `None`)
@@ -314,8 +314,8 @@ class BilmCorpusReader(ShardedDatasetReader):
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
     def _iter_sentences(self, this_pass: _Pass, stream_name: str, stats: Optional[PassStats]) -> Iterator[List[str]]:
-        """This shard's sentences for one pass, shuffled if asked; ``stats`` (None for the backward
-        stream, which reads the same lines again) collects counts, and its pass logs them."""
+        """This shard's sentences for one pass, shuffled if asked, counted into ``stats`` (and logged)
+        unless None (the backward stream, which reads the same lines again)."""
         pattern, files, shard, num_shards, pass_number, _ = this_pass
         by_line = len(files) < num_shards  # else whole files per shard
         assigned = [(i, path) for i, path in enumerate(files) if by_line or i % num_shards == shard]
