@@ -159,9 +159,8 @@ def build_lm_vocabulary(
     vocabulary = list(SPECIAL_TOKENS) + [token for token, _ in candidates]
     covered = sum(count for _, count in candidates) + sum(counts[t] for t in SPECIAL_TOKENS)
 
-    with atomic_output(output_file) as temporary:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-            out.writelines(token + "\n" for token in vocabulary)
+    with atomic_output(output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
+        out.writelines(token + "\n" for token in vocabulary)
     stats = LmVocabularyStats(
         output_file, len(files), num_sentences, num_lines - num_sentences, num_tokens, len(counts), len(vocabulary),
         covered, excluded,

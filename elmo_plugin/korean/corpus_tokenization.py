@@ -232,10 +232,9 @@ def _check_settings(summary_path: str, settings: Dict[str, Any]) -> None:
 
 
 def _write_json(path: str, content: Dict[str, Any]) -> None:
-    with atomic_output(path) as temporary:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(content, handle, ensure_ascii=False, indent=2)
-            handle.write("\n")
+    with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(content, handle, ensure_ascii=False, indent=2)
+        handle.write("\n")
 
 
 def _remove_stale_temporaries(output_file: str) -> None:
@@ -355,14 +354,13 @@ def _write_part(
     # With a pool, a bounded number of chunks in flight: results are written oldest first (the
     # order is kept) and memory stays bounded whatever the size of the file.
     pending: Deque[Any] = deque()
-    with atomic_output(part.output_file) as temporary:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            for chunk in iter(lambda: list(islice(lines, CHUNK_LINES)), []):
-                if pool is None:
-                    write(handle, processor.process(chunk))
-                    continue
-                pending.append(pool.submit(_process_in_worker, chunk))
-                if len(pending) >= workers * _TASKS_IN_FLIGHT_PER_WORKER:
-                    write(handle, pending.popleft().result())
-            while pending:
+    with atomic_output(part.output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+        for chunk in iter(lambda: list(islice(lines, CHUNK_LINES)), []):
+            if pool is None:
+                write(handle, processor.process(chunk))
+                continue
+            pending.append(pool.submit(_process_in_worker, chunk))
+            if len(pending) >= workers * _TASKS_IN_FLIGHT_PER_WORKER:
                 write(handle, pending.popleft().result())
+        while pending:
+            write(handle, pending.popleft().result())

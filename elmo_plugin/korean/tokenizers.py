@@ -95,6 +95,7 @@ class _KoreanTokenizer(Tokenizer):
         return tokens
 
 
+@Tokenizer.register("korean")
 @Tokenizer.register("mecab_ko")
 class MecabKoTokenizer(_KoreanTokenizer):
     """
@@ -142,9 +143,6 @@ class MecabKoTokenizer(_KoreanTokenizer):
                 cursor = start + len(surface)
                 morphemes.append((surface, tag, start, cursor))
         return morphemes
-
-
-Tokenizer.register("korean")(MecabKoTokenizer)
 
 
 @functools.lru_cache(maxsize=None)
