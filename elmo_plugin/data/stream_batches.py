@@ -225,8 +225,7 @@ class BilmStreamDataLoader(DataLoader):
     def _parallel_steps(self) -> Iterator[Tuple[Tuple[np.ndarray, ...], Tuple[np.ndarray, ...]]]:
         """Both directions' arrays, each made in a process of its own (`_make_direction`)."""
         stream_pass = self.reader.begin_stream_pass(self.data_path)
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         queues = [context.Queue(maxsize=8) for _ in range(2)]
         processes = [
             context.Process(

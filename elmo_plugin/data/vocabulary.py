@@ -266,11 +266,8 @@ class OrderJudgement:
 
     @property
     def out_of_order(self) -> bool:
-        return (
-            self.judged
-            and self.wrong_pairs >= _ORDER_CHECK_MIN_WRONG_PAIRS
-            and self.wrong_pairs >= _ORDER_CHECK_MAX_WRONG_FRACTION * self.clear_pairs
-        )
+        threshold = max(_ORDER_CHECK_MIN_WRONG_PAIRS, _ORDER_CHECK_MAX_WRONG_FRACTION * self.clear_pairs)
+        return self.judged and self.wrong_pairs >= threshold
 
 
 def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:

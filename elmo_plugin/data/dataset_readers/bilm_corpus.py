@@ -248,9 +248,8 @@ class BilmCorpusReader(ShardedDatasetReader):
 
     def _read(self, file_path) -> Iterator[Instance]:
         if self.mode == "sentences":
-            sentence_pass = self._begin_pass(file_path)
-            for tokens in self._iter_sentences(sentence_pass, "sentences", sentence_pass.stats):
-                yield self._sentence_instance(tokens)
+            this_pass = self._begin_pass(file_path)
+            yield from map(self._sentence_instance, self._iter_sentences(this_pass, "sentences", this_pass.stats))
             return
         for forward_step, backward_step in self.stream_steps(file_path):
             for forward, backward in zip(forward_step, backward_step):
