@@ -66,15 +66,12 @@ class ElmoForManyLangsCharacterIds:
     def token_to_ids(self, token: str) -> List[int]:
         """The +1-shifted id row of one token, of length `ids_per_token`."""
         token = token[: self.max_characters_per_token - 2]
-        ids = [self.padding_id] * self.max_characters_per_token
-        ids[0] = self._begin
         if token in (BOS_TOKEN, EOS_TOKEN):
-            ids[1] = self.char_to_id[token] + 1
-            ids[2] = self._end
+            characters = [self.char_to_id[token] + 1]
         else:
-            for position, character in enumerate(token, start=1):
-                ids[position] = self.char_to_id.get(character, self._unknown) + 1
-            ids[len(token) + 1] = self._end
+            characters = [self.char_to_id.get(character, self._unknown) + 1 for character in token]
+        padding = [self.padding_id] * (self.max_characters_per_token - len(characters) - 2)
+        ids = [self._begin, *characters, self._end, *padding]
         if self.word_to_id is not None:
             ids.append(self.word_to_id.get(token, self.word_to_id[OOV_TOKEN]) + 1)
         return ids

@@ -212,10 +212,9 @@ class BilmCorpusReader(ShardedDatasetReader):
         self._stream_target_indexers = {TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]}
 
     def __getstate__(self):
-        # The shared pass counter only travels to loader workers being started.
         state = dict(self.__dict__)
         if multiprocessing.context.get_spawning_popen() is None:
-            # A plain copy or pickle (not a worker start): shared memory cannot go along.
+            # A plain copy or pickle, not a loader worker being started: shared memory cannot go along.
             state["_pass_counter"] = None
             state["_local_pass_counts"] = Counter(self._local_pass_counts)
         return state
