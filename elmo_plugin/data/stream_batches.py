@@ -74,8 +74,7 @@ def window_arrays(
     lengths = np.fromiter((len(inputs) for inputs, _ in step), dtype=np.int64, count=rows)
     count = int(lengths.sum())
     real = np.arange(unroll_steps) < lengths[:, None]
-    input_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
-    target_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
+    input_numbers, target_numbers = np.zeros((2, rows, unroll_steps), dtype=np.int64)
     input_numbers[real] = np.fromiter(itertools.chain.from_iterable(inputs for inputs, _ in step), np.int64, count)
     target_numbers[real] = np.fromiter(itertools.chain.from_iterable(targets for _, targets in step), np.int64, count)
     return tokens.characters[input_numbers], tokens.ids[input_numbers], tokens.ids[target_numbers]

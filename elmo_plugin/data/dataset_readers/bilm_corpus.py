@@ -352,8 +352,7 @@ class BilmCorpusReader(ShardedDatasetReader):
             counts.files += 1
             warned = False
             for line_index, text, _ in decoded_lines(path):
-                line_number = line_index + 1
-                if by_line and (file_index + line_number - 1) % num_shards != shard:
+                if by_line and (file_index + line_index) % num_shards != shard:
                     continue
                 tokens = text.split()
                 if not tokens:
@@ -365,7 +364,7 @@ class BilmCorpusReader(ShardedDatasetReader):
                         logger.warning(
                             "bilm_corpus: %s:%d has %d tokens, cut to max_sentence_length=%d "
                             "(warned once per file; the total is logged after the pass)",
-                            path, line_number, len(tokens), max_length,
+                            path, line_index + 1, len(tokens), max_length,
                         )
                         warned = True
                     tokens = tokens[:max_length]
