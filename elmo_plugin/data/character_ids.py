@@ -67,8 +67,7 @@ class ElmoCharacterIds:
         return _word_ids(encoded, self.max_characters_per_token)
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """A ``(batch_size, max_sentence_length, max_characters_per_token)`` LongTensor, padded with
-        0; the biLM adds the sentence boundaries, as AllenNLP's ``_ElmoBiLm`` does."""
+        """The module function `batch_to_ids` (the biLM adds the sentence boundaries)."""
         return rows_to_batch(batch, self.token_to_ids, self.max_characters_per_token)
 
 
@@ -96,8 +95,7 @@ def batch_to_ids(
 def rows_to_batch(
     batch: Sequence[Sequence[str]], token_to_ids: Callable[[str], List[int]], row_width: int
 ) -> torch.Tensor:
-    """``(batch_size, max_sentence_length, row_width)``: each token's row of ids, padded with
-    all-zero rows (the mask id)."""
+    """``(batch_size, max_sentence_length, row_width)``: each token's row, padded with all-zero rows."""
     max_length = max((len(sentence) for sentence in batch), default=0)
     ids = torch.zeros(len(batch), max_length, row_width, dtype=torch.long)
     for row, sentence in enumerate(batch):

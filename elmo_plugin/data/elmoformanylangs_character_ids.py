@@ -77,8 +77,7 @@ class ElmoForManyLangsCharacterIds:
         return ids
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """``(batch_size, max_sentence_length, ids_per_token)``, padded with 0; the biLM adds the
-        sentence markers."""
+        """``(batch_size, max_sentence_length, ids_per_token)``, padded with 0 (no sentence markers)."""
         return rows_to_batch(batch, self.token_to_ids, self.ids_per_token)
 
     @classmethod

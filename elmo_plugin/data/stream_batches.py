@@ -83,8 +83,7 @@ def window_arrays(
 def _make_direction(
     reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], direction: str, tokens: TokenTable, arrays: Any
 ) -> None:
-    """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``, its
-    ``tokens`` a copy of its own."""
+    """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``."""
     try:
         for step in reader.direction_windows(stream_pass, direction, encode=tokens.encode):
             arrays.put(("step", window_arrays(step, reader.unroll_steps, tokens)))

@@ -183,8 +183,7 @@ def _starts_with_special_tokens(path: str) -> bool:
 
 
 def _without_earlier_output(files: List[str], output_file: str, pattern_text: str) -> Tuple[List[str], List[str]]:
-    """``(corpus files, left out)``: a corpus file that ``output_file`` would replace is an error,
-    unless it is an earlier vocabulary, which is left out of the corpus."""
+    """``(corpus files, left out)``: ``output_file`` among them is an error, or an earlier vocabulary."""
     clash = input_at(output_file, files)
     if clash is None:
         return files, []
@@ -343,8 +342,7 @@ class VocabularyOrderCheck:
             self.finish()
 
     def count(self, target_ids: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
-        """Counts the target ids where ``mask`` is true, on their device (no host read, no wait),
-        until ``check_after_tokens`` positions are seen."""
+        """Counts the target ids where ``mask`` is true, on their device, up to ``check_after_tokens``."""
         if self.done or self.due:
             return
         ids = target_ids.reshape(-1)

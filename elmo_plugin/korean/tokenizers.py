@@ -78,8 +78,7 @@ class _KoreanTokenizer(Tokenizer):
         return self._analyser
 
     def tokenize(self, text: str) -> List[Token]:
-        """The morphemes of ``text`` as `Token`\\ s, with their character spans (where the analyser
-        gives them) and, with ``with_pos``, their tags."""
+        """The morphemes of ``text`` as `Token`\\ s, with character spans where known and tags if asked."""
         if is_blank(text):
             return []
         tokens = []

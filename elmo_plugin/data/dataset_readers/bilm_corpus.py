@@ -289,8 +289,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
 
     def begin_stream_pass(self, file_path) -> _Pass:
-        """Starts a pass of stream mode for `direction_windows`, whose two directions can then be
-        packed apart, in two processes."""
+        """Starts a pass of stream mode for `direction_windows` (two directions, packed apart)."""
         if self.mode != "stream":
             raise ConfigurationError("bilm_corpus: stream batching needs mode 'stream'")
         return self._begin_pass(file_path)
