@@ -34,11 +34,8 @@ logger = logging.getLogger(__name__)
 
 
 class TokenTable:
-    """
-    Each distinct token seen, numbered once: its character ids and its vocabulary id (``token_ids``,
-    else ``unknown_id``), rows of two arrays indexed by its number. Number 0 is padding: all-zero
-    characters, id 0. Every distinct token of the corpus is kept (about 150 bytes each).
-    """
+    """Each distinct token seen, numbered once (from 1; 0 is padding): its character ids and its
+    vocabulary id (``token_ids``, else ``unknown_id``), rows of two arrays indexed by its number."""
 
     def __init__(self, max_characters_per_token: int, token_ids: Dict[str, int], unknown_id: int) -> None:
         self._character_ids = ElmoCharacterIds(max_characters_per_token)

@@ -275,9 +275,8 @@ def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
 
 
 def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
-    """Whether entries listed in ``counts``' order (a sample of the corpus) are sorted by descending
-    frequency, judged on the pairs of clearly different counts only (a sample's noise and a topic
-    invert a few pairs; a shuffled vocabulary, half)."""
+    """Whether entries in ``counts``' order (a sample of the corpus) are sorted by descending frequency,
+    judged on the pairs of clearly different counts only (noise inverts a few pairs, shuffling half)."""
     values = np.asarray(counts, dtype=np.float64)
     size = len(values)
     if size * (size - 1) // 2 <= _ORDER_CHECK_MAX_PAIRS:
@@ -415,8 +414,7 @@ class BilmTfVocabulary(Vocabulary):
 
     def __init__(self, *args, oov_token: Optional[str] = UNK_TOKEN, **kwargs) -> None:
         super().__init__(*args, oov_token=UNK_TOKEN if oov_token is None else oov_token, **kwargs)
-        # namespace -> the file it was read from, for messages (`VocabularyOrderCheck`).
-        self.bilm_tf_files: Dict[str, str] = {}
+        self.bilm_tf_files: Dict[str, str] = {}  # namespace -> the file it was read from, for messages
 
     def __eq__(self, other) -> bool:
         # Where a namespace was read from is not part of the vocabulary (so it equals its reload).

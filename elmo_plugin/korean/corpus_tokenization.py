@@ -123,8 +123,7 @@ def _package_version(package: str) -> Optional[str]:
 
 @dataclass
 class LineProcessor:
-    """Turns raw lines into output lines: skips blank, non-Korean (unless ``keep_non_korean``) and
-    too-short lines, joins the tokens of the others with single spaces."""
+    """Raw lines to output lines, their tokens joined by spaces; blank, non-Korean, too short: skipped."""
 
     tokenizer: Tokenizer
     min_tokens: int
@@ -165,8 +164,7 @@ _WORKER_PROCESSOR: Optional[LineProcessor] = None
 
 def _init_worker(processor: LineProcessor) -> None:
     global _WORKER_PROCESSOR
-    # Ctrl-C is the main process's (the workers finish their chunk and stop), and AllenNLP's
-    # SIGTERM handler, inherited, would turn SIGTERM into an exception.
+    # Ctrl-C is the main process's (the workers finish their chunk); AllenNLP's SIGTERM handler raises.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _WORKER_PROCESSOR = processor  # its tokenizer builds its analyser in this process
@@ -249,8 +247,7 @@ def _remove_stale_temporaries(output_file: str) -> None:
 def _recount(part: OutputPart, lines: Iterator[str], processor: LineProcessor) -> None:
     """The counts of a complete output file, from its input lines and the file itself."""
     counts = part.counts
-    processor.count_skips(lines, counts)
-    to_tokenize = counts.lines_read - counts.skipped_blank - counts.skipped_non_korean
+    to_tokenize = len(processor.count_skips(lines, counts))
     for _, text, _ in decoded_lines(part.output_file):
         counts.lines_written += 1
         counts.tokens_written += len(text.split())

@@ -1,8 +1,7 @@
 """
-``bilm_corpus``: the dataset reader for pretraining the ELMo biLM, from a glob of tokenized text
-files (UTF-8, one sentence per line, streamed): one instance per sentence, or bilm-tf's packed
-windows (stream mode). docs/implementation.md ("The ``bilm_corpus`` reader in detail") gives the
-fields, the sharding over ranks and loader workers, and the shuffling.
+``bilm_corpus``: the dataset reader for pretraining the ELMo biLM, from tokenized text files: one
+instance per sentence, or bilm-tf's packed windows (stream mode); docs/implementation.md ("The
+``bilm_corpus`` reader in detail") gives the fields, the sharding and the shuffling.
 """
 import itertools
 import logging
@@ -280,8 +279,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     def stream_steps(
         self, file_path, encode: Optional[Callable[[List[str]], List[Any]]] = None
     ) -> Iterator[Tuple[List[Window], List[Window]]]:
-        """Stream mode, one pass: each window step's ``batch_size`` windows of the forward and the
-        backward streams (`pack_windows`); ``encode`` turns sentences into numbers (``bilm_stream``)."""
+        """Stream mode, one pass: each window step's forward and backward windows, ``encode``-d if given."""
         stream_pass = self.begin_stream_pass(file_path)
         forward = self.direction_windows(stream_pass, "forward", encode)
         backward = self.direction_windows(stream_pass, "backward", encode)
@@ -311,8 +309,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
     def _iter_sentences(self, this_pass: _Pass, stream_name: str, stats: Optional[PassStats]) -> Iterator[List[str]]:
-        """This shard's sentences for one pass, shuffled if asked, counted into ``stats`` (and logged)
-        unless None (the backward stream, which reads the same lines again)."""
+        """This shard's sentences for one pass, shuffled if asked, counted and logged unless ``stats`` is None."""
         pattern, files, shard, num_shards, pass_number, _ = this_pass
         by_line = len(files) < num_shards  # else whole files per shard
         assigned = [(i, path) for i, path in enumerate(files) if by_line or i % num_shards == shard]
