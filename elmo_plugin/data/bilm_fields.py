@@ -1,8 +1,6 @@
 """
-The contract between the ``bilm_corpus`` reader and the ``elmo_bilm`` model: the names of the
-instance fields, their token indexers and tensors, used by both sides (the model's ``forward``
-spells the field names as its parameters; a test checks them against `SENTENCE_FIELDS` and
-`STREAM_FIELDS`).
+The contract between the ``bilm_corpus`` reader and the ``elmo_bilm`` model: the instance fields
+(``forward``'s parameters, which a test checks), their token indexers and tensors.
 """
 from typing import Dict
 
@@ -17,12 +15,7 @@ FORWARD_TOKENS_FIELD = "forward_tokens"
 FORWARD_TARGETS_FIELD = "forward_targets"
 BACKWARD_TOKENS_FIELD = "backward_tokens"
 BACKWARD_TARGETS_FIELD = "backward_targets"
-STREAM_FIELDS = (
-    FORWARD_TOKENS_FIELD,
-    FORWARD_TARGETS_FIELD,
-    BACKWARD_TOKENS_FIELD,
-    BACKWARD_TARGETS_FIELD,
-)
+STREAM_FIELDS = (FORWARD_TOKENS_FIELD, FORWARD_TARGETS_FIELD, BACKWARD_TOKENS_FIELD, BACKWARD_TARGETS_FIELD)
 
 # The indexers inside the token fields, and the key of the tensor each produces.
 CHARACTERS_INDEXER = "elmo_characters"  # `ElmoCharactersIndexer`

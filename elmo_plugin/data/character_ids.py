@@ -1,13 +1,8 @@
 """
-The ELMo character-id contract: how a token becomes a fixed-length row of byte ids.
-
-A token is encoded as its UTF-8 bytes (0..255) framed by begin-of-word and end-of-word ids and
-padded to ``max_characters_per_token``. Ids 256-260 are special (begin/end of sentence,
-begin/end of word, padding). Every id is shifted by +1 so that 0 can mean "no token here"
-(masked), which is why prediction-time embedding matrices have 262 rows with row 0 all zeros.
-
-These are exactly the ids of bilm-tf and of AllenNLP's ``ELMoCharacterMapper``, except that
-``max_characters_per_token`` is a parameter here (the Korean model uses 30; AllenNLP hard-codes 50).
+The ELMo character ids of bilm-tf and AllenNLP's ``ELMoCharacterMapper``: a token's UTF-8 bytes
+framed by begin-of-word and end-of-word ids (256-260 are special) and padded to
+``max_characters_per_token`` (a parameter here: the Korean model uses 30), every id +1-shifted so
+that 0 means "no token here" (masked; the embedding matrices have 262 rows, row 0 all zeros).
 """
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -27,12 +22,10 @@ EOS_TOKEN = "</S>"
 DEFAULT_MAX_CHARACTERS_PER_TOKEN = 50
 
 
-def _marker_ids(marker: int, max_characters_per_token: int) -> List[int]:
-    ids = [PADDING_CHARACTER] * max_characters_per_token
-    ids[0] = BEGINNING_OF_WORD_CHARACTER
-    ids[1] = marker
-    ids[2] = END_OF_WORD_CHARACTER
-    return [i + 1 for i in ids]
+def _word_ids(characters: Sequence[int], max_characters_per_token: int) -> List[int]:
+    """A token's row: begin-of-word, ``characters``, end-of-word, padding, every id +1-shifted."""
+    padding = [PADDING_CHARACTER] * (max_characters_per_token - len(characters) - 2)
+    return [i + 1 for i in (BEGINNING_OF_WORD_CHARACTER, *characters, END_OF_WORD_CHARACTER, *padding)]
 
 
 class ElmoCharacterIds:
@@ -55,39 +48,26 @@ class ElmoCharacterIds:
     ) -> None:
         if max_characters_per_token < 4:
             # BOW + at least one byte + EOW, and the sentence markers need 3 positions.
-            raise ValueError(
-                f"max_characters_per_token must be at least 4, got {max_characters_per_token}"
-            )
+            raise ValueError(f"max_characters_per_token must be at least 4, got {max_characters_per_token}")
         self.max_characters_per_token = max_characters_per_token
         self.tokens_to_add = dict(tokens_to_add or {})
-        self.beginning_of_sentence_ids = _marker_ids(
-            BEGINNING_OF_SENTENCE_CHARACTER, max_characters_per_token
-        )
-        self.end_of_sentence_ids = _marker_ids(END_OF_SENTENCE_CHARACTER, max_characters_per_token)
+        self.beginning_of_sentence_ids = _word_ids([BEGINNING_OF_SENTENCE_CHARACTER], max_characters_per_token)
+        self.end_of_sentence_ids = _word_ids([END_OF_SENTENCE_CHARACTER], max_characters_per_token)
 
     def token_to_ids(self, token: str) -> List[int]:
         """The +1-shifted character ids of one token, of length ``max_characters_per_token``."""
         if token in self.tokens_to_add:
-            ids = [PADDING_CHARACTER] * self.max_characters_per_token
-            ids[0] = BEGINNING_OF_WORD_CHARACTER
-            ids[1] = self.tokens_to_add[token]
-            ids[2] = END_OF_WORD_CHARACTER
-            return [i + 1 for i in ids]
+            return _word_ids([self.tokens_to_add[token]], self.max_characters_per_token)
         if token == BOS_TOKEN:
             return list(self.beginning_of_sentence_ids)
         if token == EOS_TOKEN:
             return list(self.end_of_sentence_ids)
         # "ignore" drops lone surrogates, which cannot be encoded; this matches AllenNLP.
         encoded = token.encode("utf-8", "ignore")[: self.max_characters_per_token - 2]
-        ids = [PADDING_CHARACTER] * self.max_characters_per_token
-        ids[0] = BEGINNING_OF_WORD_CHARACTER
-        ids[1 : len(encoded) + 1] = encoded
-        ids[len(encoded) + 1] = END_OF_WORD_CHARACTER
-        return [i + 1 for i in ids]
+        return _word_ids(encoded, self.max_characters_per_token)
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """A ``(batch_size, max_sentence_length, max_characters_per_token)`` LongTensor, padded with
-        0; the biLM adds the sentence boundaries, as AllenNLP's ``_ElmoBiLm`` does."""
+        """The module function `batch_to_ids` (the biLM adds the sentence boundaries)."""
         return rows_to_batch(batch, self.token_to_ids, self.max_characters_per_token)
 
 
@@ -95,8 +75,7 @@ def batch_to_ids(
     batch: Sequence[Sequence[str]], max_characters_per_token: int = DEFAULT_MAX_CHARACTERS_PER_TOKEN
 ) -> torch.Tensor:
     """
-    AllenNLP's ``batch_to_ids``: the character ids of a batch of tokenized sentences, the input
-    of `Elmo` and `ElmoBiLm`.
+    AllenNLP's ``batch_to_ids``: the character ids of tokenized sentences, the input of `Elmo`.
 
     # Parameters
 
@@ -116,13 +95,10 @@ def batch_to_ids(
 def rows_to_batch(
     batch: Sequence[Sequence[str]], token_to_ids: Callable[[str], List[int]], row_width: int
 ) -> torch.Tensor:
-    """``(batch_size, max_sentence_length, row_width)``: each token's row of ids, padded with
-    all-zero rows (the mask id)."""
+    """``(batch_size, max_sentence_length, row_width)``: each token's row, padded with all-zero rows."""
     max_length = max((len(sentence) for sentence in batch), default=0)
     ids = torch.zeros(len(batch), max_length, row_width, dtype=torch.long)
     for row, sentence in enumerate(batch):
         if sentence:
-            ids[row, : len(sentence)] = torch.tensor(
-                [token_to_ids(token) for token in sentence], dtype=torch.long
-            )
+            ids[row, : len(sentence)] = torch.tensor([token_to_ids(token) for token in sentence], dtype=torch.long)
     return ids

@@ -1,12 +1,8 @@
 """
-The token ids of ELMoForManyLangs models: characters are ids of the model's ``char.dic``, not
-UTF-8 bytes, and a model may also read a word id (``word.dic``), as ``elmoformanylangs``
-0.0.4.post2 makes them (``frontend.create_one_batch``): a token is cut to
-``max_characters_per_token - 2`` code points, framed by the word-boundary ids, which its code
-*swaps* (``bow_id, eow_id = char2id['<eow>'], char2id['<bow>']``: the released models were trained
-so, which makes the swap part of the format); unknown characters are ``<oov>``, the sentence
-markers the tokens ``<bos>`` and ``<eos>``. Every id is +1-shifted (0: masked), and a model with
-a word embedding gets the word id as one more column, which the biLM splits off again.
+The token ids of ELMoForManyLangs models (``elmoformanylangs``' ``frontend.create_one_batch``):
+ids of the model's ``char.dic`` rather than UTF-8 bytes, the word-boundary ids swapped as its code
+does, and, for a model with a word embedding, the ``word.dic`` id as one more column
+(docs/elmoformanylangs.md). Every id is +1-shifted (0: masked).
 """
 from typing import Dict, List, Optional, Sequence
 
@@ -42,22 +38,15 @@ class ElmoForManyLangsCharacterIds:
     """
 
     def __init__(
-        self,
-        char_to_id: Dict[str, int],
-        max_characters_per_token: int,
-        word_to_id: Optional[Dict[str, int]] = None,
+        self, char_to_id: Dict[str, int], max_characters_per_token: int, word_to_id: Optional[Dict[str, int]] = None
     ) -> None:
-        missing = [key for key in REQUIRED_CHARACTERS if key not in char_to_id]
-        if missing:
-            raise ValueError(f"the character dictionary lacks {', '.join(missing)}")
-        if word_to_id is not None:
-            missing = [key for key in REQUIRED_WORDS if key not in word_to_id]
+        dictionaries = (("character", char_to_id, REQUIRED_CHARACTERS), ("word", word_to_id, REQUIRED_WORDS))
+        for kind, dictionary, required in dictionaries:
+            missing = [key for key in required if dictionary is not None and key not in dictionary]
             if missing:
-                raise ValueError(f"the word dictionary lacks {', '.join(missing)}")
+                raise ValueError(f"the {kind} dictionary lacks {', '.join(missing)}")
         if max_characters_per_token < 3:
-            raise ValueError(
-                f"max_characters_per_token must be at least 3, got {max_characters_per_token}"
-            )
+            raise ValueError(f"max_characters_per_token must be at least 3, got {max_characters_per_token}")
         self.char_to_id = char_to_id
         self.word_to_id = word_to_id
         self.max_characters_per_token = max_characters_per_token
@@ -70,34 +59,25 @@ class ElmoForManyLangsCharacterIds:
         self.end_of_sentence_ids = self.token_to_ids(EOS_TOKEN)
 
     @property
-    def has_word_ids(self) -> bool:
-        return self.word_to_id is not None
-
-    @property
     def ids_per_token(self) -> int:
         """Length of a token's row: the characters, plus the word id if the model reads one."""
-        return self.max_characters_per_token + (1 if self.has_word_ids else 0)
+        return self.max_characters_per_token + (self.word_to_id is not None)
 
     def token_to_ids(self, token: str) -> List[int]:
         """The +1-shifted id row of one token, of length `ids_per_token`."""
-        if len(token) + 2 > self.max_characters_per_token:
-            token = token[: self.max_characters_per_token - 2]
-        ids = [self.padding_id] * self.max_characters_per_token
-        ids[0] = self._begin
+        token = token[: self.max_characters_per_token - 2]
         if token in (BOS_TOKEN, EOS_TOKEN):
-            ids[1] = self.char_to_id[token] + 1
-            ids[2] = self._end
+            characters = [self.char_to_id[token] + 1]
         else:
-            for position, character in enumerate(token, start=1):
-                ids[position] = self.char_to_id.get(character, self._unknown) + 1
-            ids[len(token) + 1] = self._end
+            characters = [self.char_to_id.get(character, self._unknown) + 1 for character in token]
+        padding = [self.padding_id] * (self.max_characters_per_token - len(characters) - 2)
+        ids = [self._begin, *characters, self._end, *padding]
         if self.word_to_id is not None:
             ids.append(self.word_to_id.get(token, self.word_to_id[OOV_TOKEN]) + 1)
         return ids
 
     def batch_to_ids(self, batch: Sequence[Sequence[str]]) -> torch.Tensor:
-        """``(batch_size, max_sentence_length, ids_per_token)``, padded with 0; the biLM adds the
-        sentence markers."""
+        """``(batch_size, max_sentence_length, ids_per_token)``, padded with 0 (no sentence markers)."""
         return rows_to_batch(batch, self.token_to_ids, self.ids_per_token)
 
     @classmethod

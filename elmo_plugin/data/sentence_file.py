@@ -1,8 +1,6 @@
 """
-Files of pre-tokenized sentences, one per line, tokens separated by whitespace: the input of
-``allennlp elmo``. `check_sentence_file` makes one streaming pass that refuses, before a long run
-starts, what would fail or go wrong in its middle; `read_sentences` then yields one line at a time.
-A UTF-8 byte order mark at the start is dropped, so that it does not join the first token.
+Files of pre-tokenized sentences, one per line, the input of ``allennlp elmo``: `check_sentence_file`
+refuses, before a long run starts, what would fail in its middle; `read_sentences` yields the lines.
 """
 import os
 from typing import Dict, Iterator, List, Tuple
@@ -10,15 +8,8 @@ from typing import Dict, Iterator, List, Tuple
 from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.common.text_files import (
-    DEFAULT_MAX_LISTED,
-    check_is_file,
-    decoded_lines,
-    format_line_numbers,
-)
-
-# The first bytes of every HDF5 file (what ``allennlp elmo`` writes).
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+from elmo_plugin.common.text_files import DEFAULT_MAX_LISTED, check_is_file, decoded_lines, format_line_numbers
+from elmo_plugin.model_files.bilm_tf.options import HDF5_SIGNATURE
 
 
 def sentence_text(tokens: List[str]) -> str:
@@ -28,11 +19,8 @@ def sentence_text(tokens: List[str]) -> str:
 
 
 def check_is_text_input(path: PathLike) -> None:
-    """
-    The cheap half of `check_sentence_file`, from the first bytes: ``path`` exists and is not an
-    HDF5 file. A command runs it before anything that would blame the other file (an existing
-    output), so that swapped arguments are named as such.
-    """
+    """The cheap half of `check_sentence_file`: ``path`` exists and is not an HDF5 file (swapped
+    arguments named as such, before an existing output is blamed)."""
     path = os.fspath(path)
     check_is_file(path)
     with open(path, "rb") as handle:
@@ -47,8 +35,7 @@ def check_sentence_file(
     path: PathLike, use_sentence_keys: bool = False, max_listed: int = DEFAULT_MAX_LISTED
 ) -> int:
     """
-    Checks a file of tokenized sentences in one streaming pass, before any expensive work, and
-    returns the number of sentences (= lines) in it.
+    Checks a file of tokenized sentences in one streaming pass and returns the number of sentences.
 
     # Parameters
 
@@ -63,8 +50,8 @@ def check_sentence_file(
     # Raises
 
     `ConfigurationError`
-        For a missing or HDF5 file, bad UTF-8 (the first bad line), blank lines (all of them),
-        no lines, and with ``use_sentence_keys`` repeats and sentences that cannot be names.
+        For a missing or HDF5 file, bad UTF-8, blank lines, no lines, and with ``use_sentence_keys``
+        repeats and sentences that cannot be names.
     """
     path = os.fspath(path)
     check_is_text_input(path)
@@ -96,9 +83,7 @@ def check_sentence_file(
     if num_sentences == 0:
         raise ConfigurationError(f"{path}: the file is empty; there are no sentences to read")
     if duplicates:
-        pairs = ", ".join(
-            f"line {line} repeats line {first}" for line, first in duplicates[:max_listed]
-        )
+        pairs = ", ".join(f"line {line} repeats line {first}" for line, first in duplicates[:max_listed])
         if len(duplicates) > max_listed:
             pairs += f", ... ({len(duplicates)} in all)"
         raise ConfigurationError(
@@ -117,12 +102,9 @@ def check_sentence_file(
     return num_sentences
 
 
-def read_sentences(
-    path: PathLike, skip_blank_lines: bool = False
-) -> Iterator[Tuple[int, List[str]]]:
+def read_sentences(path: PathLike, skip_blank_lines: bool = False) -> Iterator[Tuple[int, List[str]]]:
     """
-    Yields ``(line_index, tokens)`` (0-based, the HDF5 key ``allennlp elmo`` writes) for every line
-    of ``path``, one at a time; raises as `check_sentence_file` does for bad UTF-8.
+    Yields ``(line_index, tokens)`` (0-based, the HDF5 key ``allennlp elmo`` writes) for every line.
 
     # Parameters
 
@@ -132,13 +114,6 @@ def read_sentences(
         Leave out blank lines instead of yielding empty lists (line indices still count them).
     """
     path = os.fspath(path)
-    # Checked here rather than inside the generator, so that a missing file fails at the call.
-    check_is_file(path)
-    return _tokenized_lines(path, skip_blank_lines)
-
-
-def _tokenized_lines(path: str, skip_blank_lines: bool) -> Iterator[Tuple[int, List[str]]]:
-    for line_index, text, _ in decoded_lines(path):
-        tokens = text.split()
-        if tokens or not skip_blank_lines:
-            yield line_index, tokens
+    check_is_file(path)  # here, not in a generator: a missing file fails at the call
+    lines = ((line_index, text.split()) for line_index, text, _ in decoded_lines(path))
+    return (line for line in lines if line[1] or not skip_blank_lines)

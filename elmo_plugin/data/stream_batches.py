@@ -1,20 +1,7 @@
 """
 ``bilm_stream``: the data loader of stream batching, which makes each batch's tensors straight
-from the reader's windows.
-
-AllenNLP's loader builds an `Instance` of four `TextField`s per row, a `Token` object per token,
-indexes every token through its token indexers into Python lists, pads them, and only then makes
-tensors: far slower than a GPU step consumes tokens (benchmarks/data_path.py measures both
-loaders). Here the reader's windows (`BilmCorpusReader.stream_steps`: the
-same packing, shuffling and sharding) become the batch's tensors: each sentence is numbered as it
-is read, one dict lookup per token, and a window's character ids and vocabulary ids are rows of
-tables that grow by each new token once (`TokenTable`), gathered with numpy indexing. The tensors are those
-of AllenNLP's loader over the same reader, equal element for element (tests/data); that loader
-stays the reference, and the one for sentences batching.
-
-With ``parallel_directions`` the forward and the backward stream, which read, shuffle and pack the
-corpus independently, are each made in a process of their own, and this process only joins
-their arrays: twice the tokens per second where two cores are free.
+from the reader's windows, element for element those of AllenNLP's loader over the same reader
+(docs/implementation.md, "The ``bilm_stream`` data loader").
 """
 import itertools
 import logging
@@ -45,31 +32,17 @@ from elmo_plugin.data.dataset_readers.bilm_corpus import BilmCorpusReader, Windo
 
 logger = logging.getLogger(__name__)
 
+
 class TokenTable:
-    """
-    Each distinct token seen, numbered once: its row of character ids
-    (`ElmoCharacterIds.token_to_ids`) and its vocabulary id, in two arrays indexed by its number,
-    so that a sentence is numbered by one dict lookup per token and a window's ids are numpy
-    gathers. Number 0 is padding: all-zero characters, id 0. The table keeps every distinct
-    token of the corpus (about 150 bytes each with the dict: 2.4 million tokens, the 1B Word
-    Benchmark's, take about 360 MB).
+    """Each distinct token seen, numbered once (from 1; 0 is padding): its character ids and its
+    vocabulary id (``token_ids``, else ``unknown_id``), rows of two arrays indexed by its number."""
 
-    # Parameters
-
-    character_ids : `ElmoCharacterIds`
-    token_ids : `Dict[str, int]`
-        The vocabulary's ids; a token not in it gets ``unknown_id``.
-    unknown_id : `int`
-    """
-
-    def __init__(
-        self, character_ids: ElmoCharacterIds, token_ids: Dict[str, int], unknown_id: int
-    ) -> None:
-        self._character_ids = character_ids
+    def __init__(self, max_characters_per_token: int, token_ids: Dict[str, int], unknown_id: int) -> None:
+        self._character_ids = ElmoCharacterIds(max_characters_per_token)
         self._token_ids = token_ids
         self._unknown_id = unknown_id
         self._numbers: Dict[str, int] = {}
-        self.characters = np.zeros((1024, character_ids.max_characters_per_token), dtype=np.int16)
+        self.characters = np.zeros((1024, max_characters_per_token), dtype=np.int16)
         self.ids = np.zeros(1024, dtype=np.int64)
         self._size = 1  # number 0: padding
 
@@ -92,29 +65,23 @@ class TokenTable:
 def window_arrays(
     step: List[Window], unroll_steps: int, tokens: TokenTable
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """
-    One window step of one direction, its tokens numbered: the ``(rows, unroll_steps,
-    characters)`` character ids (int16) and the ``(rows, unroll_steps)`` input and target ids
-    (int64), padding 0.
-    """
+    """One window step of one direction, its tokens numbered: the ``(rows, unroll_steps, characters)``
+    character ids (int16) and the ``(rows, unroll_steps)`` input and target ids (int64), padding 0."""
     rows = len(step)
     lengths = np.fromiter((len(inputs) for inputs, _ in step), dtype=np.int64, count=rows)
     count = int(lengths.sum())
     real = np.arange(unroll_steps) < lengths[:, None]
-    input_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
-    target_numbers = np.zeros((rows, unroll_steps), dtype=np.int64)
-    input_numbers[real] = np.fromiter(
-        itertools.chain.from_iterable(inputs for inputs, _ in step), np.int64, count)
-    target_numbers[real] = np.fromiter(
-        itertools.chain.from_iterable(targets for _, targets in step), np.int64, count)
+    input_numbers, target_numbers = np.zeros((2, rows, unroll_steps), dtype=np.int64)
+    input_numbers[real] = np.fromiter(itertools.chain.from_iterable(inputs for inputs, _ in step), np.int64, count)
+    target_numbers[real] = np.fromiter(itertools.chain.from_iterable(targets for _, targets in step), np.int64, count)
     return tokens.characters[input_numbers], tokens.ids[input_numbers], tokens.ids[target_numbers]
 
 
-def _make_direction(reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], direction: str,
-                    token_ids: Dict[str, int], unknown_id: int, arrays: Any) -> None:
+def _make_direction(
+    reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], direction: str, tokens: TokenTable, arrays: Any
+) -> None:
     """A process's work with ``parallel_directions``: one direction's arrays, into ``arrays``."""
     try:
-        tokens = TokenTable(ElmoCharacterIds(reader.max_characters_per_token), token_ids, unknown_id)
         for step in reader.direction_windows(stream_pass, direction, encode=tokens.encode):
             arrays.put(("step", window_arrays(step, reader.unroll_steps, tokens)))
         arrays.put(("done", stream_pass[-1] if direction == "forward" else None))
@@ -125,11 +92,8 @@ def _make_direction(reader: BilmCorpusReader, stream_pass: Tuple[Any, ...], dire
 @DataLoader.register("bilm_stream")
 class BilmStreamDataLoader(DataLoader):
     """
-    The batches of a ``bilm_corpus`` reader in stream mode, as tensors made directly from its
-    windows (see the module's documentation); the same tensors as AllenNLP's ``multiprocess``
-    loader with ``batch_size`` rows and ``shuffle: false`` over that reader.
-
-    Registered as a `DataLoader` with name ``"bilm_stream"``.
+    The batches of a ``bilm_corpus`` reader in stream mode, made directly from its windows: the
+    tensors of AllenNLP's ``multiprocess`` loader with ``batch_size`` rows and ``shuffle: false``.
 
     # Parameters
 
@@ -143,7 +107,7 @@ class BilmStreamDataLoader(DataLoader):
         one stopped (a new pass over the corpus when it runs out); ``None``: one pass.
     parallel_directions : `bool`, optional (default = `False`)
         Make the forward and the backward stream in two processes of their own (forked, or
-        spawned where fork is not available), each with its own tables: the same tensors.
+        spawned where fork is not available): the same tensors.
     cuda_device : `Union[int, str, torch.device]`, optional
         Where the batches go (the trainer sets it).
     """
@@ -158,9 +122,7 @@ class BilmStreamDataLoader(DataLoader):
         cuda_device: Optional[Union[int, str, torch.device]] = None,
     ) -> None:
         if batches_per_epoch is not None and batches_per_epoch < 1:
-            raise ConfigurationError(
-                f"data_loader.batches_per_epoch must be at least 1, got {batches_per_epoch}"
-            )
+            raise ConfigurationError(f"data_loader.batches_per_epoch must be at least 1, got {batches_per_epoch}")
         if not isinstance(reader, BilmCorpusReader) or reader.mode != "stream":
             raise ConfigurationError(
                 "data_loader type 'bilm_stream' needs a 'bilm_corpus' dataset reader in stream "
@@ -180,22 +142,15 @@ class BilmStreamDataLoader(DataLoader):
         self._passes: Optional[Iterator[TensorDict]] = None  # with batches_per_epoch: the pass going on
         self.cuda_device: Optional[torch.device] = None
         if cuda_device is not None:
-            self.set_target_device(
-                int_to_device(cuda_device) if isinstance(cuda_device, int) else torch.device(cuda_device)
-            )
+            device = int_to_device(cuda_device) if isinstance(cuda_device, int) else torch.device(cuda_device)
+            self.set_target_device(device)
         self._vocab: Optional[Vocabulary] = None
-        self._token_ids: Dict[str, int] = {}
-        self._unknown_id = 0
         self._tokens: Optional[TokenTable] = None
 
     def index_with(self, vocab: Vocabulary) -> None:
         self._vocab = vocab
-        self._token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
-        self._unknown_id = self._token_ids.get(vocab._oov_token, 0)
-        self._tokens = TokenTable(
-            ElmoCharacterIds(self.reader.max_characters_per_token), self._token_ids,
-            self._unknown_id,
-        )
+        token_ids = dict(vocab.get_token_to_index_vocabulary(self.reader.vocab_namespace))
+        self._tokens = TokenTable(self.reader.max_characters_per_token, token_ids, token_ids.get(vocab._oov_token, 0))
 
     def set_target_device(self, device: torch.device) -> None:
         self.cuda_device = device
@@ -259,51 +214,43 @@ class BilmStreamDataLoader(DataLoader):
         """Both directions' arrays, made in this process."""
         assert self._tokens is not None
         tokens, width = self._tokens, self.reader.unroll_steps
-        for forward_step, backward_step in self.reader.stream_steps(
-            self.data_path, encode=tokens.encode
-        ):
+        for forward_step, backward_step in self.reader.stream_steps(self.data_path, encode=tokens.encode):
             yield window_arrays(forward_step, width, tokens), window_arrays(backward_step, width, tokens)
 
     def _parallel_steps(self) -> Iterator[Tuple[Tuple[np.ndarray, ...], Tuple[np.ndarray, ...]]]:
         """Both directions' arrays, each made in a process of its own (`_make_direction`)."""
         stream_pass = self.reader.begin_stream_pass(self.data_path)
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         queues = [context.Queue(maxsize=8) for _ in range(2)]
         processes = [
             context.Process(
                 target=_make_direction,
-                args=(self.reader, stream_pass, direction, self._token_ids, self._unknown_id, arrays),
+                args=(self.reader, stream_pass, direction, self._tokens, arrays),
                 daemon=True,
             )
             for direction, arrays in zip(("forward", "backward"), queues)
         ]
         for process in processes:
             process.start()
-        empty = self._empty_arrays()
+        empty = window_arrays([([], [])] * self.batch_size, self.reader.unroll_steps, self._tokens)
+        running = [True, True]
         try:
-            running = [True, True]
-            while True:
-                arrays: List[Tuple[np.ndarray, ...]] = []
-                for index, direction_queue in enumerate(queues):
+            while any(running):
+                arrays = [empty, empty]
+                for index in (0, 1):
                     if not running[index]:
-                        arrays.append(empty)
                         continue
-                    kind, value = self._next_from(direction_queue, processes[index])
+                    kind, value = self._next_from(queues[index], processes[index])
                     if kind == "error":
                         raise value
-                    if kind == "done":
-                        running[index] = False
-                        if value is not None:  # the forward direction's counts of the pass
-                            self.reader.last_pass_stats = value
-                        arrays.append(empty)
-                    else:
-                        arrays.append(value)
-                if not any(running) and all(a is empty for a in arrays):
-                    return
-                if all(a is empty for a in arrays):
-                    continue  # one direction just ended, the other goes on
-                yield arrays[0], arrays[1]
+                    if kind == "step":
+                        arrays[index] = value
+                        continue
+                    running[index] = False
+                    if value is not None:  # the forward direction's counts of the pass
+                        self.reader.last_pass_stats = value
+                if arrays[0] is not empty or arrays[1] is not empty:  # else one direction just ended
+                    yield arrays[0], arrays[1]
         finally:
             for process in processes:
                 if process.is_alive():
@@ -321,8 +268,3 @@ class BilmStreamDataLoader(DataLoader):
                         f"bilm_stream: the process making a stream direction ended (exit code "
                         f"{process.exitcode}) without its batches"
                     ) from None
-
-    def _empty_arrays(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        shape = (self.batch_size, self.reader.unroll_steps)
-        characters = (*shape, self.reader.max_characters_per_token)
-        return (np.zeros(characters, np.int16), np.zeros(shape, np.int64), np.zeros(shape, np.int64))

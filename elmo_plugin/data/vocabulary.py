@@ -1,11 +1,8 @@
 """
-The bilm-tf vocabulary file, and an AllenNLP `Vocabulary` that reads it.
-
-The file has one token per line, no counts: ``<S>``, ``</S>`` and ``<UNK>`` first, then the
-corpus tokens by descending frequency (ties broken by the token), the id order (Zipf) that the
-sampled softmax's log-uniform sampler assumes. `build_lm_vocabulary` writes it (``allennlp
-elmo-vocab``), `BilmTfVocabulary` reads it into a non-padded namespace (id = 0-based line), and
-`VocabularyOrderCheck` refuses one clearly not sorted by frequency in the training data.
+The bilm-tf vocabulary file (one token per line: ``<S>``, ``</S>``, ``<UNK>``, then the corpus
+tokens by descending frequency, the order the sampled softmax's log-uniform sampler assumes):
+`build_lm_vocabulary` writes it, `BilmTfVocabulary` reads it, `VocabularyOrderCheck` refuses one
+clearly not sorted by frequency in the training data.
 """
 import logging
 import os
@@ -18,11 +15,7 @@ import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.file_utils import cached_path
 from allennlp.common.tqdm import Tqdm
-from allennlp.data.vocabulary import (
-    DEFAULT_NON_PADDED_NAMESPACES,
-    DEFAULT_PADDING_TOKEN,
-    Vocabulary,
-)
+from allennlp.data.vocabulary import DEFAULT_NON_PADDED_NAMESPACES, DEFAULT_PADDING_TOKEN, Vocabulary
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.paths import PathLike
@@ -35,22 +28,20 @@ UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
 DEFAULT_LM_NAMESPACE = "lm_targets"
 
-# AllenNLP's `Vocabulary.save_to_files` writes "\n" inside a token as this marker and
-# `set_from_file` turns the marker back into "\n": a token containing it would not survive a
-# model archive, so such tokens are left out of (and refused in) vocabulary files.
+# AllenNLP's vocabulary files write "\n" inside a token as this marker, and read it back as "\n":
+# a token containing it would not survive a model archive, so it is left out of (and refused in)
+# vocabulary files.
 _ALLENNLP_NEWLINE_MARKER = "@@NEWLINE@@"
 _PROGRESS_EVERY_LINES = 10_000
 
 # `VocabularyOrderCheck`: the training targets counted before judging the order.
 DEFAULT_ORDER_CHECK_TOKENS = 100_000
-# Two entries' counts are "clearly different" when they differ by more than this many standard
-# deviations of two Poisson counts (sqrt(a + b)) and by a factor of 2 or more; equal true
-# frequencies give such a difference with a probability of about 1e-4 per pair.
+# Two counts are "clearly different" beyond this many standard deviations of two Poisson counts
+# (sqrt(a + b)) and a factor of 2 (about 1e-4 per pair for equal true frequencies). The order is
+# judged with at least this many such pairs, and refused when this fraction of them (and this
+# many) are in the wrong order (docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_Z = 4.0
 _ORDER_CHECK_RATIO = 2.0
-# The order is judged only with at least this many clearly different pairs, and refused when at
-# least this fraction of them (and this many) are in the wrong order (the measurements behind the
-# thresholds: docs/implementation.md, "The vocabulary order check").
 _ORDER_CHECK_MIN_PAIRS = 100
 _ORDER_CHECK_MAX_WRONG_FRACTION = 0.05
 _ORDER_CHECK_MIN_WRONG_PAIRS = 10
@@ -87,17 +78,14 @@ def build_lm_vocabulary(
     progress: bool = True,
 ) -> LmVocabularyStats:
     """
-    Counts the tokens of a tokenized corpus and writes the bilm-tf vocabulary file:
-    ``<S>``, ``</S>``, ``<UNK>``, then every token seen at least ``min_count`` times, sorted by
-    ``(-count, token)``. Tokens with AllenNLP's ``@@NEWLINE@@`` marker are left out (they would
-    not survive a model archive); an earlier vocabulary at ``output_file`` that the glob matches
-    is left out of the corpus with a warning.
+    Counts the tokens of a tokenized corpus and writes the bilm-tf vocabulary file: ``<S>``,
+    ``</S>``, ``<UNK>``, then every token seen at least ``min_count`` times (but those with
+    AllenNLP's ``@@NEWLINE@@`` marker), sorted by ``(-count, token)``.
 
     # Parameters
 
     file_glob_or_paths : `Union[PathLike, Sequence[PathLike]]`
-        The corpus: a glob (``"corpus/train/*.txt"``), a path, or a list of paths; tokenized text,
-        one sentence per line, tokens separated by whitespace.
+        The corpus (tokenized, one sentence a line): a glob (``"corpus/train/*.txt"``) or path(s).
     output_file : `PathLike`
         Where to write the vocabulary, one token per line.
     min_count : `int`, optional (default = `1`)
@@ -111,8 +99,7 @@ def build_lm_vocabulary(
     # Raises
 
     `ConfigurationError`
-        For an empty glob or corpus, bad UTF-8 (``file:line``), bad sizes, or an ``output_file``
-        that is one of the corpus files.
+        For an empty glob or corpus, bad UTF-8, bad sizes, or an ``output_file`` among the corpus files.
     """
     if min_count < 1:
         raise ConfigurationError(f"min_count must be at least 1, got {min_count}")
@@ -134,7 +121,7 @@ def build_lm_vocabulary(
     files, excluded = _without_earlier_output(files, output_file, pattern_text)
 
     counts: Counter = Counter()
-    num_sentences = num_blank = 0
+    num_sentences = num_lines = 0
     total_bytes = sum(os.path.getsize(path) for path in files)
     with Tqdm.tqdm(total=total_bytes, unit="B", unit_scale=True, desc="counting tokens", disable=not progress) as bar:
         for path in files:
@@ -142,11 +129,9 @@ def build_lm_vocabulary(
             unreported = 0
             for line_index, text, size in decoded_lines(path):
                 tokens = text.split()
-                if tokens:
-                    counts.update(tokens)
-                    num_sentences += 1
-                else:
-                    num_blank += 1
+                counts.update(tokens)
+                num_sentences += bool(tokens)
+                num_lines += 1
                 unreported += size
                 if (line_index + 1) % _PROGRESS_EVERY_LINES == 0:
                     bar.update(unreported)
@@ -155,8 +140,7 @@ def build_lm_vocabulary(
     num_tokens = sum(counts.values())
     if num_tokens == 0:
         raise ConfigurationError(
-            f"the corpus {pattern_text} contains no tokens "
-            f"({len(files)} file(s), all lines blank)"
+            f"the corpus {pattern_text} contains no tokens ({len(files)} file(s), all lines blank)"
         )
 
     dropped = [token for token in counts if _ALLENNLP_NEWLINE_MARKER in token]
@@ -175,11 +159,11 @@ def build_lm_vocabulary(
     vocabulary = list(SPECIAL_TOKENS) + [token for token, _ in candidates]
     covered = sum(count for _, count in candidates) + sum(counts[t] for t in SPECIAL_TOKENS)
 
-    with atomic_output(output_file) as temporary:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as out:
-            out.writelines(token + "\n" for token in vocabulary)
+    with atomic_output(output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
+        out.writelines(token + "\n" for token in vocabulary)
     stats = LmVocabularyStats(
-        output_file, len(files), num_sentences, num_blank, num_tokens, len(counts), len(vocabulary), covered, excluded
+        output_file, len(files), num_sentences, num_lines - num_sentences, num_tokens, len(counts), len(vocabulary),
+        covered, excluded,
     )
     logger.info(
         "wrote %d tokens to %s (%d corpus tokens, %d types, coverage %.4f)",
@@ -189,8 +173,7 @@ def build_lm_vocabulary(
 
 
 def _starts_with_special_tokens(path: str) -> bool:
-    """Whether the first lines of ``path`` are ``<S>``, ``</S>``, ``<UNK>`` in some order (any
-    bilm-tf vocabulary: ours, or a released one with ``</S>`` first); never raises."""
+    """Whether ``path`` starts with the special tokens in any order (a bilm-tf vocabulary)."""
     try:
         with open(path, "rb") as handle:
             first = [handle.readline().decode("utf-8").strip() for _ in SPECIAL_TOKENS]
@@ -199,14 +182,8 @@ def _starts_with_special_tokens(path: str) -> bool:
     return sorted(first) == sorted(SPECIAL_TOKENS)
 
 
-def _without_earlier_output(
-    files: List[str], output_file: str, pattern_text: str
-) -> Tuple[List[str], List[str]]:
-    """
-    ``(corpus files, left out)``: a corpus file that ``output_file`` would replace is an error,
-    unless it is a vocabulary (an earlier run's output matched by the glob), which is left out
-    of the corpus instead of being counted as text.
-    """
+def _without_earlier_output(files: List[str], output_file: str, pattern_text: str) -> Tuple[List[str], List[str]]:
+    """``(corpus files, left out)``: ``output_file`` among them is an error, or an earlier vocabulary."""
     clash = input_at(output_file, files)
     if clash is None:
         return files, []
@@ -217,7 +194,6 @@ def _without_earlier_output(
         )
     excluded = [path for path in files if input_at(output_file, [path]) is not None]
     remaining = [path for path in files if path not in excluded]
-    # A warning (stderr), so that the counts printed afterwards are not a surprise.
     logger.warning(
         "left %s out of the corpus: the glob %s matches it, but it is the output file, a "
         "vocabulary written earlier (it is replaced, not counted as corpus text)", ", ".join(excluded), pattern_text,
@@ -231,20 +207,15 @@ def _without_earlier_output(
 
 
 def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
-    """
-    Reads and checks a bilm-tf vocabulary file: UTF-8, one token per line (surrounding
-    whitespace is ignored), no blank lines, no duplicates, no whitespace inside a token, and
-    ``<S>``, ``</S>``, ``<UNK>`` present (anywhere: released files put ``</S>`` first). A final
-    newline is optional. Problems raise `ConfigurationError` naming ``file:line``.
-    """
+    """The tokens of a bilm-tf vocabulary file, checked (one token a line, no blank lines or
+    duplicates, the special tokens anywhere); problems raise `ConfigurationError` naming ``file:line``."""
     try:
         path = cached_path(vocabulary_file)
     except (FileNotFoundError, ValueError) as error:
         raise ConfigurationError(f"vocabulary file not found: {vocabulary_file} ({error})") from None
     if not os.path.isfile(path):
         raise ConfigurationError(f"vocabulary file is not a file: {vocabulary_file}")
-    tokens: List[str] = []
-    first_line = {}
+    first_line: Dict[str, int] = {}  # token -> line number, in the file's order
     for line_index, text, _ in decoded_lines(path):
         line_number = line_index + 1
         where = f"{vocabulary_file}:{line_number}"
@@ -270,14 +241,13 @@ def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
                 "AllenNLP saves the vocabulary"
             )
         first_line[token] = line_number
-        tokens.append(token)
     missing = [token for token in SPECIAL_TOKENS if token not in first_line]
     if missing:
         raise ConfigurationError(
             f"{vocabulary_file}: the vocabulary lacks {', '.join(missing)} (a bilm-tf vocabulary "
             f"must contain {', '.join(SPECIAL_TOKENS)}; build one with 'allennlp elmo-vocab')"
         )
-    return tokens
+    return list(first_line)
 
 
 @dataclass
@@ -295,34 +265,25 @@ class OrderJudgement:
 
     @property
     def out_of_order(self) -> bool:
-        return (
-            self.judged
-            and self.wrong_pairs >= _ORDER_CHECK_MIN_WRONG_PAIRS
-            and self.wrong_pairs >= _ORDER_CHECK_MAX_WRONG_FRACTION * self.clear_pairs
-        )
+        threshold = max(_ORDER_CHECK_MIN_WRONG_PAIRS, _ORDER_CHECK_MAX_WRONG_FRACTION * self.clear_pairs)
+        return self.judged and self.wrong_pairs >= threshold
 
 
 def _clearly_more(larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
     """Where count ``larger`` clearly exceeds count ``smaller`` (see `_ORDER_CHECK_Z`)."""
-    return (larger - smaller > _ORDER_CHECK_Z * np.sqrt(larger + smaller)) & (
-        larger >= _ORDER_CHECK_RATIO * smaller
-    )
+    return (larger - smaller > _ORDER_CHECK_Z * np.sqrt(larger + smaller)) & (larger >= _ORDER_CHECK_RATIO * smaller)
 
 
 def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
-    """
-    Judges whether entries listed in ``counts``' order (a sample of the corpus) are sorted by
-    descending frequency, allowing for the sample's noise: only pairs whose counts are clearly
-    different count (a sample is never exactly in order, and a topic inverts a few pairs; a
-    shuffled vocabulary inverts half), and with too few such pairs nothing is judged.
-    """
+    """Whether entries in ``counts``' order (a sample of the corpus) are sorted by descending frequency,
+    judged on the pairs of clearly different counts only (noise inverts a few pairs, shuffling half)."""
     values = np.asarray(counts, dtype=np.float64)
     size = len(values)
     if size * (size - 1) // 2 <= _ORDER_CHECK_MAX_PAIRS:
         first, second = np.triu_indices(size, 1)
     else:
-        # A fixed seed and a generator of its own: the same verdict every time, and the global
-        # random state (and so the training run) untouched.
+        # A fixed seed and a generator of its own: the same verdict every time, the global random
+        # state untouched.
         generator = np.random.default_rng(0)
         a = generator.integers(0, size, _ORDER_CHECK_MAX_PAIRS)
         b = generator.integers(0, size, _ORDER_CHECK_MAX_PAIRS)
@@ -331,8 +292,7 @@ def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
     earlier, later = values[first], values[second]
     wrong = int(_clearly_more(later, earlier).sum())
     right = int(_clearly_more(earlier, later).sum())
-    # The first entry clearly outnumbered by a later one: compare each with the largest count
-    # after it.
+    # The first entry clearly outnumbered by the largest count after it.
     largest_after = np.append(np.maximum.accumulate(values[::-1])[::-1][1:], 0.0)
     outnumbered = np.flatnonzero(_clearly_more(largest_after, values))
     first_wrong = later_entry = None
@@ -344,10 +304,9 @@ def judge_frequency_order(counts: Sequence[int]) -> OrderJudgement:
 
 class VocabularyOrderCheck:
     """
-    Checks that a bilm-tf vocabulary is sorted by descending frequency, as the sampled softmax's
-    log-uniform sampler assumes (another order trains worse and reports a wrong perplexity):
-    `count` counts the first ``check_after_tokens`` training targets, and `finish` judges them
-    once (`judge_frequency_order`), raising `ConfigurationError` naming the first line out of order.
+    Checks that a vocabulary is sorted by descending frequency, as the sampled softmax assumes:
+    `count` counts the first ``check_after_tokens`` training targets, `finish` judges them once
+    (`judge_frequency_order`), raising `ConfigurationError` naming the first line out of order.
 
     # Parameters
 
@@ -382,8 +341,7 @@ class VocabularyOrderCheck:
             self.finish()
 
     def count(self, target_ids: torch.Tensor, mask: Optional[torch.Tensor] = None) -> None:
-        """Counts the target ids where ``mask`` is true, on their device and without a host read
-        (a training step need not wait), until ``check_after_tokens`` positions are seen."""
+        """Counts the target ids where ``mask`` is true, on their device, up to ``check_after_tokens``."""
         if self.done or self.due:
             return
         ids = target_ids.reshape(-1)
@@ -410,9 +368,7 @@ class VocabularyOrderCheck:
         tokens = self._vocab.get_index_to_token_vocabulary(self._namespace)
         # The special tokens' places are fixed (first, in any order), whatever their counts.
         token_to_index = self._vocab.get_token_to_index_vocabulary(self._namespace)
-        judged = np.ones(len(counts), dtype=bool)
-        judged[[token_to_index[token] for token in SPECIAL_TOKENS if token in token_to_index]] = False
-        ids = np.flatnonzero(judged)
+        ids = np.setdiff1d(np.arange(len(counts)), [token_to_index[t] for t in SPECIAL_TOKENS if t in token_to_index])
         judgement = judge_frequency_order(counts[ids])
         if not judgement.out_of_order:
             logger.info(
@@ -448,9 +404,7 @@ class BilmTfVocabulary(Vocabulary):
     """
     A `Vocabulary` whose OOV token is ``<UNK>``, which reads a bilm-tf vocabulary file into a
     non-padded namespace (``{"type": "from_bilm_tf_file", "vocabulary_file": ..., "namespace":
-    "lm_targets"}``): id ``k`` is line ``k`` (0-based), unknown tokens get ``<UNK>``'s id, and
-    padding is id 0, a real token, so masks come from another field. `from_files` keeps ``<UNK>``
-    as the OOV token, so a model archive reloads the same vocabulary.
+    "lm_targets"}``): id ``k`` is line ``k`` (0-based); padding is id 0, a real token.
 
     # Parameters
 
@@ -460,12 +414,10 @@ class BilmTfVocabulary(Vocabulary):
 
     def __init__(self, *args, oov_token: Optional[str] = UNK_TOKEN, **kwargs) -> None:
         super().__init__(*args, oov_token=UNK_TOKEN if oov_token is None else oov_token, **kwargs)
-        # namespace -> the file it was read from, for messages (`VocabularyOrderCheck`).
-        self.bilm_tf_files: Dict[str, str] = {}
+        self.bilm_tf_files: Dict[str, str] = {}  # namespace -> the file it was read from, for messages
 
     def __eq__(self, other) -> bool:
-        # Where a namespace was read from is not part of what the vocabulary is: the one read
-        # from the file equals the one a model archive reloads from AllenNLP's files.
+        # Where a namespace was read from is not part of the vocabulary (so it equals its reload).
         if not isinstance(self, other.__class__):
             return False
         return {**self.__dict__, "bilm_tf_files": None} == {**other.__dict__, "bilm_tf_files": None}
@@ -475,9 +427,8 @@ class BilmTfVocabulary(Vocabulary):
         """Reads ``vocabulary_file`` (see `read_bilm_tf_vocabulary`) into ``namespace``."""
         tokens = read_bilm_tf_vocabulary(vocabulary_file)
         vocab = cls(non_padded_namespaces=(*DEFAULT_NON_PADDED_NAMESPACES, namespace), oov_token=UNK_TOKEN)
-        for index, token in enumerate(tokens):
-            vocab._token_to_index[namespace][token] = index
-            vocab._index_to_token[namespace][index] = token
+        vocab._token_to_index[namespace].update((token, index) for index, token in enumerate(tokens))
+        vocab._index_to_token[namespace].update(enumerate(tokens))
         vocab.bilm_tf_files[namespace] = vocabulary_file
         logger.info("read %d tokens from %s into namespace %r", len(tokens), vocabulary_file, namespace)
         return vocab

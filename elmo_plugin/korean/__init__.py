@@ -1,5 +1,4 @@
-"""Korean preprocessing: the morpheme tokenizers (``mecab_ko``/``korean``, ``kiwi``) and the
-resumable corpus tokenization behind ``allennlp elmo-tokenize``."""
+"""Korean preprocessing: the morpheme tokenizers and the corpus tokenization of ``allennlp elmo-tokenize``."""
 from elmo_plugin.korean.tokenizers import KiwiTokenizer, MecabKoTokenizer
 
 __all__ = ["KiwiTokenizer", "MecabKoTokenizer"]

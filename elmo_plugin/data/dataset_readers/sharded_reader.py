@@ -1,7 +1,4 @@
-"""
-`ShardedDatasetReader`: the base of every dataset reader of the plugin, which all shard their
-data themselves over data-loader workers and distributed ranks.
-"""
+"""`ShardedDatasetReader`: the base of the plugin's dataset readers, which shard their data themselves."""
 from typing import Tuple
 
 import torch.distributed as dist
@@ -11,9 +8,8 @@ from allennlp.data.dataset_readers.dataset_reader import DatasetReader, Distribu
 
 class ShardedDatasetReader(DatasetReader):
     """
-    A `DatasetReader` with AllenNLP's manual sharding always on (not registered itself): every
-    reader decides which instances each (rank, worker) shard makes, so sharding is not a setting,
-    and a ``manual_*_sharding`` given in a config is dropped rather than passed twice.
+    A `DatasetReader` with AllenNLP's manual sharding always on (not registered itself): a
+    ``manual_*_sharding`` given in a config is dropped rather than passed twice.
 
     # Parameters
 
@@ -24,15 +20,11 @@ class ShardedDatasetReader(DatasetReader):
     def __init__(self, **kwargs) -> None:
         kwargs.pop("manual_distributed_sharding", None)
         kwargs.pop("manual_multiprocess_sharding", None)
-        super().__init__(
-            manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs
-        )
+        super().__init__(manual_distributed_sharding=True, manual_multiprocess_sharding=True, **kwargs)
 
     def shard(self) -> Tuple[int, int]:
-        """
-        ``(shard id, number of shards)`` of this process: the shards are the (distributed rank,
-        data-loader worker) pairs, numbered ``rank * num_workers + worker``.
-        """
+        """``(shard id, number of shards)`` of this process: the (distributed rank, data-loader
+        worker) pairs, numbered ``rank * num_workers + worker``."""
         shard, num_shards = 0, 1
         info = self.get_distributed_info()
         if info is None and common_util.is_distributed():

@@ -1,6 +1,4 @@
-"""
-The ``elmo_characters`` token indexer, with a configurable ``max_characters_per_token``.
-"""
+"""The ``elmo_characters`` token indexer, with a configurable ``max_characters_per_token``."""
 import logging
 from typing import Any, Dict, List, Optional
 
@@ -18,12 +16,8 @@ _replacement_logged = False
 
 
 class CharacterRowsIndexer(TokenIndexer):
-    """
-    What the ELMo indexers share (not registered itself): each token becomes one fixed-width row
-    of ids from an id scheme (``self._character_ids.token_to_ids``), under the key
-    ``"elmo_tokens"``; padding tokens are all-zero rows, the mask id. Nothing goes into
-    AllenNLP's vocabulary: the ids are the scheme's.
-    """
+    """What the ELMo indexers share (not registered): each token becomes one row of ``row_width`` ids
+    (``self._character_ids.token_to_ids``) under ``"elmo_tokens"``; no vocabulary is used."""
 
     _character_ids: Any  # has token_to_ids(str) -> List[int]
     row_width: int
@@ -34,43 +28,25 @@ class CharacterRowsIndexer(TokenIndexer):
     def get_empty_token_list(self) -> IndexedTokenList:
         return {"elmo_tokens": []}
 
-    def tokens_to_indices(
-        self, tokens: List[Token], vocabulary: Vocabulary
-    ) -> Dict[str, List[List[int]]]:
-        return {
-            "elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]
-        }
+    def tokens_to_indices(self, tokens: List[Token], vocabulary: Vocabulary) -> Dict[str, List[List[int]]]:
+        return {"elmo_tokens": [self._character_ids.token_to_ids(t.ensure_text()) for t in tokens]}
 
     def as_padded_tensor_dict(
         self, tokens: IndexedTokenList, padding_lengths: Dict[str, int]
     ) -> Dict[str, torch.Tensor]:
         # Padding tokens are all-zero rows (the mask id), not the default scalar 0.
         width = self.row_width
-        return {
-            "elmo_tokens": torch.LongTensor(
-                pad_sequence_to_length(
-                    tokens["elmo_tokens"],
-                    padding_lengths["elmo_tokens"],
-                    default_value=lambda: [0] * width,
-                )
-            )
-        }
-
-    def __eq__(self, other) -> bool:
-        if isinstance(self, other.__class__):
-            return self.__dict__ == other.__dict__
-        return NotImplemented
+        rows = pad_sequence_to_length(tokens["elmo_tokens"], padding_lengths["elmo_tokens"], lambda: [0] * width)
+        return {"elmo_tokens": torch.LongTensor(rows)}
 
 
-# exist_ok: this registration deliberately replaces AllenNLP's own "elmo_characters" (which
-# hard-codes 50 characters per token) once the plugin is loaded.
 @replace_registration(TokenIndexer, "elmo_characters")
 class ElmoCharactersIndexer(CharacterRowsIndexer):
     """
     Converts each token to its row of ELMo character ids (`elmo_plugin.data.character_ids`).
     Registered as ``"elmo_characters"``, **replacing AllenNLP's own ``ELMoTokenCharactersIndexer``**
-    when elmo_plugin is loaded: the ids, the key ``"elmo_tokens"`` and the parameters are AllenNLP's,
-    so existing configs work unchanged; ``max_characters_per_token`` is new.
+    (which hard-codes 50 characters per token): the same ids, key and parameters, and
+    ``max_characters_per_token``.
 
     # Parameters
 
@@ -96,8 +72,7 @@ class ElmoCharactersIndexer(CharacterRowsIndexer):
         if not _replacement_logged:
             logger.info(
                 "elmo_plugin: 'elmo_characters' is elmo_plugin's indexer (replacing AllenNLP's), "
-                "max_characters_per_token=%d",
-                max_characters_per_token,
+                "max_characters_per_token=%d", max_characters_per_token,
             )
             _replacement_logged = True
         self._namespace = namespace

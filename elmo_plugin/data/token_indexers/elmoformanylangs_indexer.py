@@ -1,6 +1,4 @@
-"""
-The ``elmoformanylangs_characters`` token indexer: the ids an ELMoForManyLangs model reads.
-"""
+"""The ``elmoformanylangs_characters`` token indexer: the ids an ELMoForManyLangs model reads."""
 from allennlp.data.token_indexers.token_indexer import TokenIndexer
 
 from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsCharacterIds
@@ -11,11 +9,9 @@ from elmo_plugin.model_files.elmoformanylangs import ElmoForManyLangsModel
 @TokenIndexer.register("elmoformanylangs_characters")
 class ElmoForManyLangsCharactersIndexer(CharacterRowsIndexer):
     """
-    Converts each token to the row of ids of one ELMoForManyLangs model
-    (`elmo_plugin.data.elmoformanylangs_character_ids`), under the key ``"elmo_tokens"``: use it
-    where a bilm-tf model would use ``elmo_characters``, with the same model directory as the
-    ``elmo_token_embedder``'s ``model`` (docs/elmoformanylangs.md). Only the model's dictionaries
-    and options are read, not its weights.
+    Converts each token to the row of ids of one ELMoForManyLangs model (only its dictionaries and
+    options are read) under ``"elmo_tokens"``: ``elmo_characters`` of such a model, with the
+    ``elmo_token_embedder``'s ``model`` directory (docs/elmoformanylangs.md).
 
     # Parameters
 
