@@ -91,10 +91,7 @@ class ElmoLanguageModel(Model):
         super().__init__(vocab)
         self._fixed_shape_stream = fixed_shape_stream
         self._mixed_precision = mixed_precision
-        try:
-            self._compile = check_compile_setting(compile, "model.compile")
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        self._compile = check_compile_setting(compile, "model.compile", ConfigurationError)
         self._tf32 = tf32
         # How the forward passes run, by device and training or not (`_plan`).
         self._plans: Dict[Tuple[torch.device, bool], ExecutionPlan] = {}

@@ -11,6 +11,8 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 import torch
 from torch.utils import _pytree as pytree
 
+from elmo_plugin.modules.execution.plan import setting_error
+
 logger = logging.getLogger(__name__)
 
 # How a step runs: eagerly (False), compiled whole with torch.compile ("compiled"), or captured
@@ -25,8 +27,7 @@ def check_capture_setting(setting: Union[bool, str], name: str = "capture") -> U
     """``setting`` if it is one of `CAPTURE_SETTINGS`, else a `ValueError` naming them."""
     if setting in CAPTURE_SETTINGS and setting is not True:
         return setting
-    choices = ", ".join(repr(choice) for choice in CAPTURE_SETTINGS)
-    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+    raise setting_error(name, setting, CAPTURE_SETTINGS)
 
 
 def adagrad_update(parameters: Sequence[torch.Tensor], sums: Sequence[torch.Tensor], lr: float,
