@@ -45,11 +45,8 @@ def _describe(bilms: Dict[str, ElmoBiLm]) -> str:
 
 
 def choose_bilm(bilms: Dict[str, ElmoBiLm], embedder: Optional[str], source: str) -> ElmoBiLm:
-    """
-    The biLM named ``embedder`` (a full name of `elmo_bilms` or its token-embedder key), or the
-    only one when ``embedder`` is None. No biLM, several and no name, or a name that is not
-    there: a `ConfigurationError` listing the names there are.
-    """
+    """The biLM named ``embedder`` (a full name of `elmo_bilms` or its token-embedder key), or the
+    only one when ``embedder`` is None; else a `ConfigurationError` listing the names there are."""
     if not bilms:
         raise ConfigurationError(f"{source} holds no ELMo biLM (no elmo_token_embedder or Elmo)")
     if embedder is None:
