@@ -71,7 +71,12 @@ def compiled_recurrence(mode: str, needs_gradient: bool = False) -> Callable[...
     forward = _compiled(reference_recurrence, mode)
     if not needs_gradient:
         return forward
-    return functools.partial(training_recurrence, forward=forward, backward=_compiled(recurrence_backward, mode))
+    backward = _compiled(recurrence_backward, mode)
+
+    def recurrence(input_gates, h0, c0, weights, step_sizes):
+        return training_recurrence(input_gates, h0, c0, weights, step_sizes, forward, backward)
+
+    return recurrence
 
 
 def recurrence_for(
