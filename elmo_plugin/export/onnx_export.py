@@ -32,7 +32,7 @@ from elmo_plugin.data.elmoformanylangs_character_ids import ElmoForManyLangsChar
 from elmo_plugin.export.scan_forward import bilm_layers_masked
 from elmo_plugin.model_files.elmoformanylangs import OOV_TOKEN
 from elmo_plugin.model_files.resolve import PYTHON_ARGUMENTS, ArgumentNames, resolve_model
-from elmo_plugin.models.task_model_bilm import choose_bilm, elmo_bilms
+from elmo_plugin.models.task_model_bilm import choose_bilm, elmo_bilms, load_task_model
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.elmo import Elmo
 from elmo_plugin.modules.scalar_mix import ScalarMix
@@ -63,12 +63,11 @@ class ExportedElmo(nn.Module):
     # Parameters
 
     bilm : `ElmoBiLm`
-        A biLM (frozen; it is run in evaluation mode and statelessly).
+        A frozen biLM, run in evaluation mode and statelessly.
     output : `str`, optional (default = `"all"`)
         ``"all"``, ``"top"`` or ``"average"``; ignored with ``scalar_mix``.
     scalar_mix : `ScalarMix`, optional
-        A task model's mix of the layers, computed as `Elmo` computes it (over the layers with
-        their sentence boundaries, which its layer norm, if it has one, counts), without dropout.
+        A task model's mix of the layers, computed as `Elmo` computes it, without dropout.
     """
 
     def __init__(self, bilm: ElmoBiLm, output: str = "all", scalar_mix: Optional[ScalarMix] = None) -> None:
@@ -99,11 +98,8 @@ class ExportedElmo(nn.Module):
 
 
 def character_id_table(bilm: ElmoBiLm) -> Dict[str, Any]:
-    """
-    How the biLM's tokens become rows of ids, as JSON that a program without the plugin reads
-    (examples/serve_onnx.py implements both schemes from it in numpy). Every id is +1-shifted
-    (0: no token), as the graph takes them.
-    """
+    """How the biLM's tokens become rows of ids, as JSON for a program without the plugin
+    (examples/serve_onnx.py); every id +1-shifted (0: no token), as the graph takes them."""
     scheme = bilm.character_ids
     if isinstance(scheme, ElmoForManyLangsCharacterIds):
         return {
@@ -209,16 +205,8 @@ def load_exported_module(
             )
         bilm = ElmoBiLm.from_model(files)
         return ExportedElmo(bilm.eval(), output)
-    from allennlp.models.archival import load_archive
-
     source = str(files.archive_file)
-    try:
-        archive = load_archive(source, cuda_device=-1)
-    except ConfigurationError:
-        raise
-    except (RuntimeError, KeyError, OSError) as error:
-        raise ConfigurationError(f"{source}: cannot load the model ({error})") from None
-    task = archive.model.eval()
+    task = load_task_model(source).model.eval()
     bilm = choose_bilm(elmo_bilms(task), embedder, source)
     mix = None
     if scalar_mix is not None:

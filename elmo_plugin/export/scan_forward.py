@@ -13,7 +13,6 @@ from elmo_plugin.modules.elmo_lstm import reverse_within_lengths
 from elmo_plugin.modules.execution.character_convolutions import leading_max_pooled_convolutions
 from elmo_plugin.modules.execution.fast_paths import fast_path
 from elmo_plugin.modules.execution.lstm_recurrence import LstmWeights, projected_lstm_step, reference_recurrence
-from elmo_plugin.modules.util import add_sentence_boundaries, character_mask
 
 
 @fast_path(reference_recurrence, time_major=True)
@@ -70,14 +69,9 @@ def run_bilstm_masked(bilstm, inputs: torch.Tensor, mask: torch.Tensor) -> List[
 def bilm_layers_masked(
     bilm, character_ids: torch.Tensor
 ) -> Tuple[List[torch.Tensor], torch.Tensor]:
-    """
-    `ElmoBiLm.forward` of a stateless biLM in evaluation mode, for export: the ``num_layers``
-    layers ``(batch, tokens + 2, 2 * projection)``, zero at padding, and the mask, both with the
-    sentence boundaries, for ``character_ids`` without them.
-    """
-    ids, mask = add_sentence_boundaries(
-        character_ids, character_mask(character_ids), bilm._bos_ids, bilm._eos_ids
-    )
+    """`ElmoBiLm.forward` of a stateless biLM in evaluation mode, for export: its layers, zero at
+    padding, and the mask, both with the sentence boundaries, for ``character_ids`` without them."""
+    ids, mask = bilm.add_sentence_boundaries(character_ids)
     batch_size, num_positions, ids_per_token = ids.shape
     encoder = bilm.character_encoder
     flat_ids = ids.reshape(batch_size * num_positions, ids_per_token)

@@ -41,9 +41,7 @@ class ElmoLanguageModel(Model):
     # Parameters
 
     vocab : `Vocabulary`
-        Must hold the bilm-tf vocabulary file in ``vocab_namespace`` (use the
-        ``"from_bilm_tf_file"`` vocabulary type), frequency-sorted, with ``<S>``, ``</S>``
-        and ``<UNK>``.
+        The bilm-tf vocabulary file in ``vocab_namespace`` (the ``"from_bilm_tf_file"`` type).
     options : `Dict[str, Any]`
         The architecture in bilm-tf's ``options.json`` form (``char_cnn``, ``lstm``, ``dropout``);
         exported unchanged to ``options.json``.
@@ -52,32 +50,27 @@ class ElmoLanguageModel(Model):
     vocab_namespace : `str`, optional (default = `"lm_targets"`)
         Where the target ids live in the vocabulary and in the ``TextField``s.
     initial_weight_file : `str`, optional (default = `None`)
-        A bilm-tf ``weights.hdf5`` to start from (continued pretraining, or fine-tuning the LM
-        on a new domain); its architecture must match ``options``.
+        A bilm-tf ``weights.hdf5`` of the same architecture to start from.
     mixed_precision : `bool`, optional (default = `False`)
-        Train with the matrix products in bfloat16 (weights, gradients, optimizer, cell state and
-        loss in float32) on a device with native bfloat16; elsewhere one warning and float32.
-        Validation and evaluation run in float32 (docs/implementation.md).
+        Train with the matrix products in bfloat16 on a device with native bfloat16 (elsewhere
+        one warning and float32); evaluation in float32 (docs/implementation.md).
     compile : `Union[bool, str]`, optional (default = `"auto"`)
-        Compile the LSTM's recurrence in training for batches without padding: ``true``,
-        ``false``, a torch.compile mode by name, or ``"auto"`` (where measured faster,
-        `elmo_plugin.modules.execution.plan.COMPILED_BY_DEFAULT`).
+        Compile the LSTM's recurrence in training for batches without padding: one of
+        `elmo_plugin.modules.execution.plan.COMPILE_SETTINGS`.
     tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, float32 matrix products in TF32 in the forward and training's backward passes.
     sparse_softmax_gradients : `bool`, optional (default = `False`)
         Sparse gradients of the softmax's weight and bias holding only the rows a training step
         uses, for ``dense_sparse_adagrad``; dense under DDP, with one log line.
     fixed_shape_stream : `bool`, optional (default = `False`)
-        Train stream batches with a plan's ``fixed_shape`` (`ExecutionPlan`): no host reads, no
-        data-dependent shapes, the same losses and gradients as the general path for full
-        windows (docs/implementation.md, "The fixed-shape stream step").
+        Train stream batches with a plan's ``fixed_shape`` (`ExecutionPlan`; docs/implementation.md,
+        "The fixed-shape stream step").
     check_vocabulary_order : `bool`, optional (default = `True`)
         Stop with a `ConfigurationError` if the first 100,000 training targets show that the
         vocabulary is clearly not sorted by descending frequency (`VocabularyOrderCheck`).
     initializer : `InitializerApplicator`, optional
-        AllenNLP's initializers, applied after ``initial_weight_file``. A warm restart from a
-        finished run: ``{"regexes": [[".*", {"type": "pretrained", "weights_file_path":
-        "RUN/best.th"}]]}`` (dropped when an archive loads, so the new archive does not need it).
+        AllenNLP's initializers, applied after ``initial_weight_file`` (training_configs/
+        bilm_ko_small.jsonnet restarts from a finished run's ``best.th`` with one).
     """
 
     def __init__(
@@ -98,10 +91,7 @@ class ElmoLanguageModel(Model):
         super().__init__(vocab)
         self._fixed_shape_stream = fixed_shape_stream
         self._mixed_precision = mixed_precision
-        try:
-            self._compile = check_compile_setting(compile, "model.compile")
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        self._compile = check_compile_setting(compile, "model.compile", ConfigurationError)
         self._tf32 = tf32
         # How the forward passes run, by device and training or not (`_plan`).
         self._plans: Dict[Tuple[torch.device, bool], ExecutionPlan] = {}
@@ -146,11 +136,8 @@ class ElmoLanguageModel(Model):
     def _direction_loss(
         self, direction: int, outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, sampled
     ) -> torch.Tensor:
-        """
-        Mean token loss of one direction; also accumulates the perplexity metric, on the device.
-        Training masks padding out of the sum (no host read); evaluation selects the real
-        positions first (the full softmax costs a vocabulary of logits per position).
-        """
+        """Mean token loss of one direction, accumulated into the perplexity on the device. Training
+        masks padding out (no host read); evaluation selects the real positions (full softmax)."""
         if self.training:
             flat_mask = mask.reshape(-1)
             flat_targets = targets.reshape(-1)
@@ -187,9 +174,8 @@ class ElmoLanguageModel(Model):
     ) -> Dict[str, torch.Tensor]:
         """
         Sentence mode: ``tokens`` (one sentence per row, no boundary tokens; zero state). Stream
-        mode: ``forward_tokens``/``forward_targets`` and ``backward_tokens``/``backward_targets``
-        (windows of bilm-tf's streams, the LSTM state carried between batches). In training the
-        negatives are drawn here, once per batch for both directions.
+        mode: the four ``forward_*``/``backward_*`` fields (windows of bilm-tf's streams, the LSTM
+        state carried between batches).
         """
         return self.forward_with_negatives(
             None, tokens, forward_tokens, forward_targets, backward_tokens, backward_targets
@@ -295,11 +281,8 @@ class ElmoLanguageModel(Model):
         return losses
 
     def get_metrics(self, reset: bool = False) -> Dict[str, float]:
-        """
-        ``forward_ppl``, ``backward_ppl`` and ``ppl`` (their average, as bilm-tf reports it): from
-        the sampled softmax in training (an estimate), the full softmax in evaluation. The sums are
-        read from the device here, and the vocabulary's order judged, so that no step waits.
-        """
+        """``forward_ppl``, ``backward_ppl`` and ``ppl`` (their average, as bilm-tf reports it), sampled
+        in training; the sums are read from the device here, so that no step waits."""
         metrics: Dict[str, float] = {}
         perplexities = []
         if self._loss_sums is not None and self._token_counts is not None:

@@ -95,11 +95,8 @@ def _no_softmax(model: str, what: str) -> ConfigurationError:
 
 
 def load_language_model(model: PathLike) -> BilmLanguageModel:
-    """
-    The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization
-    directory, or what ``allennlp elmo-export --include-softmax`` wrote; anything else is a
-    `ConfigurationError` (`NO_SOFTMAX`).
-    """
+    """The biLM and softmax of ``model``: an ``elmo_bilm`` ``model.tar.gz`` or serialization directory,
+    or what ``allennlp elmo-export --include-softmax`` wrote; else a `ConfigurationError` (`NO_SOFTMAX`)."""
     name = os.fspath(model)
     if name.lower() in PUBLISHED_MODELS:
         raise _no_softmax(name, "a published bilm-tf model (its files hold the biLM only)")
@@ -386,10 +383,8 @@ class LanguageModelScorer:
     def score(
         self, sentences: Iterable[Sequence[str]], batch_size: int = DEFAULT_BATCH_SIZE, substitutes: int = 0
     ) -> List[SentenceScore]:
-        """
-        The score of each tokenized sentence (a sentence needs at least one token), in order;
-        with ``substitutes`` k > 0 also each token's `Substitutes` (k words per list).
-        """
+        """The score of each tokenized sentence (of at least one token), in order; with ``substitutes``
+        k > 0 also each token's `Substitutes` (k words per list)."""
         given = list(sentences)
         check_tokens(given)
         sentences = [list(sentence) for sentence in given]
@@ -415,11 +410,8 @@ class LanguageModelScorer:
         progress: bool = True,
         num_sentences: Optional[int] = None,
     ) -> CorpusScore:
-        """
-        Scores a file of tokenized sentences (checked by `check_scoring_files` unless
-        ``num_sentences`` is given) into JSON lines, to ``output_file`` (whole or not at all) or
-        stdout; returns the file's `CorpusScore`.
-        """
+        """The `CorpusScore` of a file of tokenized sentences (checked by `check_scoring_files` unless
+        ``num_sentences`` is given), each one's score a JSON line in ``output_file`` (whole or not at all) or stdout."""
         if num_sentences is None:
             num_sentences = check_scoring_files(input_file, output_file)
         if output_file is None:
@@ -469,10 +461,8 @@ def check_tokens(batch: Sequence[Sequence[str]]) -> None:
 
 
 def check_scoring_files(input_file: PathLike, output_file: Optional[PathLike]) -> int:
-    """
-    Checks the input (`check_sentence_file`) and that the output can be written without replacing
-    it, before any model is loaded. Returns the number of sentences.
-    """
+    """The number of sentences of the input (`check_sentence_file`), once it is checked, and the
+    output too, that it can be written without replacing it (before any model is loaded)."""
     input_path = os.fspath(input_file)
     num_sentences = check_sentence_file(input_path)
     if output_file is not None:

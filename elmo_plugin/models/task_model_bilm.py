@@ -4,7 +4,7 @@ The biLM inside a task model's archive (a tagger, a classifier, ... with an
 ``allennlp elmo-export`` does with an archive that is not an ``elmo_bilm`` language model. The
 archive is loaded with AllenNLP's ``load_archive``, as for prediction.
 """
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from allennlp.common.checks import ConfigurationError
 from torch import nn
@@ -45,11 +45,8 @@ def _describe(bilms: Dict[str, ElmoBiLm]) -> str:
 
 
 def choose_bilm(bilms: Dict[str, ElmoBiLm], embedder: Optional[str], source: str) -> ElmoBiLm:
-    """
-    The biLM named ``embedder`` (a full name of `elmo_bilms` or its token-embedder key), or the
-    only one when ``embedder`` is None. No biLM, several and no name, or a name that is not
-    there: a `ConfigurationError` listing the names there are.
-    """
+    """The biLM named ``embedder`` (a full name of `elmo_bilms` or its token-embedder key), or the
+    only one when ``embedder`` is None; else a `ConfigurationError` listing the names there are."""
     if not bilms:
         raise ConfigurationError(f"{source} holds no ELMo biLM (no elmo_token_embedder or Elmo)")
     if embedder is None:
@@ -72,6 +69,16 @@ def choose_bilm(bilms: Dict[str, ElmoBiLm], embedder: Optional[str], source: str
     raise ConfigurationError(f"{source} has no ELMo embedder named {embedder!r}; it has: {_describe(bilms)}")
 
 
+def load_task_model(source: str) -> Any:
+    """AllenNLP's ``load_archive`` of ``source`` on the CPU; failing, a one-line `ConfigurationError`."""
+    from allennlp.models.archival import load_archive
+
+    try:
+        return load_archive(source, cuda_device=-1)
+    except (RuntimeError, KeyError, OSError) as error:
+        raise ConfigurationError(f"{source}: cannot load the model ({error})") from None
+
+
 def export_task_model_bilm(
     archive_file: PathLike,
     output_directory: str,
@@ -84,13 +91,8 @@ def export_task_model_bilm(
     (`write_bilm_tf_directory`) and returns the path of each file by kind. ``embedder`` names the
     biLM when the model has more than one (`choose_bilm`).
     """
-    from allennlp.models.archival import load_archive
-
     source = str(archive_file)
-    try:
-        archive = load_archive(source, cuda_device=-1)
-    except (RuntimeError, KeyError, OSError) as error:
-        raise ConfigurationError(f"{source}: cannot load the model ({error})") from None
+    archive = load_task_model(source)
     bilms = elmo_bilms(archive.model)
     if not bilms:
         model_type = archive.config.as_dict(quiet=True).get("model", {}).get("type")

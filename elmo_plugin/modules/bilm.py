@@ -36,8 +36,7 @@ class ElmoBiLm(nn.Module):
     options : `BilmOptions`
         The architecture (see `BilmOptions.from_file`).
     stateful : `bool`, optional (default = `False`)
-        Carry the LSTM state from one batch to the next, row by row, as the original bilm-tf did.
-        The default starts every batch from zero, so a sentence always gets the same vectors.
+        Carry the LSTM state from one batch to the next, row by row, as bilm-tf did.
     character_ids : `ElmoCharacterIds`, optional
         How tokens become rows of ids, ``<S>``/``</S>`` included; bilm-tf's UTF-8 byte ids by
         default (ELMoForManyLangs' rows carry a word id too).
@@ -198,10 +197,8 @@ class ElmoBiLm(nn.Module):
         Computes the character encoder's output once for each of ``tokens`` (and ``<S>``,
         ``</S>``) and reuses it while the encoder is frozen; ``None`` drops the cache.
         """
-        self.token_cache = (
-            None
-            if tokens is None
-            else TokenEncodingCache.build(tokens, self.character_ids, self.character_encoder)
+        self.token_cache = None if tokens is None else TokenEncodingCache.build(
+            tokens, self.character_ids, self.character_encoder
         )
 
     def _cache_usable(self) -> bool:
@@ -250,11 +247,9 @@ class ElmoBiLm(nn.Module):
                          execution: Optional[ExecutionPlan] = None
                          ) -> Tuple[torch.Tensor, torch.Tensor]:
         """
-        One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward): a window of
-        that direction's own token stream (the backward one already reversed) through the token
-        encoder and that direction's LSTM stack, each row continuing the previous window's state
-        (the first window after sentences or `end_stream` starts from zero). Returns the top
-        layer's ``(batch, time, projection_dim)`` output and the ``(batch, time)`` mask.
+        One direction of bilm-tf's stream-mode training (0 = forward, 1 = backward, its stream
+        already reversed): a window through the encoder and that direction's LSTM stack, each row
+        continuing the previous window's state; the top layer's output and the mask.
         """
         if not self.stateful:
             self.stateful = True  # resets the carried state: a new stream starts from zero

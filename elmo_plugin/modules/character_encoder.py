@@ -47,24 +47,17 @@ class CharacterEncoder(nn.Module):
 
     filters : `Sequence[Tuple[int, int]]`
         ``(width, count)`` of each convolution.
-    char_embedding_dim : `int`
-        Size of each byte embedding.
-    n_highway : `int`
-        Number of highway layers (0 allowed).
-    projection_dim : `int`
-        Output size (no projection layer where it equals the total number of filters).
+    char_embedding_dim, n_highway, projection_dim : `int`
+        Size of each byte embedding, number of highway layers (0 allowed), output size.
     activation : `str`
         ``"relu"`` or ``"tanh"``, applied after max-pooling each convolution over characters.
     num_character_ids : `int`
         Rows of the embedding matrix: 262 (261 bilm-tf ids + the mask row 0, which stays zero).
     padding_id : `int`, optional (default = bilm-tf's padding id, 261 after the +1 shift)
-        The id that fills a token's row after its end-of-word id (to skip all-padding windows).
-    num_word_ids : `int`, optional (default = `0`)
-        With ``word_embedding_dim``: rows of a word embedding (ELMoForManyLangs' ``cnn_50_100``);
-        each token's row of ids then ends with its word id, and the projection reads ``[word
-        vector; highway output]``.
-    word_embedding_dim : `int`, optional (default = `0`)
-        Size of each word vector.
+        The id that fills a token's row after its end-of-word id.
+    num_word_ids, word_embedding_dim : `int`, optional (default = `0`)
+        A word embedding beside the characters (ELMoForManyLangs' ``cnn_50_100``): each row of ids
+        then ends with its word id, and the projection reads ``[word vector; highway output]``.
     project : `bool`, optional
         Force the projection layer on or off; by default it exists when its sizes differ.
     """

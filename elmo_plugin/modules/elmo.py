@@ -43,21 +43,18 @@ class Elmo(torch.nn.Module, FromParams):
     scalar_mix_parameters : `List[float]`, optional
         A fixed, untrained mix given as pre-softmax layer weights, e.g. ``[-9e10, 1, -9e10]``.
     archive_file : `str`, optional
-        The ``model.tar.gz`` (or serialization directory) of an ``elmo_bilm`` run, instead of
-        ``options_file`` and ``weight_file``.
+        The ``model.tar.gz`` (or serialization directory) of an ``elmo_bilm`` run instead of files.
     scalar_mix : `Lazy[ScalarMix]`, optional
         The mix (``{"type": "single_layer", "layer": -1}``, ...); by default the paper's.
     bilm : `ElmoBiLm`, optional
         An already built biLM, instead of files; its own training dropout is switched off.
     module : `torch.nn.Module`, optional
-        AllenNLP's name for ``bilm``: any module with ``num_layers``, ``get_output_dim()`` and a
-        ``forward(character_ids)`` that returns ``{"activations": [...], "mask": ...}``.
+        AllenNLP's name for ``bilm``: any module with its ``num_layers``, ``get_output_dim()`` and ``forward``.
     model : `str`, optional
         The model when no files are given: any that `elmo_plugin.model_files.resolve` names; by
         default the published ``original``.
     precision : `str`, optional (default = `"float32"`)
-        ``"bfloat16"``: the frozen biLM's matrix products in bfloat16 where the device has it
-        natively (`elmo_plugin.modules.precision`); a `ConfigurationError` with ``requires_grad``.
+        ``"bfloat16"``: the frozen biLM's products in bfloat16 where native (`elmo_plugin.modules.precision`).
     """
 
     def __init__(

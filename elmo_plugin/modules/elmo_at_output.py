@@ -26,8 +26,7 @@ class ElmoInputOutputEmbedder(TextFieldEmbedder):
     # Parameters
 
     text_field_embedder : `TextFieldEmbedder`
-        The model's own embeddings, for every indexer but ELMo's (e.g. a ``basic``
-        ``text_field_embedder`` with ``tokens`` and ``token_characters``).
+        The model's own embeddings, for every indexer but ELMo's.
     elmo : `Lazy[Elmo]`
         `Elmo`'s parameters except ``num_output_representations``, which is 2 here.
     elmo_key : `str`, optional (default = `"elmo"`)
@@ -110,8 +109,7 @@ class _EncoderWithElmoBeside:
 @Seq2SeqEncoder.register("elmo_at_output")
 class ElmoAtOutputSeq2Seq(_EncoderWithElmoBeside, Seq2SeqEncoder):
     """
-    ``[encoder(x_k); ELMo_k]`` per token, where the input is ``[x_k; ELMo_k]`` as
-    ``elmo_input_output`` gives it (ELMo in the last ``elmo_dim`` features).
+    ``[encoder(x_k); ELMo_k]`` per token of the input ``[x_k; ELMo_k]`` of ``elmo_input_output``.
 
     # Parameters
 
@@ -135,8 +133,7 @@ class ElmoAtOutputSeq2Seq(_EncoderWithElmoBeside, Seq2SeqEncoder):
 @Seq2VecEncoder.register("elmo_at_output")
 class ElmoAtOutputSeq2Vec(_EncoderWithElmoBeside, Seq2VecEncoder):
     """
-    ``[encoder(x); mean_k ELMo_k]`` for a whole sequence (a classifier's ``seq2vec_encoder``),
-    the output-side ELMo averaged over the tokens, for the input ``elmo_input_output`` gives.
+    ``[encoder(x); mean_k ELMo_k]`` of the input ``[x_k; ELMo_k]`` of ``elmo_input_output``.
 
     # Parameters
 

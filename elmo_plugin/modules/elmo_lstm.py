@@ -28,24 +28,16 @@ class ElmoBiLstm(nn.Module):
 
     # Parameters
 
-    input_size : `int`
-        Size of the token vectors fed to the first layer.
-    cell_size : `int`
-        LSTM cell size.
-    projection_size : `int`
-        Output size of each direction of each layer.
+    input_size, cell_size, projection_size, cell_clip, proj_clip
+        As `ProjectedLstmLayer`'s (``input_size``: the first layer's).
     num_layers : `int`
         Layers per direction.
-    cell_clip, proj_clip : `float`, optional
-        See `ProjectedLstmLayer`.
     use_skip_connections : `bool`, optional (default = `True`)
-        Add each layer's input to its output for every layer after the first (TensorFlow's
-        ``ResidualWrapper``; the recurrent state itself stays un-added).
+        Add each layer's input to its output after the first layer (TensorFlow's ``ResidualWrapper``).
     dropout : `float`, optional (default = `0.0`)
-        Dropout on every layer's input while training, as bilm-tf's ``DropoutWrapper`` does.
+        Dropout on every layer's input while training (bilm-tf's ``DropoutWrapper``).
     stateful : `bool`, optional (default = `False`)
-        Each row's final state becomes the same row's initial state in the next batch (bilm-tf's
-        behaviour); rows beyond the largest batch seen start from zero.
+        Each row's final state starts the same row in the next batch (bilm-tf's behaviour).
     """
 
     def __init__(
@@ -95,24 +87,16 @@ class ElmoBiLstm(nn.Module):
     def _initial_state(
         self, direction: int, layer: int, batch_size: int, like: torch.Tensor
     ) -> Optional[LstmState]:
-        if not self.stateful or self._states is None:
+        if not self.stateful or self._states is None or self._states[direction][layer][0] is None:
             return None
-        stored_h, stored_c = self._states[direction][layer]
-        if stored_h is None:
-            return None
-        rows = min(batch_size, stored_h.size(0))
-        h = like.new_zeros(batch_size, self.projection_size)
-        c = like.new_zeros(batch_size, self.cell_size)
-        h[:rows] = stored_h[:rows].to(like)
-        c[:rows] = stored_c[:rows].to(like)
-        return h, c
-
-    def _store_state(self, direction: int, layer: int, state: LstmState) -> None:
-        assert self._states is not None
         stored = self._states[direction][layer]
-        self._states[direction][layer] = carried_state(
-            None if stored[0] is None else stored, (state[0].detach(), state[1].detach())
-        )
+        rows = min(batch_size, stored[0].size(0))
+        state = []
+        for tensor in stored:  # h, then c
+            initial = like.new_zeros(batch_size, tensor.size(1))
+            initial[:rows] = tensor[:rows].to(like)
+            state.append(initial)
+        return tuple(state)
 
     def run_direction(self, direction: int, inputs: torch.Tensor, mask: torch.Tensor,
                       execution: Optional[ExecutionPlan] = None) -> List[torch.Tensor]:
@@ -140,8 +124,10 @@ class ElmoBiLstm(nn.Module):
         if self.stateful:
             if self._states is None:
                 self._states = [[(None, None)] * self.num_layers for _ in range(2)]  # type: ignore
-            for layer_index, final_state in enumerate(final_states):
-                self._store_state(direction, layer_index, final_state)
+            stored = self._states[direction]
+            for layer_index, (h, c) in enumerate(final_states):
+                carried = None if stored[layer_index][0] is None else stored[layer_index]
+                stored[layer_index] = carried_state(carried, (h.detach(), c.detach()))
         return outputs
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor,

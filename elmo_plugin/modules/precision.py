@@ -52,10 +52,7 @@ class InferenceSettings:
     def __init__(self, precision: str = "float32", compile: Union[bool, str] = False,
                  tf32: Optional[bool] = None, native_only: bool = True) -> None:
         self.precision = check_precision(precision)
-        try:
-            self.compile = check_compile_setting(compile)
-        except ValueError as error:
-            raise ConfigurationError(str(error)) from None
+        self.compile = check_compile_setting(compile, error=ConfigurationError)
         self.tf32 = tf32
         self.native_only = native_only
         self._native = NativeBfloat16(

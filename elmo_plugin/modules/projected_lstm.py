@@ -25,18 +25,13 @@ class ProjectedLstmLayer(nn.Module):
 
     # Parameters
 
-    input_size : `int`
-        Size of each input vector.
-    cell_size : `int`
-        Size of the cell state (``lstm.dim``).
-    projection_size : `int`
-        Size of the output and of the recurrent state (``lstm.projection_dim``).
-    cell_clip : `float`, optional
-        Clip the cell state to ``[-cell_clip, cell_clip]`` after every update.
-    proj_clip : `float`, optional
-        Clip the projected output to ``[-proj_clip, proj_clip]``.
+    input_size, cell_size, projection_size : `int`
+        Sizes of each input, the cell state (``lstm.dim``), the output and recurrent state
+        (``lstm.projection_dim``).
+    cell_clip, proj_clip : `float`, optional
+        The bounds of the cell state and of the projected output.
     forget_bias : `float`, optional (default = `1.0`)
-        Added to the forget gate's pre-activation, as TensorFlow's ``LSTMCell`` does.
+        Added to the forget gate's pre-activation (TensorFlow's ``LSTMCell``).
     """
 
     def __init__(

@@ -31,8 +31,7 @@ def _float_dtype(device: Union[str, torch.device]) -> torch.dtype:
 class LogUniformSampler:
     """
     TensorFlow's ``log_uniform_candidate_sampler`` on the model's device: id ``k`` of a vocabulary
-    sorted by descending frequency has ``P(k) = (log(k + 2) - log(k + 1)) / log(num_words + 1)``,
-    drawn as TensorFlow does, ``k = floor(exp(u * log(num_words + 1))) - 1`` in double precision.
+    sorted by descending frequency has ``P(k) = (log(k + 2) - log(k + 1)) / log(num_words + 1)``.
 
     # Parameters
 
@@ -47,11 +46,8 @@ class LogUniformSampler:
         self._log_range = math.log(num_words + 1)
 
     def probability(self, ids: torch.Tensor) -> torch.Tensor:
-        """
-        P(id) for ids of any shape, in float64 (float32 on MPS), on their device, as
-        ``log1p(1 / (id + 1)) / log(V + 1)``: the textbook ``log((id + 2) / (id + 1))`` (AllenNLP's,
-        in float32) loses most of its digits for large ids.
-        """
+        """P(id) for ids of any shape, in float64 (float32 on MPS), on their device; ``log1p``
+        keeps the digits that AllenNLP's ``log((id + 2) / (id + 1))`` loses for large ids."""
         ids_float = ids.to(_float_dtype(ids.device))
         return torch.log1p(1.0 / (ids_float + 1.0)) / self._log_range
 
@@ -65,28 +61,30 @@ class LogUniformSampler:
         device: Union[str, torch.device, None] = None,
         generator: Optional[torch.Generator] = None,
     ) -> torch.LongTensor:
-        """``num_draws`` independent ids *with replacement*, on ``device`` (with ``generator``)."""
+        """``num_draws`` ids with replacement, as TensorFlow draws them: ``floor(exp(u * log(V + 1))) - 1``."""
         u = torch.rand(num_draws, device=device, dtype=_float_dtype(device or "cpu"), generator=generator)
-        # floor(exp(u * log(V + 1))) is in [1, V + 1); the clamp only guards against rounding
-        # at the top end, as TensorFlow's and AllenNLP's samplers do.
+        # The clamp only guards against rounding at the top end, as TensorFlow's sampler does.
         ids = torch.exp(u * self._log_range).long() - 1
         return ids.clamp_(0, self.num_words - 1)
+
+    @functools.cached_property
+    def _log1m_probabilities(self) -> torch.Tensor:
+        """``log(1 - P(k))`` of every id, on the CPU: what chunks are sized by."""
+        return torch.log1p(-self.probabilities("cpu"))
 
     @functools.lru_cache(maxsize=None)  # a few passes over the vocabulary per num_samples
     def expected_num_tries(self, num_samples: int) -> float:
         """
         The number of draws ``T`` after which the expected number of distinct ids,
-        ``sum_k 1 - (1 - P(k))^T``, reaches ``num_samples`` (within 2 %, by bisection on
-        ``log T``): what `sample` sizes its chunks by.
+        ``sum_k 1 - (1 - P(k))^T``, reaches ``num_samples`` (within 2 %): `sample`'s chunk size.
         """
         if num_samples >= self.num_words:
             raise ValueError("expected_num_tries needs num_samples < num_words")
-        log1m_p = torch.log1p(-self.probabilities("cpu"))
 
         def expected_distinct(tries: float) -> float:
-            return float((-torch.expm1(tries * log1m_p)).sum())
+            return float((-torch.expm1(tries * self._log1m_probabilities)).sum())
 
-        # E[distinct](T) is increasing in T and <= T, so T >= num_samples; double until above.
+        # E[distinct](T) increases with T and is <= T: double from num_samples until above.
         low, high = float(num_samples), 2.0 * num_samples
         while expected_distinct(high) < num_samples:
             low, high = high, 2.0 * high
@@ -117,9 +115,8 @@ class LogUniformSampler:
     ) -> Tuple[torch.LongTensor, float]:
         """
         ``min(num_samples, num_words)`` distinct ids in order of first appearance, drawn as
-        TensorFlow's unique sampler does (with replacement until that many were seen), a chunk of
-        draws at a time (on ``device``, with ``generator``), and the number of draws it took
-        (``inf`` when every id is returned, so that `log_expected_count` is exactly 0).
+        TensorFlow's unique sampler does, a chunk of draws at a time, and the number of draws it
+        took (``inf`` when every id is returned, so that `log_expected_count` is exactly 0).
         """
         if num_samples >= self.num_words:
             return torch.arange(self.num_words, device=device), math.inf
@@ -157,15 +154,13 @@ class LogUniformSampler:
         """
         The number of draws after which fewer than ``num_samples`` distinct ids are seen with
         probability at most 1e-15 (None if over ``2**24`` draws), by bisection on the smaller of
-        two bounds: Chernoff's lower tail for the number of distinct ids ``X`` (negatively
-        associated indicators), and Markov's inequality for the ids never drawn, ``V - X``.
+        Chernoff's lower tail for the distinct ids ``X`` and Markov's bound on ``V - X``.
         """
         if num_samples >= self.num_words or num_samples <= 0:
             raise ValueError("one_chunk_size needs 0 < num_samples < num_words")
-        log1m_p = torch.log1p(-self.probabilities("cpu"))
 
         def short_chunk_bound(draws: int) -> float:
-            never_drawn = float(torch.exp(draws * log1m_p).sum())
+            never_drawn = float(torch.exp(draws * self._log1m_probabilities).sum())
             mean_distinct = self.num_words - never_drawn
             markov = never_drawn / (self.num_words - num_samples + 1)
             if mean_distinct <= num_samples:
@@ -194,11 +189,8 @@ class LogUniformSampler:
         device: Union[str, torch.device, None] = None,
         generator: Optional[torch.Generator] = None,
     ) -> Tuple[torch.LongTensor, torch.Tensor]:
-        """
-        What `sample` returns, from one chunk of `one_chunk_size` draws with fixed shapes and no
-        host reads; ``num_tries`` is a 0-dim float tensor on ``device``. A chunk short of distinct
-        ids (a chance below 1e-15) repeats some.
-        """
+        """What `sample` returns, from one chunk of `one_chunk_size` draws with fixed shapes and no
+        host reads (``num_tries`` a 0-dim tensor); a chunk short of distinct ids repeats some."""
         size = self.one_chunk_size(num_samples)
         if size is None:
             raise ValueError(
@@ -213,11 +205,9 @@ class LogUniformSampler:
         self, ids: torch.Tensor, num_tries: Union[float, torch.Tensor]
     ) -> torch.Tensor:
         """
-        log Q(id), the log of the chance that ``id`` is among ``num_tries`` draws, TensorFlow's
-        expected count for unique sampling, as ``log(-expm1(num_tries * log1p(-P)))`` (stable
-        for rare ids; ``num_tries = inf`` gives 0). Same shape as ``ids``, float64 (float32 on
-        MPS); ``num_tries`` as `sample` or `sample_in_one_chunk` return it. TensorFlow's shortcut
-        ``P * S`` for draws without repeats never applies to thousands of Zipfian samples.
+        log Q(id), the log of the chance that ``id`` is among ``num_tries`` draws (TensorFlow's
+        expected count for unique sampling), as ``log(-expm1(num_tries * log1p(-P)))``, stable for
+        rare ids; ``num_tries`` as `sample` or `sample_in_one_chunk` return it.
         """
         log1m_p = torch.log1p(-self.probability(ids))
         return torch.log(-torch.expm1(num_tries * log1m_p))
@@ -234,8 +224,7 @@ def _sort_runs(values: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 def first_distinct(draws: torch.Tensor, num_samples: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """
     The first ``num_samples`` distinct values of ``draws`` in order of first appearance, and one
-    plus the position of the last of them (TensorFlow's ``num_tries``, 0-dim), with fixed shapes,
-    on the draws' device: the draw-by-draw loop's results from two stable sorts.
+    plus the position of the last of them (``num_tries``, 0-dim), from two stable sorts.
     """
     order, starts = _sort_runs(draws)
     is_first = torch.empty_like(starts).scatter_(0, order, starts)
@@ -247,9 +236,8 @@ def first_distinct(draws: torch.Tensor, num_samples: int) -> Tuple[torch.Tensor,
 class RowSums(NamedTuple):
     """
     Rows of a gradient with repeated ids, summed with fixed shapes: the first position of each id
-    holds the sum of its rows (in position order, as ``index_add_`` sums them), its later
-    positions zeros, so ``zeros.index_add_(0, ids, sums)`` is the dense gradient exactly.
-    ``first``: the first position of the id at each position.
+    holds the sum of its rows (in ``index_add_``'s order), its later positions zeros; ``first``:
+    the first position of the id at each position.
     """
 
     ids: torch.Tensor
@@ -305,11 +293,8 @@ def gather_rows(weight: torch.Tensor, ids: torch.Tensor, sparse_gradient: bool) 
 
 
 class SampledCandidates(NamedTuple):
-    """
-    One draw of negatives, shared by several calls of `SampledSoftmaxLoss` (bilm-tf's two
-    directions share one per batch): their ``ids`` ``(S,)``, their ``log_expected_count`` ``(S,)``
-    and ``num_tries`` (a float or a 0-dim tensor), which the targets' log Q needs.
-    """
+    """One draw of negatives that several calls of `SampledSoftmaxLoss` share (bilm-tf's two
+    directions): ``ids`` ``(S,)``, their ``log_expected_count`` and ``num_tries`` (for the targets')."""
 
     ids: torch.Tensor
     log_expected_count: torch.Tensor
@@ -321,13 +306,10 @@ class SampledSoftmaxLoss(nn.Module):
     The biLM's output layer and loss: a softmax over the vocabulary, trained with bilm-tf's
     sampled softmax and evaluated with the full one.
 
-    In training one set of ``num_samples`` distinct negatives is drawn per call (or taken from
-    ``sampled``); row ``i`` with target ``y_i`` has the logits ``w_y . e_i + b_y - log Q(y_i)`` and
-    ``w_s . e_i + b_s - log Q(s)`` for every sampled ``s`` (`LogUniformSampler.log_expected_count`),
-    a sampled id equal to ``y_i`` masked out (TensorFlow's ``remove_accidental_hits``), and the loss
-    is ``-log_softmax`` of the true logit. In evaluation (and when ``num_samples >= num_words``) it is
-    the full softmax's negative log likelihood, at most ``max_eval_logits`` logits at once. Unlike
-    AllenNLP's ``SampledSoftmaxLoss`` it returns the loss of every token, not the sum.
+    In training, the logits of the target and of ``num_samples`` distinct negatives (drawn per
+    call, or ``sampled``) each less ``log Q`` (`LogUniformSampler.log_expected_count`), a sample
+    equal to the target masked out (TensorFlow's ``remove_accidental_hits``); in evaluation the full
+    softmax. Unlike AllenNLP's ``SampledSoftmaxLoss`` it returns the loss of every token, not the sum.
 
     # Parameters
 
@@ -340,9 +322,8 @@ class SampledSoftmaxLoss(nn.Module):
     max_eval_logits : `int`, optional (default = `2**26`)
         Most logits materialised at once by the full softmax (256 MB in float32).
     sparse_gradients : `bool`, optional (default = `False`)
-        In training, give ``softmax_weight`` and ``softmax_bias`` sparse COO gradients of only the
-        targets' and the samples' rows (`sum_rows`), whose dense form is the dense gradient, for an
-        optimizer that takes them in one process (DDP's NCCL all-reduce takes dense ones only).
+        In training, sparse COO gradients of the softmax's rows a step used (`sum_rows`), equal to
+        the dense ones, for an optimizer in one process (DDP's all-reduce takes dense ones only).
     """
 
     def __init__(
@@ -381,11 +362,8 @@ class SampledSoftmaxLoss(nn.Module):
         device: Union[str, torch.device, None] = None,
         generator: Optional[torch.Generator] = None,
     ) -> SampledCandidates:
-        """
-        One set of ``num_samples`` negatives to pass as ``sampled`` to several calls of `forward`,
-        drawn on ``device`` (default: the softmax's) with ``generator``, in one chunk without host
-        reads where `LogUniformSampler.one_chunk_size` allows.
-        """
+        """One set of negatives to pass as ``sampled`` to several calls of `forward`, drawn on
+        ``device`` (default: the softmax's), in one chunk where `LogUniformSampler.one_chunk_size` allows."""
         if device is None:
             device = self.softmax_weight.device
         one_chunk = (

@@ -15,23 +15,19 @@ class ScalarMix(torch.nn.Module, Registrable):
     h_j``, with ``s`` starting at zero and ``gamma`` at one; with ``do_layer_norm`` each layer is
     first normalised over all its unmasked elements in the batch, as bilm-tf and AllenNLP do.
 
-    The parameters are AllenNLP's, under its names (``scalar_parameters``, a ``ParameterList`` of
-    one-element parameters, and ``gamma``), so the paper's penalty is AllenNLP's L2 regularizer on
-    ``scalar_parameters``, AllenNLP's archives and code run unchanged, and docs/implementation.md
-    says why not one vector. Registered as ``"softmax"`` (the default).
+    The parameters are AllenNLP's, under its names (``scalar_parameters``, one-element parameters,
+    and ``gamma``; docs/implementation.md says why). Registered as ``"softmax"`` (the default).
 
     # Parameters
 
     num_layers : `int`
-        The number of layers to mix (the biLM's ``num_layers``: 3 for a 2-layer biLM); AllenNLP
-        calls it ``mixture_size``, which is accepted too.
+        The number of layers to mix (the biLM's ``num_layers``: 3 for a 2-layer biLM).
     do_layer_norm : `bool`, optional (default = `False`)
         Normalise every layer over the batch's unmasked elements before mixing.
     initial_scalar_parameters : `List[float]`, optional (default = `None`)
         Pre-softmax layer weights to start from; zeros (an equal mix) if not given.
     trainable : `bool`, optional (default = `True`)
-        Learn ``s`` and ``gamma``. ``False`` with ``initial_scalar_parameters`` gives a fixed mix,
-        for example ``[-9e10, 1, -9e10]`` to use only the first LSTM layer (gamma stays 1).
+        Learn ``s`` and ``gamma``; ``False`` with ``initial_scalar_parameters``: a fixed mix.
     mixture_size : `int`, optional
         AllenNLP's name for ``num_layers``.
     """
@@ -103,7 +99,6 @@ class ScalarMix(torch.nn.Module, Registrable):
             ``(batch, time)``; required with ``do_layer_norm``.
         """
         if len(layers) != self.num_layers:
-            # ConfigurationError, as AllenNLP's ScalarMix raises.
             raise ConfigurationError(
                 f"{len(layers)} tensors were passed, but the mix was built for {self.num_layers}"
             )
@@ -136,17 +131,14 @@ ScalarMix.register("softmax")(ScalarMix)
 @ScalarMix.register("single_layer")
 class SingleLayerMix(ScalarMix):
     """
-    A fixed mix that returns one layer unchanged: ``layer`` 0 is the character-based token layer,
-    1..L the LSTM layers (a negative index counts from the top, -1 is the top layer).
+    A fixed mix that returns one layer unchanged.
 
     # Parameters
 
-    num_layers : `int`
-        The number of layers of the biLM.
+    num_layers, do_layer_norm
+        As `ScalarMix`'s.
     layer : `int`
-        The layer to return.
-    do_layer_norm : `bool`, optional (default = `False`)
-        Normalise the layer as `ScalarMix` does.
+        The layer to return: 0 the character-based token layer, 1..L the LSTM layers, -1 the top.
     """
 
     def __init__(self, num_layers: int, layer: int, do_layer_norm: bool = False) -> None:

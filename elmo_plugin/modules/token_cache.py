@@ -15,11 +15,8 @@ _MULTIPLIERS: Dict[Tuple[int, torch.device], torch.Tensor] = {}
 
 
 def row_keys(character_ids: torch.Tensor) -> torch.Tensor:
-    """
-    One int64 key per row of ``(..., max_characters)`` character ids: equal rows get equal keys,
-    different rows almost surely different ones. Callers that need certainty compare the rows of
-    equal keys (a collision must only ever cost speed).
-    """
+    """One int64 key per row of ``(..., max_characters)`` character ids: equal rows get equal keys,
+    different rows almost surely different ones (callers compare the rows of equal keys)."""
     num_chars = character_ids.size(-1)
     key = (num_chars, character_ids.device)
     if key not in _MULTIPLIERS:
@@ -64,9 +61,8 @@ def _encode_all(encoder: torch.nn.Module, ids: torch.Tensor, batch_size: int) ->
 class TokenEncodingCache(torch.nn.Module):
     """
     The character encoder's vector of every token of a list, so a frozen encoder runs only on
-    other tokens. Looked up by character ids alone (no word ids, unlike AllenNLP's
-    ``vocab_to_cache``): a row's hash is found by binary search and the hit confirmed on the whole
-    row, so a hash collision costs a recomputation, never a wrong vector.
+    other tokens; looked up by character ids alone (a row's key by binary search, the hit confirmed
+    on the whole row: a collision costs a recomputation, never a wrong vector).
 
     # Parameters
 
@@ -114,11 +110,10 @@ class TokenEncodingCache(torch.nn.Module):
 
     def __len__(self) -> int:
         return self._keys.numel()
+
     def lookup(self, character_ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """
-        For ``(n, max_characters_per_token)`` ids returns ``(found, vectors)``: a bool ``(n,)``
-        and the cached vectors of the found rows, in order.
-        """
+        """``(found, vectors)`` of ``(n, max_characters_per_token)`` ids: a bool ``(n,)`` and the
+        cached vectors of the found rows, in order."""
         if len(self) == 0:
             return character_ids.new_zeros(character_ids.size(0), dtype=torch.bool), self._vectors
         keys = row_keys(character_ids)

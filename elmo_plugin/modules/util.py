@@ -9,10 +9,8 @@ import torch
 
 
 def character_mask(character_ids: torch.Tensor) -> torch.BoolTensor:
-    """
-    ``(..., tokens)`` True where a token is, for ``(..., tokens, max_characters)`` character ids
-    from the ``elmo_characters`` indexer: padding tokens are all-zero rows.
-    """
+    """``(..., tokens)`` True where a token is, for ``(..., tokens, max_characters)`` character ids
+    (padding tokens are all-zero rows)."""
     return (character_ids > 0).any(dim=-1)
 
 
@@ -23,21 +21,10 @@ def add_sentence_boundaries(
     end_of_sentence: torch.Tensor,
 ) -> Tuple[torch.Tensor, torch.BoolTensor]:
     """
-    Puts ``beginning_of_sentence`` before and ``end_of_sentence`` after the tokens of every row.
-
-    # Parameters
-
-    tensor : `torch.Tensor`
-        ``(batch, time)`` ids or ``(batch, time, ...)`` rows (character ids), left-aligned.
-    mask : `torch.BoolTensor`
-        ``(batch, time)``, True at the tokens.
-    beginning_of_sentence, end_of_sentence : `torch.Tensor`
-        What to write: scalars for ``(batch, time)`` ids, or one row of ``tensor``'s trailing shape.
-
-    # Returns
-
-    ``(batch, time + 2, ...)``: ``<S>`` at position 0, the tokens at 1..length, ``</S>`` at
-    length + 1 and zeros after; and its ``(batch, time + 2)`` mask.
+    ``beginning_of_sentence`` before and ``end_of_sentence`` after the tokens of every row of
+    ``tensor`` (``(batch, time)`` ids with scalars, or ``(batch, time, ...)`` rows with one row
+    each; left-aligned, ``mask`` True at the tokens): ``(batch, time + 2, ...)``, zeros after
+    ``</S>``, and its ``(batch, time + 2)`` mask.
     """
     batch_size, num_tokens = mask.shape
     lengths = mask.sum(dim=1)

@@ -11,6 +11,8 @@ from typing import Any, Callable, List, Optional, Sequence, Union
 import torch
 from torch.utils import _pytree as pytree
 
+from elmo_plugin.modules.execution.plan import setting_error
+
 logger = logging.getLogger(__name__)
 
 # How a step runs: eagerly (False), compiled whole with torch.compile ("compiled"), or captured
@@ -25,17 +27,14 @@ def check_capture_setting(setting: Union[bool, str], name: str = "capture") -> U
     """``setting`` if it is one of `CAPTURE_SETTINGS`, else a `ValueError` naming them."""
     if setting in CAPTURE_SETTINGS and setting is not True:
         return setting
-    choices = ", ".join(repr(choice) for choice in CAPTURE_SETTINGS)
-    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+    raise setting_error(name, setting, CAPTURE_SETTINGS)
 
 
 def adagrad_update(parameters: Sequence[torch.Tensor], sums: Sequence[torch.Tensor], lr: float,
                    eps: float, foreach: bool) -> None:
-    """
-    torch's Adagrad update of ``parameters`` from their ``.grad`` (``lr_decay`` and ``weight_decay``
-    0), operation for operation as its single-tensor or ``foreach`` path (they round differently),
-    without the step counter it then does not need; the accumulators ``sums`` updated in place.
-    """
+    """torch's Adagrad update of ``parameters`` from their ``.grad`` and accumulators ``sums``
+    (``lr_decay`` and ``weight_decay`` 0), operation for operation as its single-tensor or
+    ``foreach`` path (they round differently)."""
     grads = [parameter.grad for parameter in parameters]
     if foreach:
         torch._foreach_addcmul_(list(sums), grads, grads, 1)
@@ -60,16 +59,12 @@ class CapturedStep:
     loss_function : `Callable[..., torch.Tensor]`
         The forward pass and loss; its tensors' shapes must depend on its inputs' shapes only.
     optimizer : `torch.optim.Adagrad`
-        Its parameters, hyperparameters and state (the accumulators, the step counts) are used
-        and updated as its own ``step`` would; ``lr_decay`` and ``weight_decay`` must be 0, and
-        the gradients dense.
+        Its state updated as its own ``step`` would; ``lr_decay`` and ``weight_decay`` 0, gradients dense.
     max_norm : `float`, optional
         Clip the gradients to this global norm; None: no clipping.
     capture : `Union[bool, str]`, optional (default = `False`)
-        False: eagerly, the reference; ``"compiled"``: under ``torch.compile`` (any device);
-        ``"cuda_graph"``: captured as one ``torch.cuda.CUDAGraph`` after `WARMUP_STEPS` eager
-        steps, then replayed (CUDA only). A call of other shapes or other non-tensor values than
-        the captured ones runs eagerly, with one warning.
+        One of `CAPTURE_SETTINGS`. ``"cuda_graph"`` captures after `WARMUP_STEPS` eager steps; a
+        call of other shapes or non-tensor values than the captured ones runs eagerly, with one warning.
     """
 
     def __init__(self, loss_function: Callable[..., torch.Tensor], optimizer: torch.optim.Adagrad,

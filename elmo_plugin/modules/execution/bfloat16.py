@@ -1,8 +1,7 @@
 """
-Does this device multiply in bfloat16 natively? The one question of inference's
-``precision="bfloat16"`` and pretraining's ``mixed_precision``: where it does not, PyTorch
-emulates bfloat16 products many times slower than float32, so both fall back to float32 with
-one warning.
+Does this device multiply in bfloat16 natively? Where it does not, PyTorch emulates bfloat16
+products many times slower than float32, so inference's ``precision="bfloat16"`` and
+pretraining's ``mixed_precision`` fall back to float32 with one warning.
 """
 import logging
 from typing import Dict, Union
@@ -14,17 +13,9 @@ from elmo_plugin.common import hardware
 
 class NativeBfloat16:
     """
-    Whether a device multiplies in bfloat16 natively (`hardware.bfloat16_support`), decided the
-    first time a device is asked about, with one log line, and remembered.
-
-    # Parameters
-
-    used : `str`
-        The info line where it does; ``%s`` is the hardware's reason.
-    not_used : `str`
-        The warning where it does not (the caller then runs in float32); ``%s`` is the reason.
-    logger : `logging.Logger`
-        The caller's logger, which the two lines go to.
+    Whether a device multiplies in bfloat16 natively (`hardware.bfloat16_support`), decided once
+    per device with one line to the caller's ``logger``: the info ``used`` where it does, the
+    warning ``not_used`` where it does not (``%s`` in each: the hardware's reason).
     """
 
     def __init__(self, used: str, not_used: str, logger: logging.Logger) -> None:

@@ -12,11 +12,9 @@ LstmState = Tuple[torch.Tensor, torch.Tensor]  # (h: (batch, projection), c: (ba
 
 def carried_state(stored: Optional[LstmState], final: LstmState) -> LstmState:
     """
-    The state to carry after a batch that ended in ``final`` (detached), given the state carried
-    so far (``stored``, None at first): ``final``'s rows, then ``stored``'s rows beyond them.
-    Eagerly written in place into ``stored`` where it fits (a CUDA graph replays the addresses it
-    captured); new tensors inside ``torch.compile``, where writing in place made the next batch's
-    backward read the wrong state (docs/implementation.md).
+    The state to carry after a batch that ended in ``final`` (detached): its rows, then those of
+    ``stored`` (None at first) beyond them. Eagerly in place into ``stored`` where it fits (a CUDA
+    graph replays its addresses); new tensors under ``torch.compile`` (docs/implementation.md).
     """
     h, c = final
     stored_h, stored_c = stored if stored is not None else (None, None)

@@ -120,11 +120,8 @@ def _without_windows_off_the_end(values: torch.Tensor, convolutions: CharacterCo
 def reference_max_pooled_convolutions(
     character_ids: torch.Tensor, convolutions: CharacterConvolutions
 ) -> torch.Tensor:
-    """
-    The plain definition: every convolution (``nn.Conv1d``'s) over every position of
-    ``character_ids`` ``(num_tokens, max_characters_per_token)``, then the max: ``(num_tokens,
-    total filters)``.
-    """
+    """The plain definition: every convolution (``nn.Conv1d``'s) over every position of
+    ``character_ids`` ``(tokens, characters)``, then the max: ``(tokens, total filters)``."""
     embedded = convolutions.embed(character_ids).transpose(1, 2)
     return torch.cat([nn.functional.conv1d(embedded, kernel, bias).max(dim=-1).values
                       for kernel, bias in zip(convolutions.kernels, convolutions.biases)], -1)
@@ -134,14 +131,11 @@ def reference_max_pooled_convolutions(
 def max_pooled_convolutions(character_ids: torch.Tensor, convolutions: CharacterConvolutions,
                             plan: Optional[ExecutionPlan] = None) -> torch.Tensor:
     """
-    `reference_max_pooled_convolutions`' numbers (to float rounding) as matrix products over only
-    the windows that can differ, in the plan's products dtype; with a ``fixed_shape`` plan, over
-    every window (`every_window_max_pooled_convolutions`: no lengths read by the host).
-
-    Every window wholly in a token's padding has the same value for a filter, so a token needs
-    only its windows that start before its padding, plus that one value where such a window fits;
-    the bias is added after the max (rounding is monotone: exact). Tokens are sorted by length
-    and run in chunks of similar lengths (docs/implementation.md, "The fast paths, measured").
+    `reference_max_pooled_convolutions`' numbers (to float rounding) as matrix products in the
+    plan's products dtype over only the windows that start before a token's padding, plus the one
+    value of an all-padding window where one fits; tokens sorted by length, run in chunks of
+    similar lengths (docs/implementation.md, "The fast paths, measured"). A ``fixed_shape`` plan
+    takes `every_window_max_pooled_convolutions`.
     """
     if fixed_shape(plan):
         return every_window_max_pooled_convolutions(character_ids, convolutions, plan)
@@ -223,11 +217,8 @@ def every_window_max_pooled_convolutions(
     character_ids: torch.Tensor, convolutions: CharacterConvolutions,
     plan: Optional[ExecutionPlan] = None,
 ) -> torch.Tensor:
-    """
-    `reference_max_pooled_convolutions`' numbers (to float rounding) as one product over every
-    window of every token, in the plan's products dtype, with shapes fixed by the input's alone
-    (a plan's ``fixed_shape``).
-    """
+    """`reference_max_pooled_convolutions`' numbers (to float rounding) as one product over every
+    window of every token, in the plan's products dtype, with shapes fixed by the input's alone."""
     num_chars = character_ids.size(1)
     kernel = convolutions.fused_kernel()
     values = _window_values(convolutions, character_ids, kernel, num_chars,

@@ -1,8 +1,7 @@
 """
-How one `ProjectedLstmLayer` runs over a batch, decided once per call from the plan and the tensors:
-rows sorted longest first and packed, the input half of the gates in one product, then the
-recurrence: compiled (`compiled_step`) for a batch without padding where the plan asks, else
-training's recurrence with its hand-written backward, or the inference loop (`lstm_recurrence`).
+How one `ProjectedLstmLayer` runs over a batch: rows sorted longest first and packed, the input
+half of the gates in one product, then the recurrence: compiled (`compiled_step`) or, eagerly,
+training's or inference's (`lstm_recurrence`).
 """
 from typing import List, Optional, Tuple
 

@@ -54,30 +54,28 @@ def projected_lstm_step(input_gates: torch.Tensor, h: torch.Tensor, c: torch.Ten
     gates = input_gates + (h.to(matmul_dtype) @ weights.recurrent).to(state_dtype)
     i, j, f, o = gates.split(c.size(1), dim=1)
     i, j, f, o = torch.sigmoid(i), torch.tanh(j), torch.sigmoid(f), torch.sigmoid(o)
-    c = f * c + i * j
-    cell_passes = output_passes = None
-    if weights.cell_clip is not None:
-        if record:
-            cell_passes = (c >= -weights.cell_clip) & (c <= weights.cell_clip)
-        c = c.clamp(-weights.cell_clip, weights.cell_clip)
+    c, cell_passes = _clamped(f * c + i * j, weights.cell_clip, record)
     tanh_c = torch.tanh(c)
     h = ((tanh_c * o).to(matmul_dtype) @ weights.projection).to(state_dtype)
-    if weights.proj_clip is not None:
-        if record:
-            output_passes = (h >= -weights.proj_clip) & (h <= weights.proj_clip)
-        h = h.clamp(-weights.proj_clip, weights.proj_clip)
+    h, output_passes = _clamped(h, weights.proj_clip, record)
     if not record:
         return h, c
     return h, c, torch.cat([i, j, f, o], dim=1), tanh_c, cell_passes, output_passes
 
 
+def _clamped(tensor: torch.Tensor, clip: Optional[float], record: bool) -> Tuple:
+    """``tensor`` clamped to ``[-clip, clip]`` and, with ``record``, where it was inside (else None)."""
+    if clip is None:
+        return tensor, None
+    return tensor.clamp(-clip, clip), ((tensor >= -clip) & (tensor <= clip) if record else None)
+
+
 def reference_recurrence(input_gates: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
                          weights: LstmWeights, step_sizes: List[int], record: bool = False) -> Tuple:
     """
-    The plain definition: `projected_lstm_step` over the packed steps with autograd.
-    ``input_gates`` ``(real positions, 4 * cell)``; ``step_sizes``: the running rows of each step.
-    Returns the packed outputs, each row's final ``h`` and ``c``, and with ``record`` the
-    `RecurrenceRecord`. No branch on data, so that TorchDynamo captures it whole.
+    `projected_lstm_step` over the packed steps with autograd (``input_gates`` ``(positions, 4 *
+    cell)``, ``step_sizes`` the running rows of each step): the packed outputs, each row's final
+    ``h`` and ``c``, with ``record`` the `RecurrenceRecord`. No branch on data (TorchDynamo).
     """
     h, c = h0, c0
     outputs: List[torch.Tensor] = []
@@ -118,15 +116,11 @@ def recurrence_loop(
 ) -> Tuple:
     """
     `reference_recurrence` without autograd, in place, into buffers (with ``record``: of every
-    position; without: one step's rows, reused), with few operator calls a step; the same arguments
-    and results, and ``input_gates`` may come in the products' dtype. ``few_rows``: the weights
-    transposed, contiguous, in the products' dtype, for steps of at most `FEW_ROWS_MAX` rows (the
-    last bit may differ).
-    docs/implementation.md ("The fast paths, measured") says why each.
-
-    f and o get a sigmoid each (one over both rounds differently): so the outputs with and without
-    ``record`` agree to the bit. Where the dtypes agree, ``addmm`` adds the input gates (rounding
-    once less).
+    position; without: one step's rows, reused); ``input_gates`` may come in the products' dtype.
+    ``few_rows``: the weights transposed, contiguous, in the products' dtype, for steps of at most
+    `FEW_ROWS_MAX` rows (the last bit may differ). docs/implementation.md ("The fast paths,
+    measured") says why each; f and o get a sigmoid each, so that outputs with and without
+    ``record`` agree to the bit.
     """
     batch_size, cell_size = c0.shape
     num_positions = input_gates.size(0)
@@ -193,10 +187,7 @@ def recurrence_loop(
         # Later steps update the buffer in place (elementwise: safe).
         c = torch.mul(f, c, out=cell).addcmul_(i, j)
         if weights.cell_clip is not None:
-            if record:
-                torch.logical_and(c >= -weights.cell_clip, c <= weights.cell_clip,
-                                  out=cell_pass_steps[step])
-            c.clamp_(-weights.cell_clip, weights.cell_clip)
+            _clamp_recording_(c, weights.cell_clip, cell_pass_steps[step] if record else None)
         torch.tanh(c, out=tanh_cell)
         torch.mul(tanh_cell, o, out=hidden_rows)
         if mixed:
@@ -204,15 +195,27 @@ def recurrence_loop(
         else:
             h = torch.mm(hidden_rows, weights.projection, out=step_output)
         if weights.proj_clip is not None:
-            if record:
-                torch.logical_and(h >= -weights.proj_clip, h <= weights.proj_clip,
-                                  out=output_pass_steps[step])
-            h.clamp_(-weights.proj_clip, weights.proj_clip)
+            _clamp_recording_(h, weights.proj_clip, output_pass_steps[step] if record else None)
     final_h = torch.cat([h.to(h0.dtype)] + ended_h[::-1])
     result = (outputs.to(h0.dtype), final_h, torch.cat([c] + ended_c[::-1]))
     if not record:
         return result
     return result + (RecurrenceRecord(activations, cells, tanh_cells, cell_passes, output_passes),)
+
+
+def _clamp_recording_(tensor: torch.Tensor, clip: float, passes: Optional[torch.Tensor]) -> None:
+    """Clamps ``tensor`` to ``[-clip, clip]`` in place, first writing into ``passes`` where it was inside."""
+    if passes is not None:
+        torch.logical_and(tensor >= -clip, tensor <= clip, out=passes)
+    tensor.clamp_(-clip, clip)
+
+
+def _into(function: Callable, out: torch.Tensor, *args: torch.Tensor) -> None:
+    """``function(*args, out=out)``; a copy while TorchDynamo compiles (it takes no out= into a block)."""
+    if torch.compiler.is_compiling():
+        out.copy_(function(*args))
+    else:
+        function(*args, out=out)
 
 
 def _times_transposed(rows: torch.Tensor, transposed_weight: torch.Tensor) -> torch.Tensor:
@@ -241,7 +244,6 @@ def recurrence_backward(
     # h's gradient through the next step's recurrent product, for the rows that ran it.
     grad_h = grad_final_h.new_empty(grad_final_h.shape, dtype=matmul_dtype)
     grad_c = grad_final_c.clone()
-    compiling = torch.compiler.is_compiling()  # TorchDynamo takes no out= into a block
     for step in range(len(step_sizes) - 1, -1, -1):
         rows = step_sizes[step]
         span = slice(offsets[step], offsets[step + 1])
@@ -257,10 +259,7 @@ def recurrence_backward(
                                (grad_final_h, slice(continuing, rows))):
             if part.start == part.stop:
                 continue
-            if compiling:
-                d_projected[part] = gradient[part] + step_grad_outputs[part]
-            else:
-                torch.add(gradient[part], step_grad_outputs[part], out=d_projected[part])
+            _into(torch.add, d_projected[part], gradient[part], step_grad_outputs[part])
         if output_passes is not None:
             # Multiplying by 0 or 1 after the rounding gives what it gives before.
             d_projected.mul_(output_passes[span])
@@ -274,15 +273,9 @@ def recurrence_backward(
         step_gates = grad_gates[span]
         blocks = ((d_c * j, i * (1 - i)), (d_c * i, 1 - j * j), (d_c * previous_c, f * (1 - f)),
                   (d_o, o * (1 - o)))
-        if compiling:
-            step_gates.copy_(torch.cat([left * right for left, right in blocks], dim=1))
-        else:
-            for (left, right), block in zip(blocks, step_gates.chunk(4, dim=1)):
-                torch.mul(left, right, out=block)
-        if compiling:
-            grad_h[:rows] = torch.mm(step_gates, weights.recurrent.t())
-        else:
-            torch.mm(step_gates, weights.recurrent.t(), out=grad_h[:rows])
+        for (left, right), block in zip(blocks, step_gates.chunk(4, dim=1)):
+            _into(torch.mul, block, left, right)
+        _into(torch.mm, grad_h[:rows], step_gates, weights.recurrent.t())
         grad_c[:rows] = d_c * f
     # Rows of length 0 never ran: their final state's gradient is their initial state's.
     grad_h0 = grad_final_h.clone()

@@ -5,7 +5,7 @@ is taken is plain PyTorch (docs/implementation.md, "How it runs: one execution p
 """
 import contextlib
 from dataclasses import dataclass
-from typing import ContextManager, Dict, Iterable, Iterator, Optional, Union
+from typing import Any, ContextManager, Dict, Iterable, Iterator, Optional, Sequence, Type, Union
 
 import torch
 
@@ -19,12 +19,17 @@ COMPILE_SETTINGS = (False, True, "auto") + COMPILE_MODES
 COMPILED_BY_DEFAULT: Dict[str, Optional[str]] = {"cpu": None, "cuda": None}
 
 
-def check_compile_setting(setting: Union[bool, str], name: str = "compile") -> Union[bool, str]:
-    """``setting`` if it is one of `COMPILE_SETTINGS`, else a `ValueError` naming them."""
+def setting_error(name: str, setting: Any, choices: Sequence, error: Type[Exception] = ValueError) -> Exception:
+    """The ``error`` for a ``setting`` of ``name`` that is none of ``choices``, naming them."""
+    return error(f"{name} must be one of {', '.join(repr(choice) for choice in choices)}; got {setting!r}")
+
+
+def check_compile_setting(setting: Union[bool, str], name: str = "compile",
+                          error: Type[Exception] = ValueError) -> Union[bool, str]:
+    """``setting`` if it is one of `COMPILE_SETTINGS`, else an ``error`` naming them."""
     if isinstance(setting, bool) or setting in COMPILE_SETTINGS[2:]:
         return setting
-    choices = ", ".join(repr(choice) for choice in COMPILE_SETTINGS)
-    raise ValueError(f"{name} must be one of {choices}; got {setting!r}")
+    raise setting_error(name, setting, COMPILE_SETTINGS, error)
 
 
 @dataclass(frozen=True)

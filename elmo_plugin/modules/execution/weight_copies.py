@@ -1,9 +1,7 @@
 """
-Frozen weights' copies in another dtype (autocast's) or layout, made once and kept between calls
-instead of converted at every product (autocast's own cache lasts one ``with`` block and keeps
-only weights that require a gradient). A copy is the same bits as ``weight.to(dtype)``; it is
-made again when the weight's storage or version changes. Kept here by the weight's identity, not
-on the modules: never in a state dict or a pickle, and gone with the weight.
+Frozen weights' copies in another dtype or layout, kept between calls (autocast's cache lasts one
+``with`` block), made again when the weight's storage or version changes; kept by the weight's
+identity, not on the modules: never in a state dict or a pickle, and gone with the weight.
 """
 import weakref
 from typing import Dict, Tuple
