@@ -9,7 +9,6 @@ import logging
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 import torch
-from torch.utils import _pytree as pytree
 
 from elmo_plugin.modules.execution.plan import setting_error
 
@@ -147,6 +146,8 @@ class CapturedStep:
     def _on_cuda_graph(self, inputs: Any) -> torch.Tensor:
         """`WARMUP_STEPS` eager steps on a side stream (torch's recipe), then the step captured once
         (its batch runs by the first replay) and replayed with each call's inputs copied in."""
+        from torch.utils import _pytree as pytree  # private: imported only on the CUDA-graph path
+
         flat = [value for value in pytree.tree_leaves(inputs) if isinstance(value, torch.Tensor)]
         if self.steps < WARMUP_STEPS:
             side = torch.cuda.Stream()

@@ -99,10 +99,18 @@ def module_level_imports(tree: ast.Module):
 def private_torch_imports(source: str):
     found = []
     for node in module_level_imports(ast.parse(source)):
-        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
-            alias.name for alias in node.names]
-        found += [name for name in names if name.startswith("torch._")]
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [module] if is_private_torch(module) else [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            names = [alias.name for alias in node.names]
+        found += [name for name in names if is_private_torch(name)]
     return found
+
+
+def is_private_torch(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "torch" and any(part.startswith("_") for part in parts[1:])
 
 
 def test_no_private_pytorch_module_is_imported_at_module_level():
@@ -114,11 +122,12 @@ def test_no_private_pytorch_module_is_imported_at_module_level():
 
 
 def test_the_private_import_check_finds_one():
-    assert private_torch_imports(
+    assert sorted(private_torch_imports(
         "import torch._dynamo\n"
         "try:\n    from torch._higher_order_ops import scan\nexcept ImportError:\n    pass\n"
+        "from torch.utils import _pytree as pytree, data\n"
         "def export():\n    from torch._higher_order_ops import while_loop\n"
-    ) == ["torch._higher_order_ops", "torch._dynamo"]
+    )) == ["torch._dynamo", "torch._higher_order_ops", "torch.utils._pytree"]
 
 
 # Run in a fresh interpreter: every import statement that a module of the package runs while

@@ -12,7 +12,6 @@ import time
 from typing import Callable, List, Optional, Set, Tuple
 
 import torch
-from torch.utils import _pytree as pytree
 
 from elmo_plugin.modules.execution.fast_paths import fast_path
 from elmo_plugin.modules.execution.lstm_recurrence import (
@@ -49,6 +48,8 @@ def _copying_outputs(function: Callable) -> Callable:
     """
 
     def copying(*arguments):
+        from torch.utils import _pytree as pytree  # private: imported only where a CUDA graph is compiled
+
         return pytree.tree_map_only(torch.Tensor, torch.clone, function(*arguments))
 
     return copying
@@ -121,6 +122,8 @@ def recurrence_for(
 def _compile_now(function: Callable, arguments: Tuple, needs_gradient: bool) -> float:
     """Seconds to compile ``function`` for ``arguments``: one call (and backward) on copies of them,
     with gradients required and enabled as the call will have them (the graph is specialised on both)."""
+    from torch.utils import _pytree as pytree  # private: imported only when something is compiled
+
     copies = pytree.tree_map_only(
         torch.Tensor, lambda tensor: tensor.detach().clone().requires_grad_(tensor.requires_grad),
         arguments,
