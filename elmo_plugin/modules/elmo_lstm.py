@@ -37,7 +37,9 @@ class ElmoBiLstm(nn.Module):
     dropout : `float`, optional (default = `0.0`)
         Dropout on every layer's input while training (bilm-tf's ``DropoutWrapper``).
     stateful : `bool`, optional (default = `False`)
-        Each row's final state starts the same row in the next batch (bilm-tf's behaviour).
+        Each row's final state starts the same row in the next batch (bilm-tf's behaviour); rows
+        beyond the largest batch seen start from zero, and ``reset_states()`` forgets everything.
+        If False, every batch starts from zero, so a sentence always gets the same vectors.
     """
 
     def __init__(
