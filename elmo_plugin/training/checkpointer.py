@@ -3,12 +3,14 @@ AllenNLP's ``default`` checkpointer, made right for training on several nodes (e
 serialization directory): it prunes old checkpoints on every node, makes ``--recover`` resume all
 nodes from the newest checkpoint every node has, and takes ``save_every_num_seconds`` with global
 rank 0's clock deciding for all (docs/pretraining.md, "On several nodes"). On one node it behaves
-exactly as AllenNLP's.
+exactly as AllenNLP's, but that a checkpoint is whole or absent: its two files are written under
+temporary names, the model state last (its name is how AllenNLP finds a checkpoint), so a SIGTERM
+or a full disk while saving leaves the checkpoint before it the newest.
 """
 import logging
 import os
 import time
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Set, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -17,6 +19,7 @@ from allennlp.nn import util as nn_util
 from allennlp.training.checkpointer import Checkpointer, TrainerCheckpoint
 from allennlp.training.trainer import Trainer
 
+from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.registration import replace_registration
 
 logger = logging.getLogger(__name__)
@@ -33,6 +36,16 @@ def saves_checkpoints(global_rank: int, procs_per_node: int) -> bool:
 def common_checkpoint(points: List[Tuple[int, int]]) -> Tuple[int, int]:
     """The point every process can resume from: the earliest of the processes' newest points."""
     return min(points)
+
+
+class _Gathered:
+    """A trainer whose checkpoint state was already gathered (so that saving gathers it once)."""
+
+    def __init__(self, state: Optional[TrainerCheckpoint]) -> None:
+        self.state = state
+
+    def get_checkpoint_state(self) -> Optional[TrainerCheckpoint]:
+        return self.state
 
 
 @replace_registration(Checkpointer, "default")
@@ -59,6 +72,7 @@ class MultiNodeCheckpointer(Checkpointer):
             keep_most_recent_by_age=keep_most_recent_by_age,
         )
         self._seconds_by_rank_0 = save_every_num_seconds if distributed else None
+        self._reported_cut_short: Set[Tuple[int, int]] = set()
 
     def maybe_save_checkpoint(
         self, trainer: Trainer, num_epochs_completed: int, num_batches_in_epoch_completed: int
@@ -74,6 +88,29 @@ class MultiNodeCheckpointer(Checkpointer):
                 self.save_checkpoint(trainer)
                 return True
         return super().maybe_save_checkpoint(trainer, num_epochs_completed, num_batches_in_epoch_completed)
+
+    def save_checkpoint(self, trainer: Trainer) -> None:
+        state = trainer.get_checkpoint_state() if self._serialization_dir is not None else None
+        if state is not None:
+            point = (state.trainer_state["epochs_completed"], state.trainer_state["batches_in_epoch_completed"])
+            files = ((self._training_state_path(*point), state.trainer_state),
+                     (self._model_state_path(*point), state.model_state))
+            if not all(os.path.isfile(path) for path, _ in files):
+                for path, value in files:
+                    with atomic_output(path) as temporary:
+                        torch.save(value, temporary)
+        # AllenNLP's finds both files there and only prunes and records the time.
+        super().save_checkpoint(_Gathered(state))  # type: ignore[arg-type]
+
+    def _find_all_checkpoints(self) -> Set[Tuple[int, int]]:
+        points = super()._find_all_checkpoints()
+        cut_short = {point for point in points if not os.path.isfile(self._training_state_path(*point))}
+        for point in sorted(cut_short - self._reported_cut_short):
+            self._reported_cut_short.add(point)
+            # Left by AllenNLP's own checkpointer (it writes the model state first) when stopped while saving.
+            logger.warning("checkpoint e%d_b%d in %s has no training state (saving was cut short); "
+                           "the checkpoint before it is used", *point, self._serialization_dir)
+        return points - cut_short
 
     @property
     def _is_primary(self) -> bool:

@@ -24,6 +24,7 @@ from allennlp.training.callbacks.backward import MixedPrecisionBackwardCallback
 from allennlp.training.gradient_descent_trainer import GradientDescentTrainer
 from allennlp.training.trainer import Trainer
 
+from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.registration import replace_registration
 from elmo_plugin.modules.sampled_softmax_loss import row_sums_of, sparse_row_gradient
 from elmo_plugin.training.console import EpochSummaryCallback, validating
@@ -192,6 +193,11 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
                 return save_checkpoint(*args, **kwargs)
 
             self._checkpointer.save_checkpoint = save_checkpoint_after_a_nan_check  # type: ignore
+
+    def _save_model_state(self, path: str) -> None:
+        # best.th whole or absent, as the checkpoints are (training/checkpointer.py).
+        with atomic_output(path) as temporary:
+            super()._save_model_state(temporary)
 
     def _train_epoch(self, epoch: int) -> Dict[str, float]:
         with _without_the_autocast_deprecation():

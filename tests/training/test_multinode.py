@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from allennlp.common import util as common_util
+from allennlp.common.util import SigTermReceived
 from allennlp.data.dataset_readers.dataset_reader import WorkerInfo
 from allennlp.training.checkpointer import Checkpointer, TrainerCheckpoint
 
@@ -222,3 +223,55 @@ def test_two_gloo_processes_agree(tmp_path: Path):
     assert [r["fresh_start"] for r in results] == [True, True]
     assert [r["saved_by_time"] for r in results] == [[True, False], [True, False]]
     assert list((tmp_path / "empty0").glob("*.th")) == []
+
+
+# -- a checkpoint is whole or absent --------------------------------------------------------------
+
+
+def _stopped_at_the_second_file(monkeypatch) -> None:
+    """torch.save as if a SIGTERM arrived while the second file of a checkpoint was written."""
+    saved = torch.save
+    calls = []
+
+    def save(value, path, *args, **kwargs):
+        calls.append(path)
+        saved(value, path, *args, **kwargs)
+        if len(calls) == 2:
+            raise SigTermReceived()
+
+    monkeypatch.setattr(torch, "save", save)
+
+
+def test_a_checkpoint_stopped_while_saving_leaves_the_one_before_the_newest(tmp_path, monkeypatch):
+    checkpointer = MultiNodeCheckpointer(tmp_path)
+    checkpointer.save_checkpoint(_Trainer(1))
+    with monkeypatch.context() as patch:
+        _stopped_at_the_second_file(patch)
+        with pytest.raises(SigTermReceived):
+            checkpointer.save_checkpoint(_Trainer(2))
+    # AllenNLP's wrote model_state_e2_b0.th first, then stopped: --recover failed on the missing file.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model_state_e1_b0.th", "training_state_e1_b0.th", "training_state_e2_b0.th",
+    ]
+    resumed = MultiNodeCheckpointer(tmp_path).load_checkpoint()
+    assert resumed.trainer_state["epochs_completed"] == 1
+    assert resumed.model_state["weight"].item() == 1.0
+    # Saved again after the resumed training, the checkpoint is whole.
+    checkpointer.save_checkpoint(_Trainer(2))
+    assert MultiNodeCheckpointer(tmp_path).load_checkpoint().model_state["weight"].item() == 2.0
+
+
+def test_a_model_state_without_its_training_state_is_passed_over_with_a_warning(tmp_path, caplog):
+    _save(tmp_path, 1)
+    torch.save({"weight": torch.tensor(2.0)}, tmp_path / "model_state_e2_b0.th")  # cut short by AllenNLP's
+    checkpointer = MultiNodeCheckpointer(tmp_path)
+    with caplog.at_level("WARNING", logger="elmo_plugin.training.checkpointer"):
+        assert checkpointer.load_checkpoint().trainer_state["epochs_completed"] == 1
+        assert checkpointer.find_latest_checkpoint()[0].endswith("model_state_e1_b0.th")
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == [f"checkpoint e2_b0 in {tmp_path} has no training state (saving was cut short); "
+                        "the checkpoint before it is used"]
+    # Saving that point again replaces the lone model state (AllenNLP's keeps a file it finds).
+    checkpointer.save_checkpoint(_Trainer(2))
+    assert checkpointer.load_checkpoint().model_state["weight"].item() == 2.0
+    assert checkpointer.load_checkpoint().trainer_state["epochs_completed"] == 2

@@ -2,7 +2,7 @@
 The plugin's ``gradient_descent`` trainer where it differs from AllenNLP's: the loss and metrics
 read at an interval (a NaN loss still stops training, and no checkpoint is written behind one),
 the gradient norm handed on as a tensor, sparse row gradients clipped as their dense form, and
-the settings checked before training.
+the settings checked before training, and best.th written whole or not at all.
 """
 import json
 from pathlib import Path
@@ -11,9 +11,10 @@ import pytest
 import torch
 from allennlp.commands.train import train_model_from_file
 from allennlp.common.checks import ConfigurationError
+from allennlp.common.util import SigTermReceived
 
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
-from elmo_plugin.training.trainer import clip_grad_norm
+from elmo_plugin.training.trainer import DeviceCheckingGradientDescentTrainer, clip_grad_norm
 from tests.helpers import config_calling
 from tests.training_configs.test_bilm_configs import write_sample_subset
 
@@ -111,3 +112,21 @@ def test_sparse_softmax_gradients_with_an_optimizer_that_cannot_take_them_are_re
                                                  r"sparse gradients"):
         train_model_from_file(str(_config(tmp_path)), str(tmp_path / "run"), overrides=json.dumps({
             "trainer.optimizer": {"type": "adam"}}))
+
+
+def test_best_th_is_whole_or_absent(tmp_path, monkeypatch):
+    trainer = object.__new__(DeviceCheckingGradientDescentTrainer)
+    trainer._ddp_wrapped_model, trainer.model = None, torch.nn.Linear(2, 1)
+    saved = torch.save
+
+    def stopped_while_writing(value, path, *args, **kwargs):
+        saved(value, path, *args, **kwargs)
+        raise SigTermReceived()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "save", stopped_while_writing)
+        with pytest.raises(SigTermReceived):
+            trainer._save_model_state(str(tmp_path / "best.th"))
+    assert list(tmp_path.iterdir()) == []  # AllenNLP's left the file it was writing
+    trainer._save_model_state(str(tmp_path / "best.th"))
+    assert torch.equal(torch.load(tmp_path / "best.th")["weight"], trainer.model.weight)
