@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +26,8 @@ from allennlp.commands import train
 from allennlp.common.util import SigTermReceived
 
 from elmo_plugin.commands import train_command
+from tests.commands import pause_callback
+from tests.commands.pause_callback import PAUSE_SECONDS
 from tests.commands.test_user_mistakes import run_allennlp
 from tests.helpers import CONFIG_DIR, installed_allennlp, installed_environment
 from tests.training_configs.test_bilm_configs import write_sample_subset
@@ -45,13 +48,16 @@ def interrupted_training(interruption: BaseException, checkpoint: Optional[str] 
     return train_model
 
 
-def tiny_run(tmp_path: Path) -> str:
+def tiny_run(tmp_path: Path, pause_after_epoch: Optional[int] = None) -> str:
     data = write_sample_subset(tmp_path / "data", train_lines=40, heldout_lines=10)
-    return json.dumps({
+    overrides = {
         "train_data_path": data["train_data_path"],
         "validation_data_path": data["validation_data_path"],
         "trainer.num_epochs": 2,
-    })
+    }
+    if pause_after_epoch is not None:  # start_training includes its package
+        overrides["trainer.callbacks"] = [{"type": "test_pause", "after_epoch": pause_after_epoch}]
+    return json.dumps(overrides)
 
 
 @pytest.mark.parametrize("interruption, status", [(KeyboardInterrupt(), 130), (SigTermReceived(), 143)])
@@ -128,11 +134,21 @@ def test_the_resume_command_is_the_command_line_with_recover():
 # -- the real command, a real signal -------------------------------------------------------------
 
 
+# The tiny run trains in a fraction of a second: without a pause, a signal sent once its files
+# appear may land after it has finished (CI saw exit status 0 where 130 was expected). The
+# callback's module goes beside the launcher, first on its import path (a `tests` package of
+# another project is importable there too).
+PAUSE = "elmo_test_pause"
+
+
 def start_training(tmp_path: Path, run: Path, overrides: str, *extra: str) -> subprocess.Popen:
+    """The command, holding for a minute where ``overrides``' pause callback says."""
+    command = installed_allennlp(tmp_path / "env")
+    shutil.copyfile(pause_callback.__file__, tmp_path / "env" / f"{PAUSE}.py")
     return subprocess.Popen(
-        installed_allennlp(tmp_path / "env")
-        + ["train", str(BILM), "-s", str(run), "-o", overrides, *extra],
-        cwd=tmp_path, env=installed_environment(tmp_path / "home", OMP_NUM_THREADS="1"),
+        command + ["train", str(BILM), "-s", str(run), "-o", overrides, "--include-package", PAUSE, *extra],
+        cwd=tmp_path,
+        env=installed_environment(tmp_path / "home", OMP_NUM_THREADS="1", **{PAUSE_SECONDS: "60"}),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -147,9 +163,9 @@ def wait_for(path_pattern: Path, process: subprocess.Popen, timeout: float = 300
 
 def test_ctrl_c_of_allennlp_train_is_one_line_and_the_same_command_then_runs(tmp_path):
     run = tmp_path / "run"
-    overrides = tiny_run(tmp_path)
+    overrides = tiny_run(tmp_path, pause_after_epoch=-1)
     training = start_training(tmp_path, run, overrides)
-    wait_for(run / "config.json", training)  # made before the first batch
+    wait_for(run / "config.json", training)  # made before the first batch (and the pause)
     training.send_signal(signal.SIGINT)
     out, err = training.communicate(timeout=300)
     assert training.returncode == 130
@@ -167,7 +183,7 @@ def test_ctrl_c_of_allennlp_train_is_one_line_and_the_same_command_then_runs(tmp
 @pytest.mark.slow  # two epochs, then two more
 def test_sigterm_after_a_checkpoint_says_the_command_that_resumes_and_it_does(tmp_path):
     run = tmp_path / "run"
-    overrides = tiny_run(tmp_path)
+    overrides = tiny_run(tmp_path, pause_after_epoch=1)  # after the first checkpoint
     training = start_training(tmp_path, run, overrides)
     wait_for(run / "model_state_e*.th", training)
     training.send_signal(signal.SIGTERM)
@@ -178,8 +194,9 @@ def test_sigterm_after_a_checkpoint_says_the_command_that_resumes_and_it_does(tm
     prefix = f"allennlp train: error: interrupted; to go on from the last checkpoint in {run}: "
     assert lines[0].startswith(prefix)
     resume = shlex.split(lines[0][len(prefix):])
-    assert resume == ["allennlp", "train", str(BILM), "-s", str(run), "-o", overrides, "--recover"]
-    resumed = subprocess.run(
+    assert resume == ["allennlp", "train", str(BILM), "-s", str(run), "-o", overrides,
+                      "--include-package", PAUSE, "--recover"]
+    resumed = subprocess.run(  # no pause: TEST_PAUSE_SECONDS is not set
         installed_allennlp(tmp_path / "env") + resume[1:], cwd=tmp_path,
         env=installed_environment(tmp_path / "home", OMP_NUM_THREADS="1"),
         capture_output=True, text=True, timeout=600,
