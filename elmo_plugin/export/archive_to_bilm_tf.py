@@ -8,15 +8,11 @@ from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.archive import open_model_archive
 from elmo_plugin.common.paths import PathLike
-from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
-from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.model_files.zip_model import is_zip_model
+from elmo_plugin.models.elmo_language_model import read_archived_language_model
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
-from elmo_plugin.modules.bilm import ElmoBiLm
-
-_SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
 
 
 def export_to_bilm_tf(
@@ -53,22 +49,14 @@ def export_to_bilm_tf(
             "names the ELMo embedder of a task model"
         )
     with open_model_archive(archive_file) as archive:
-        weights = archive.load_weights()
-        # Built and loaded, so that an archive of an earlier version is converted as it loads.
-        bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
-        namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
-        vocabulary = BilmTfVocabulary.from_files(archive.vocabulary_directory)
-        tokens = vocabulary.get_index_to_token_vocabulary(namespace)
-        if not tokens:
-            raise ConfigurationError(
-                f"{archive.path}: the vocabulary has no namespace {namespace!r}"
-            )
-        softmax = tuple(weights[key] for key in _SOFTMAX_KEYS) if include_softmax else None
+        bilm, words, softmax = read_archived_language_model(archive)
+    if include_softmax and softmax is None:
+        raise ConfigurationError(f"{archive_file}: the model's weights have no softmax to export")
     return write_bilm_tf_directory(
         output_directory,
         bilm.options,
         bilm.state_dict(),
-        [tokens[index] for index in range(len(tokens))],
-        softmax=softmax,  # type: ignore[arg-type]
+        words,
+        softmax=softmax if include_softmax else None,
         n_characters=n_characters,
     )

@@ -12,11 +12,13 @@ from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
 from allennlp.nn import InitializerApplicator
 
+from elmo_plugin.common.archive import ModelArchive
 from elmo_plugin.data.bilm_fields import character_ids, target_ids
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, VocabularyOrderCheck
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary, VocabularyOrderCheck
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
+from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
 from elmo_plugin.modules.execution.plan import (
@@ -302,3 +304,22 @@ class ElmoLanguageModel(Model):
             self._loss_sums = None
             self._token_counts = None
         return metrics
+
+
+def read_archived_language_model(
+    archive: ModelArchive,
+) -> Tuple[ElmoBiLm, List[str], Optional[Tuple[torch.Tensor, torch.Tensor]]]:
+    """
+    Of an ``elmo_bilm`` run's archive, open as ``archive``: the biLM (an archive of an earlier
+    version converted as it loads), the words of the softmax's rows, and the softmax's weight and
+    bias (``None`` when the weights lack them).
+    """
+    weights = archive.load_weights()
+    bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
+    namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
+    tokens = BilmTfVocabulary.from_files(archive.vocabulary_directory).get_index_to_token_vocabulary(namespace)
+    if not tokens:
+        raise ConfigurationError(f"{archive.path}: the vocabulary has no namespace {namespace!r}")
+    keys = ("softmax.softmax_weight", "softmax.softmax_bias")
+    softmax = (weights[keys[0]], weights[keys[1]]) if all(key in weights for key in keys) else None
+    return bilm, [tokens[index] for index in range(len(tokens))], softmax

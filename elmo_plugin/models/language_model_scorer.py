@@ -24,12 +24,12 @@ from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
-from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, UNK_TOKEN, BilmTfVocabulary, read_bilm_tf_vocabulary
+from elmo_plugin.data.vocabulary import UNK_TOKEN, read_bilm_tf_vocabulary
 from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, SOFTMAX_NAME, VOCABULARY_NAME, WEIGHTS_NAME
 from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
-from elmo_plugin.model_files.stored_bilm import read_archive_bilm
 from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module
+from elmo_plugin.models.elmo_language_model import read_archived_language_model
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,6 @@ DEFAULT_BATCH_SIZE = 64
 # The softmax's (rows, vocabulary) logits are computed this many at most at a time: 64M floats,
 # 256 MB, as the training model's full softmax (`SampledSoftmaxLoss.max_eval_logits`).
 MAX_LOGITS = 64 * 1024 * 1024
-# The language model's parameters in an elmo_bilm archive's state dict.
-_SOFTMAX_KEYS = ("softmax.softmax_weight", "softmax.softmax_bias")
 
 NO_SOFTMAX = (
     "scoring needs a biLM trained with its softmax: the model.tar.gz (or serialization "
@@ -143,15 +141,10 @@ def _archive_language_model(path: str) -> BilmLanguageModel:
         model_type = archive.config.get("model", {}).get("type")
         if model_type != "elmo_bilm":
             raise _no_softmax(path, f"a {model_type!r} task model")
-        weights = archive.load_weights()
-        bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
-        namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
-        tokens = BilmTfVocabulary.from_files(archive.vocabulary_directory).get_index_to_token_vocabulary(namespace)
-    missing = [key for key in _SOFTMAX_KEYS if key not in weights]
-    if missing:
-        raise ConfigurationError(f"{path}: the model's weights lack {', '.join(missing)}")
-    weight, bias = (weights[key].float() for key in _SOFTMAX_KEYS)
-    return BilmLanguageModel(bilm, weight, bias, [tokens[index] for index in range(len(tokens))], path)
+        bilm, words, softmax = read_archived_language_model(archive)
+    if softmax is None:
+        raise ConfigurationError(f"{path}: the model's weights lack softmax.softmax_weight and softmax.softmax_bias")
+    return BilmLanguageModel(bilm, softmax[0].float(), softmax[1].float(), words, path)
 
 
 @dataclass
