@@ -130,3 +130,26 @@ def test_best_th_is_whole_or_absent(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # AllenNLP's left the file it was writing
     trainer._save_model_state(str(tmp_path / "best.th"))
     assert torch.equal(torch.load(tmp_path / "best.th")["weight"], trainer.model.weight)
+
+
+def test_a_sigterm_swallowed_during_a_batch_stops_training_before_the_next(tmp_path, monkeypatch):
+    from allennlp.training.callbacks import TrainerCallback
+
+    from elmo_plugin.common import termination
+
+    batches = []
+
+    @TrainerCallback.register("swallow_a_sigterm_for_test")
+    class SwallowingSigterm(TrainerCallback):
+        def on_batch(self, trainer, *args, **kwargs):
+            batches.append(trainer._batches_in_epoch_completed)
+            termination._received = True  # as watch_sigterm records a SIGTERM that code swallowed
+
+    monkeypatch.setattr(termination, "_received", False)
+    try:
+        with pytest.raises(SigTermReceived):
+            train_model_from_file(str(_config(tmp_path)), str(tmp_path / "run"), overrides=json.dumps({
+                "trainer.callbacks": [{"type": "swallow_a_sigterm_for_test"}]}))
+    finally:
+        del TrainerCallback._registry[TrainerCallback]["swallow_a_sigterm_for_test"]
+    assert batches == [1]
