@@ -135,7 +135,7 @@ def test_the_resume_command_is_the_command_line_with_recover():
 
 
 # The tiny run trains in a fraction of a second: without a pause, a signal sent once its files
-# appear may land after it has finished (CI saw exit status 0 where 130 was expected). The
+# appear may land after it has finished (exit status 0 where 130 is expected). The
 # callback's module goes beside the launcher, first on its import path (a `tests` package of
 # another project is importable there too).
 PAUSE = "elmo_test_pause"

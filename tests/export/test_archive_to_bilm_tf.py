@@ -8,6 +8,7 @@ command's errors.
 import copy
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Tuple
 
@@ -339,3 +340,14 @@ def test_export_errors(tmp_path, capsys):
     assert run_export(not_an_archive, tmp_path / "out") == 1
     assert "neither a model archive" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_include_softmax_of_weights_without_a_softmax_is_one_error_and_writes_nothing(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained.serialization_dir, run, ignore=shutil.ignore_patterns("model.tar.gz", "*_state_*.th"))
+    weights = torch.load(run / "best.th")
+    torch.save({key: value for key, value in weights.items() if not key.startswith("softmax.")}, run / "best.th")
+    assert run_export(run, tmp_path / "out", "--include-softmax") == 1
+    assert f"elmo-export: error: {run}: the model's weights have no softmax to export" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert run_export(run, tmp_path / "out") == 0  # the biLM alone is there
