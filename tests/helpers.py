@@ -4,6 +4,7 @@ Shared test helpers: fixture paths, random biLMs written in the bilm-tf layout, 
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -349,6 +350,13 @@ def installed_allennlp(directory: Path) -> List[str]:
         encoding="utf-8",
     )
     return [sys.executable, str(launcher)]
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A `subprocess.Popen` ``preexec_fn``: Ctrl-C (SIGINT) at its default action in the child,
+    as a terminal starts a command, whatever this process inherited (a job that a non-interactive
+    shell starts in the background ignores it, and so would the child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def installed_environment(home: Path, **variables: str) -> Dict[str, str]:

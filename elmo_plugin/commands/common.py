@@ -13,7 +13,7 @@ from allennlp.common import logging as common_logging
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import SigTermReceived
 
-from elmo_plugin.common.termination import watch_sigterm
+from elmo_plugin.common.termination import watch_interruptions
 
 T = TypeVar("T")
 
@@ -133,7 +133,7 @@ def run_reporting_errors(
     SIGTERM with the line ``interrupted`` (or what that function returns) and status 130 or 143.
     """
     try:
-        with watch_sigterm():
+        with watch_interruptions():
             return work()
     except usage_errors as error:
         exit_with_error(command, str(error), EXIT_USAGE, usage)

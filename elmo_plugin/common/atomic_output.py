@@ -10,7 +10,7 @@ from typing import Iterable, Iterator, Optional
 
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.termination import raise_if_interrupted
 from elmo_plugin.common.write_errors import is_write_failure, write_failure
 
 
@@ -47,7 +47,7 @@ def atomic_output(path: str) -> Iterator[str]:
     try:
         _usual_permissions(temporary, 0o666)
         yield temporary
-        raise_if_terminated()  # a SIGTERM that the work swallowed still leaves no output
+        raise_if_interrupted()  # an interruption that the work swallowed still leaves no output
         os.replace(temporary, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
@@ -85,7 +85,7 @@ def atomic_directory(path: str, replaceable_names: Iterable[str]) -> Iterator[st
     try:
         _usual_permissions(temporary, 0o777)
         yield temporary
-        raise_if_terminated()
+        raise_if_interrupted()
         if os.path.exists(path):
             # Two renames, so that the old set is only removed once the new one is in place.
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old", dir=parent)

@@ -12,7 +12,7 @@ from allennlp.common.tqdm import Tqdm
 
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.memory import release_freed_memory
-from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.termination import raise_if_interrupted
 from elmo_plugin.common.write_errors import Hdf5Output, hdf5_for_writing
 from elmo_plugin.data.sentence_file import read_sentences, sentence_text
 from elmo_plugin.embedding_output.batching import Line
@@ -93,7 +93,7 @@ def write_batches(
 ) -> None:
     """Writes each sentence's array to ``writer`` (and its text to ``sentence_index``), calling
     ``after_batch(number of sentences)`` after every batch; stops at the first failed write of
-    ``output`` and at a swallowed SIGTERM."""
+    ``output`` and at a swallowed Ctrl-C or SIGTERM."""
     for batch, arrays in batches:
         for (line_index, tokens), array in zip(batch, arrays):
             text = sentence_text(tokens)
@@ -102,7 +102,7 @@ def write_batches(
                 sentence_index.add(line_index, text)
         after_batch(len(batch))
         output.check()
-        raise_if_terminated()
+        raise_if_interrupted()
     writer.finish()
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from allennlp.common.checks import ConfigurationError
 
-from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.termination import raise_if_interrupted
 from elmo_plugin.common.torchrun import TorchrunProcess, join_process_group, leave_process_group
 from elmo_plugin.common.write_errors import Hdf5Output
 from elmo_plugin.embedding_output.assembly import assemble_output
@@ -173,7 +173,7 @@ class _ShardedRank:
             while not self.heartbeats.all_done():
                 show(done)
                 self.heartbeats.raise_if_problem()
-                raise_if_terminated()
+                raise_if_interrupted()
                 time.sleep(0.2)
             show(done)
         reused += sum(int(other.get("reused", 0)) for other in self.heartbeats.others().values())

@@ -26,7 +26,7 @@ from allennlp.training.trainer import Trainer
 
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.registration import replace_registration
-from elmo_plugin.common.termination import raise_if_terminated
+from elmo_plugin.common.termination import raise_if_interrupted
 from elmo_plugin.modules.sampled_softmax_loss import row_sums_of, sparse_row_gradient
 from elmo_plugin.training.console import EpochSummaryCallback, validating
 
@@ -295,9 +295,9 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         for batch_group in batch_group_generator_tqdm:
             if done_early:
                 break
-            # A SIGTERM swallowed on the way (common/termination.py) stops the run here, not at
+            # A Ctrl-C or SIGTERM swallowed on the way (common/termination.py) stops the run here, not at
             # the next checkpoint, which may be hours away.
-            raise_if_terminated()
+            raise_if_interrupted()
             if (self._epochs_completed, self._batches_in_epoch_completed) < start_after:
                 self._batches_in_epoch_completed += 1
                 self._total_batches_completed += 1

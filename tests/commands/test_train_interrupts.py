@@ -29,7 +29,7 @@ from elmo_plugin.commands import train_command
 from tests.commands import pause_callback
 from tests.commands.pause_callback import PAUSE_SECONDS
 from tests.commands.test_user_mistakes import run_allennlp
-from tests.helpers import CONFIG_DIR, installed_allennlp, installed_environment
+from tests.helpers import CONFIG_DIR, ctrl_c_as_in_a_terminal, installed_allennlp, installed_environment
 from tests.training_configs.test_bilm_configs import write_sample_subset
 
 BILM = CONFIG_DIR / "bilm.jsonnet"
@@ -149,7 +149,7 @@ def start_training(tmp_path: Path, run: Path, overrides: str, *extra: str) -> su
         command + ["train", str(BILM), "-s", str(run), "-o", overrides, "--include-package", PAUSE, *extra],
         cwd=tmp_path,
         env=installed_environment(tmp_path / "home", OMP_NUM_THREADS="1", **{PAUSE_SECONDS: "60"}),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
     )
 
 
@@ -168,7 +168,7 @@ def test_ctrl_c_of_allennlp_train_is_one_line_and_the_same_command_then_runs(tmp
     wait_for(run / "config.json", training)  # made before the first batch (and the pause)
     training.send_signal(signal.SIGINT)
     out, err = training.communicate(timeout=300)
-    assert training.returncode == 130
+    assert training.returncode == 130, err
     assert err == f"allennlp train: error: interrupted before the first checkpoint; {run} was removed\n"
     assert "Traceback" not in out
     assert not run.exists()
@@ -177,7 +177,7 @@ def test_ctrl_c_of_allennlp_train_is_one_line_and_the_same_command_then_runs(tmp
     wait_for(run / "config.json", again)
     again.send_signal(signal.SIGINT)
     _, err = again.communicate(timeout=300)
-    assert again.returncode == 130 and len(err.splitlines()) == 1
+    assert again.returncode == 130 and len(err.splitlines()) == 1, err
 
 
 @pytest.mark.slow  # two epochs, then two more
@@ -188,7 +188,7 @@ def test_sigterm_after_a_checkpoint_says_the_command_that_resumes_and_it_does(tm
     wait_for(run / "model_state_e*.th", training)
     training.send_signal(signal.SIGTERM)
     _, err = training.communicate(timeout=300)
-    assert training.returncode == 143
+    assert training.returncode == 143, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     prefix = f"allennlp train: error: interrupted; to go on from the last checkpoint in {run}: "

@@ -16,7 +16,7 @@ import pytest
 
 from elmo_plugin.commands.train_command import report_end
 from elmo_plugin.training.console import REPORT_LOGGER
-from tests.helpers import REPO_ROOT, installed_environment, installed_python
+from tests.helpers import REPO_ROOT, ctrl_c_as_in_a_terminal, installed_environment, installed_python
 
 DEMO = REPO_ROOT / "scripts" / "demo.py"
 
@@ -49,7 +49,7 @@ def interrupt_the_demo(tmp_path, signum: int):
     demo = subprocess.Popen(
         [str(python), str(DEMO), str(output)], cwd=REPO_ROOT,
         env=installed_environment(tmp_path / "home"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
     )
     deadline = time.monotonic() + 300
     while not (output / "run" / "config.json").exists():
@@ -65,7 +65,7 @@ def interrupt_the_demo(tmp_path, signum: int):
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupting_the_demo_is_one_line(signum, status, tmp_path):
     returncode, out, err, output = interrupt_the_demo(tmp_path, signum)
-    assert returncode == status
+    assert returncode == status, err
     assert "Traceback" not in out + err
     assert err.splitlines() == [
         f"allennlp train: error: interrupted before the first checkpoint; {output / 'run'} was "

@@ -143,9 +143,9 @@ def test_a_sigterm_swallowed_during_a_batch_stops_training_before_the_next(tmp_p
     class SwallowingSigterm(TrainerCallback):
         def on_batch(self, trainer, *args, **kwargs):
             batches.append(trainer._batches_in_epoch_completed)
-            termination._received = True  # as watch_sigterm records a SIGTERM that code swallowed
+            termination._received = SigTermReceived  # as watch_interruptions records a SIGTERM that code swallowed
 
-    monkeypatch.setattr(termination, "_received", False)
+    monkeypatch.setattr(termination, "_received", None)
     try:
         with pytest.raises(SigTermReceived):
             train_model_from_file(str(_config(tmp_path)), str(tmp_path / "run"), overrides=json.dumps({
