@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import math
+import os
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -199,6 +200,37 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
         # best.th whole or absent, as the checkpoints are (training/checkpointer.py).
         with atomic_output(path) as temporary:
             super()._save_model_state(temporary)
+
+    def _maybe_restore_checkpoint(self) -> None:
+        super()._maybe_restore_checkpoint()
+        self._restore_best_model_file()
+
+    def _restore_best_model_file(self) -> None:
+        """
+        When the restored checkpoint is that of the best epoch so far: its weights are the best
+        ones, whatever its training state says. AllenNLP saves an epoch's checkpoint before it
+        names best.th in its state and links best.th to it, removing the old one first; resumed
+        from the first best epoch's checkpoint, a run ended with its last epoch's weights, and
+        with best.th missing (a signal between the removal and the link) made no archive.
+        """
+        tracker = self._metric_tracker.state_dict()
+        at_a_best_epoch_end = (
+            self._start_after_epochs_completed > 0 and self._start_after_batches_in_epoch_completed == 0
+            # validated at every epoch so far, the last time the best
+            and tracker["epoch_number"] == self._start_after_epochs_completed and tracker["is_best_so_far"]
+        )
+        sharded = self._ddp_wrapped_model is not None and self._ddp_wrapped_model.is_sharded
+        if not at_a_best_epoch_end or sharded or not self._serialization_dir:
+            return
+        self._best_model_filename = os.path.join(self._serialization_dir, "best.th")
+        if self._primary and not os.path.exists(self._best_model_filename):
+            if self._moving_average is not None:  # best.th holds the averages, as AllenNLP saves it
+                self._moving_average.assign_average_value()
+            try:
+                self._save_model_state(self._best_model_filename)
+            finally:
+                if self._moving_average is not None:
+                    self._moving_average.restore()
 
     def _train_epoch(self, epoch: int) -> Dict[str, float]:
         with _without_the_autocast_deprecation():

@@ -2,7 +2,8 @@
 The plugin's ``gradient_descent`` trainer where it differs from AllenNLP's: the loss and metrics
 read at an interval (a NaN loss still stops training, and no checkpoint is written behind one),
 the gradient norm handed on as a tensor, sparse row gradients clipped as their dense form, and
-the settings checked before training, and best.th written whole or not at all.
+the settings checked before training, best.th written whole or not at all, and a run resumed
+from its best epoch's checkpoint ending with that epoch's weights.
 """
 import json
 from pathlib import Path
@@ -153,3 +154,45 @@ def test_a_sigterm_swallowed_during_a_batch_stops_training_before_the_next(tmp_p
     finally:
         del TrainerCallback._registry[TrainerCallback]["swallow_a_sigterm_for_test"]
     assert batches == [1]
+
+
+def _weights(path: Path) -> dict:
+    return torch.load(path, map_location="cpu")
+
+
+@pytest.mark.parametrize("window", [False, True])
+def test_a_run_resumed_from_its_best_epochs_checkpoint_ends_with_that_epochs_weights(tmp_path, window):
+    # AllenNLP saves an epoch's checkpoint, then links best.th to it (removing the old best.th
+    # first); the checkpoint of the first best epoch does not name best.th yet. A run resumed
+    # from it ended with its last epoch's weights, and without best.th (a signal between the
+    # removal and the link: ``window``) made no archive. "+ppl": the first epoch stays the best.
+    from allennlp.training.callbacks import TrainerCallback
+
+    interrupted = []
+
+    @TrainerCallback.register("interrupt_the_second_epoch_once_for_test")
+    class InterruptOnce(TrainerCallback):
+        def on_batch(self, trainer, *args, **kwargs):
+            if trainer._epochs_completed == 1 and not interrupted:
+                interrupted.append(True)
+                raise KeyboardInterrupt()
+
+    config, run = str(_config(tmp_path, num_epochs=3)), tmp_path / "run"
+    overrides = json.dumps({"trainer.validation_metric": "+ppl",
+                            "trainer.callbacks": [{"type": "interrupt_the_second_epoch_once_for_test"}]})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_model_from_file(config, str(run), overrides=overrides)
+        best_epoch = _weights(run / "model_state_e1_b0.th")
+        if window:
+            (run / "best.th").unlink()
+        model = train_model_from_file(config, str(run), overrides=overrides, recover=True, return_model=True)
+    finally:
+        del TrainerCallback._registry[TrainerCallback]["interrupt_the_second_epoch_once_for_test"]
+    assert json.loads((run / "metrics.json").read_text())["best_epoch"] == 0
+    assert sorted(best_epoch) == sorted(model.state_dict())
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, best_epoch[name]), name
+    for name, value in _weights(run / "best.th").items():
+        assert torch.equal(value, best_epoch[name]), name
+    assert (run / "model.tar.gz").is_file()
