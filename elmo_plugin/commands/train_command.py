@@ -157,6 +157,26 @@ def check_before_training(params: Params) -> None:
         check_training_device(trainer["cuda_device"])
 
 
+def check_recovered_config(params: Params, serialization_dir: str) -> None:
+    """With ``--recover``: a `ConfigurationError` naming where ``params`` differ from the run's own
+    ``config.json`` (AllenNLP refuses any difference, in a sentence that names none), and the ways on."""
+    recovered = os.path.join(serialization_dir, "config.json")
+    if not os.path.isfile(recovered):
+        return  # not a run's folder: AllenNLP's own errors say so
+    given, saved = params.as_flat_dict(), read_config(recovered).as_flat_dict()
+    value, unset = (lambda flat, key: json.dumps(flat[key])[:40] if key in flat else "unset"), object()
+    shown = [f"{key} {value(given, key)} here, {value(saved, key)} in the run"
+             for key in sorted(given.keys() | saved.keys()) if given.get(key, unset) != saved.get(key, unset)]
+    if shown:
+        archive = os.path.join(serialization_dir, "model.tar.gz")
+        model = json.dumps({"model": {"type": "from_archive", "archive_file": archive}})
+        raise ConfigurationError(
+            f"--recover goes on with the settings of {recovered}, and these differ ({'; '.join(shown[:3])}"
+            f"{f'; {len(shown) - 3} more' if len(shown) > 3 else ''}): give the config and -o that started the run"
+            + (f", or train a new run (another -s) from its weights: -o '{model}'" if os.path.isfile(archive) else "")
+        )
+
+
 def _nothing_trained(serialization_dir: str) -> bool:
     patterns = ("model_state_*.th", "best.th", "model.tar.gz")
     return not any(glob.glob(os.path.join(glob.escape(serialization_dir), p)) for p in patterns)
@@ -236,7 +256,9 @@ def train_model_from_file(
     # A copy: training pops the values out of the params.
     params_dict = copy.deepcopy(params.as_dict(quiet=True))
     check_distributed(params_dict)
-    if not recover:
+    if recover:
+        check_recovered_config(params, serialization_dir)
+    else:
         check_before_training(params)
     existed = os.path.exists(serialization_dir)
     try:

@@ -62,7 +62,6 @@ def watch_interruptions() -> Iterator[None]:
 
 
 def raise_if_interrupted() -> None:
-    """Raises the exception of a Ctrl-C or a SIGTERM that arrived under `watch_interruptions`,
-    even one swallowed."""
+    """Raises the exception of a Ctrl-C or SIGTERM received under `watch_interruptions`, even one swallowed."""
     if _received is not None:
         raise _received()

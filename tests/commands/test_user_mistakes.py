@@ -316,6 +316,31 @@ def test_an_existing_run_directory_is_one_line_and_kept(tmp_path, capsys, monkey
     assert (run / "keep.txt").read_text(encoding="utf-8") == "mine"
 
 
+def test_recover_with_other_settings_is_one_line_naming_them_and_the_way_on_trains(tmp_path, capsys, monkeypatch):
+    # AllenNLP logs a line per differing key, then "Training configuration does not match the
+    # configuration we're recovering from." A common wish: train a finished run longer.
+    bilm = REPO_ROOT / "training_configs" / "bilm.jsonnet"
+    data = write_sample_subset(tmp_path / "data", train_lines=20, heldout_lines=4)
+    settings = {"train_data_path": data["train_data_path"], "validation_data_path": data["validation_data_path"],
+                "trainer.num_epochs": 1}
+    run = tmp_path / "run"
+    status, _, err = run_allennlp(["train", bilm, "-s", run, "-o", json.dumps(settings)], capsys, monkeypatch)
+    assert status == 0, err
+    files = sorted(path.name for path in run.iterdir())
+    longer = json.dumps({**settings, "trainer.num_epochs": 3})
+    status, _, err = run_allennlp(["train", bilm, "-s", run, "-o", longer, "--recover"], capsys, monkeypatch)
+    from_weights = {"model": {"type": "from_archive", "archive_file": str(run / "model.tar.gz")}}
+    assert (status, err) == (1, (
+        f"allennlp train: error: --recover goes on with the settings of {run / 'config.json'}, and these "
+        "differ (trainer.num_epochs 3 here, 1 in the run): give the config and -o that started the run, "
+        f"or train a new run (another -s) from its weights: -o '{json.dumps(from_weights)}'\n"
+    ))
+    assert sorted(path.name for path in run.iterdir()) == files
+    status, _, err = run_allennlp(["train", bilm, "-s", tmp_path / "longer", "-o",
+                                   json.dumps({**settings, **from_weights})], capsys, monkeypatch)
+    assert status == 0, err
+
+
 def test_a_corpus_without_sentences_removes_the_run_directory(tmp_path, capsys, monkeypatch):
     # Found only when the reader reads, after AllenNLP made the directory.
     data = write_sample_subset(tmp_path / "data", train_lines=6, heldout_lines=4)
