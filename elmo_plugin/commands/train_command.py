@@ -164,7 +164,8 @@ def check_recovered_config(params: Params, serialization_dir: str) -> None:
     if not os.path.isfile(recovered):
         return  # not a run's folder: AllenNLP's own errors say so
     given, saved = params.as_flat_dict(), read_config(recovered).as_flat_dict()
-    value, unset = (lambda flat, key: json.dumps(flat[key])[:40] if key in flat else "unset"), object()
+    value = lambda flat, key: json.dumps(flat[key])[:40] if key in flat else "unset"  # noqa: E731 (as shown)
+    unset = object()  # a value that no setting has
     shown = [f"{key} {value(given, key)} here, {value(saved, key)} in the run"
              for key in sorted(given.keys() | saved.keys()) if given.get(key, unset) != saved.get(key, unset)]
     if shown:
