@@ -1,6 +1,7 @@
 """
 Shared test helpers: fixture paths, random biLMs written in the bilm-tf layout, small batches.
 """
+import functools
 import json
 import math
 import os
@@ -357,6 +358,33 @@ def ctrl_c_as_in_a_terminal() -> None:
     as a terminal starts a command, whatever this process inherited (a job that a non-interactive
     shell starts in the background ignores it, and so would the child)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# Set in the pytest that `in_a_process_of_its_own` starts: there the test itself runs.
+_OWN_PROCESS = "TESTS_RUN_IN_A_PROCESS_OF_THEIR_OWN"
+
+
+def in_a_process_of_its_own(test):
+    """
+    Runs the test (by its node id) in a pytest of its own, for what leaves threads behind in the
+    process that ran it: after a Ray driver's, a fork of the test process (a `multiprocessing`
+    pool, a data loader's workers) can deadlock in the child, and CI waited out its limit on one.
+    """
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        if os.environ.get(_OWN_PROCESS):
+            return test(*args, **kwargs)
+        node_id = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow", node_id],
+            cwd=REPO_ROOT, env={**os.environ, _OWN_PROCESS: "1"}, capture_output=True, text=True, timeout=1200,
+        )
+        output = f"{node_id} in a pytest of its own:\n{result.stdout[-8000:]}{result.stderr[-3000:]}"
+        assert result.returncode == 0, output
+        assert "1 passed" in result.stdout, output
+
+    return run
 
 
 def installed_environment(home: Path, **variables: str) -> Dict[str, str]:

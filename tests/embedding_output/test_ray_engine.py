@@ -4,8 +4,9 @@ where the batches are the same, within 1e-6 in any case), every sentence once, r
 `ParquetEmbeddings` and `read_embeddings`; a worker that dies mid-job is restarted and the job
 completes; what is checked before Ray starts (a bad input line, an existing output, options a
 Ray job cannot take); and that nothing imports ray without --ray. The runs on a Ray cluster
-(started on this machine, a few seconds to a minute on a busy 2-core machine) are slow; the
-callable class itself is tested without Ray.
+(started on this machine, a few seconds to a minute on a busy 2-core machine) are slow, each in a
+pytest of its own (the Ray driver's threads stay with it); the callable class itself is tested
+without Ray.
 """
 import json
 import os
@@ -22,7 +23,14 @@ from elmo_plugin.embedding_output.job import EmbeddingJob
 from elmo_plugin.embedding_output.parquet_reader import ParquetEmbeddings
 from elmo_plugin.embedding_output.reader import read_embeddings
 from tests.embedding_output.sharding_helpers import corpus
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT, run_elmo, write_lines
+from tests.helpers import (
+    FIXTURE_OPTIONS,
+    FIXTURE_WEIGHTS,
+    REPO_ROOT,
+    in_a_process_of_its_own,
+    run_elmo,
+    write_lines,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -182,6 +190,7 @@ def test_nothing_imports_ray_without_the_option(tmp_path):
 
 
 @pytest.mark.slow
+@in_a_process_of_its_own
 def test_ray_local_writes_every_sentence_once_as_a_single_process(tmp_path, capsys):
     # 2,000 sentences in chunks of 2 x 32 lines: 32 Ray batches for 2 workers.
     lines = corpus(2000, seed=11)
@@ -231,6 +240,7 @@ class DyingOnce:
 
 
 @pytest.mark.slow
+@in_a_process_of_its_own
 def test_a_killed_worker_is_restarted_and_the_job_completes(tmp_path):
     lines = corpus(300, seed=12)
     input_file = write_lines(tmp_path / "in.txt", lines)

@@ -6,9 +6,11 @@ give exactly their vectors. Unpacked once into the cache, keyed by content, safe
 processes ask at once; a ZIP that is not a model is one line naming what is wrong.
 """
 import json
-import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Dict, Optional
@@ -25,7 +27,7 @@ from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.model_files.resolve import resolve_model
 from elmo_plugin.model_files.zip_model import CACHE_FOLDER, unpacked_zip_model
 from elmo_plugin.modules.elmo import Elmo
-from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, run_elmo, run_export, write_lines
+from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, REPO_ROOT, run_elmo, run_export, write_lines
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -154,17 +156,46 @@ def test_unpacked_once_into_the_cache_keyed_by_content(tmp_path, cache_dir, capl
     assert Path(resolve_model(model).weight_file).read_bytes() == FIXTURE_WEIGHTS.read_bytes()
 
 
-def _unpack_after(barrier, path: str, cache_dir: str) -> str:
-    barrier.wait()
-    return unpacked_zip_model(path, cache_dir)
+# Each process imports, says it is ready, waits for the start file, then unpacks. Separate
+# interpreters, not forks of this one: a fork of a test process that has run threads of its own
+# (a Ray driver's) can deadlock in the child, and CI then waited out its limit (docs/implementation.md).
+_UNPACK_WHEN_TOLD = """
+import os, sys, time
+from elmo_plugin.model_files.zip_model import unpacked_zip_model
+path, cache_dir, ready, start = sys.argv[1:]
+open(ready, "w").close()
+while not os.path.exists(start):
+    time.sleep(0.005)
+print(unpacked_zip_model(path, cache_dir))
+"""
 
 
 def test_processes_asking_at_once_unpack_it_once(tmp_path, cache_dir):
     model = write_zip(tmp_path / "999.zip")
-    context = multiprocessing.get_context("fork")
-    barrier = context.Manager().Barrier(3)
-    with context.Pool(3) as pool:
-        folders = pool.starmap(_unpack_after, [(barrier, str(model), str(cache_dir))] * 3)
+    start = tmp_path / "start"
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _UNPACK_WHEN_TOLD, str(model), str(cache_dir), str(tmp_path / f"ready{n}"),
+             str(start)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+        )
+        for n in range(3)
+    ]
+    try:
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / f"ready{n}").exists() for n in range(3)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in processes), [
+                p.communicate()[1][-2000:] for p in processes if p.poll() is not None
+            ]
+            time.sleep(0.01)
+        start.touch()
+        outputs = [p.communicate(timeout=300) for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    assert [p.returncode for p in processes] == [0, 0, 0], [err[-2000:] for _, err in outputs]
+    folders = [out.strip() for out, _ in outputs]
     assert len(set(folders)) == 1
     assert model_folders(cache_dir) == [os.path.basename(folders[0])]
     leftovers = [name for name in os.listdir(cache_dir / CACHE_FOLDER) if name.endswith(".tmp")]
