@@ -367,8 +367,8 @@ _OWN_PROCESS = "TESTS_RUN_IN_A_PROCESS_OF_THEIR_OWN"
 def in_a_process_of_its_own(test):
     """
     Runs the test (by its node id) in a pytest of its own, for what leaves threads behind in the
-    process that ran it: after a Ray driver's, a fork of the test process (a `multiprocessing`
-    pool, a data loader's workers) can deadlock in the child, and CI waited out its limit on one.
+    process that ran it: after a Ray driver's, a later fork of the test process (a
+    `multiprocessing` pool, a data loader's workers) can deadlock in the child.
     """
 
     @functools.wraps(test)

@@ -158,7 +158,7 @@ def test_unpacked_once_into_the_cache_keyed_by_content(tmp_path, cache_dir, capl
 
 # Each process imports, says it is ready, waits for the start file, then unpacks. Separate
 # interpreters, not forks of this one: a fork of a test process that has run threads of its own
-# (a Ray driver's) can deadlock in the child, and CI then waited out its limit (docs/implementation.md).
+# (a Ray driver's) can deadlock in the child (docs/implementation.md, "Sentence vectors and the Ray engine").
 _UNPACK_WHEN_TOLD = """
 import os, sys, time
 from elmo_plugin.model_files.zip_model import unpacked_zip_model
