@@ -13,7 +13,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
-from allennlp.common.file_utils import cached_path
 from allennlp.common.tqdm import Tqdm
 from allennlp.data.vocabulary import DEFAULT_NON_PADDED_NAMESPACES, DEFAULT_PADDING_TOKEN, Vocabulary
 
@@ -21,17 +20,17 @@ from elmo_plugin.common.atomic_output import atomic_output, input_at
 from elmo_plugin.common.paths import PathLike
 from elmo_plugin.common.text_files import decoded_lines, expand_corpus_glob
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
+from elmo_plugin.model_files.bilm_tf.vocabulary_file import (  # noqa: F401 (public here too)
+    ALLENNLP_NEWLINE_MARKER,
+    SPECIAL_TOKENS,
+    UNK_TOKEN,
+    read_bilm_tf_vocabulary,
+)
 
 logger = logging.getLogger(__name__)
 
-UNK_TOKEN = "<UNK>"
-SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
+assert SPECIAL_TOKENS[:2] == (BOS_TOKEN, EOS_TOKEN)  # the file's sentence marks are the character ids'
 DEFAULT_LM_NAMESPACE = "lm_targets"
-
-# AllenNLP's vocabulary files write "\n" inside a token as this marker, and read it back as "\n":
-# a token containing it would not survive a model archive, so it is left out of (and refused in)
-# vocabulary files.
-_ALLENNLP_NEWLINE_MARKER = "@@NEWLINE@@"
 _PROGRESS_EVERY_LINES = 10_000
 
 # `VocabularyOrderCheck`: the training targets counted before judging the order.
@@ -120,6 +119,59 @@ def build_lm_vocabulary(
     )
     files, excluded = _without_earlier_output(files, output_file, pattern_text)
 
+    corpus = count_corpus_tokens(files, pattern_text, progress)
+    counts = corpus.counts
+
+    dropped = [token for token in counts if ALLENNLP_NEWLINE_MARKER in token]
+    if dropped:
+        logger.warning(
+            "left out %d token type(s) containing %s (AllenNLP's newline marker), e.g. %r",
+            len(dropped), ALLENNLP_NEWLINE_MARKER, dropped[0],
+        )
+    candidates = [
+        (token, count) for token, count in counts.items()
+        if count >= min_count and token not in SPECIAL_TOKENS and ALLENNLP_NEWLINE_MARKER not in token
+    ]
+    candidates.sort(key=lambda item: (-item[1], item[0]))
+    if max_size is not None:
+        candidates = candidates[: max_size - len(SPECIAL_TOKENS)]
+    vocabulary = list(SPECIAL_TOKENS) + [token for token, _ in candidates]
+    covered = sum(count for _, count in candidates) + sum(counts[t] for t in SPECIAL_TOKENS)
+
+    with atomic_output(output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
+        out.writelines(token + "\n" for token in vocabulary)
+    stats = LmVocabularyStats(
+        output_file, len(files), corpus.num_sentences, corpus.num_lines - corpus.num_sentences, corpus.num_tokens,
+        len(counts), len(vocabulary),
+        covered, excluded,
+    )
+    logger.info(
+        "wrote %d tokens to %s (%d corpus tokens, %d types, coverage %.4f)",
+        stats.vocab_size, output_file, stats.num_tokens, stats.num_types, stats.coverage,
+    )
+    return stats
+
+
+@dataclass
+class CorpusCounts:
+    """The tokens of a tokenized corpus, counted (`count_corpus_tokens`)."""
+
+    counts: Counter
+    num_files: int
+    num_sentences: int  # non-blank lines
+    num_lines: int
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.counts.values())
+
+
+def count_corpus_tokens(files: Sequence[str], pattern_text: str, progress: bool = True) -> CorpusCounts:
+    """
+    Counts the whitespace-separated tokens of ``files`` (one sentence a line), with a progress bar
+    over their bytes; `ConfigurationError` for bad UTF-8 (naming ``file:line``) or a corpus without
+    tokens (naming ``pattern_text``, how the caller named the corpus).
+    """
     counts: Counter = Counter()
     num_sentences = num_lines = 0
     total_bytes = sum(os.path.getsize(path) for path in files)
@@ -137,39 +189,11 @@ def build_lm_vocabulary(
                     bar.update(unreported)
                     unreported = 0
             bar.update(unreported)
-    num_tokens = sum(counts.values())
-    if num_tokens == 0:
+    if not counts:
         raise ConfigurationError(
             f"the corpus {pattern_text} contains no tokens ({len(files)} file(s), all lines blank)"
         )
-
-    dropped = [token for token in counts if _ALLENNLP_NEWLINE_MARKER in token]
-    if dropped:
-        logger.warning(
-            "left out %d token type(s) containing %s (AllenNLP's newline marker), e.g. %r",
-            len(dropped), _ALLENNLP_NEWLINE_MARKER, dropped[0],
-        )
-    candidates = [
-        (token, count) for token, count in counts.items()
-        if count >= min_count and token not in SPECIAL_TOKENS and _ALLENNLP_NEWLINE_MARKER not in token
-    ]
-    candidates.sort(key=lambda item: (-item[1], item[0]))
-    if max_size is not None:
-        candidates = candidates[: max_size - len(SPECIAL_TOKENS)]
-    vocabulary = list(SPECIAL_TOKENS) + [token for token, _ in candidates]
-    covered = sum(count for _, count in candidates) + sum(counts[t] for t in SPECIAL_TOKENS)
-
-    with atomic_output(output_file) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(token + "\n" for token in vocabulary)
-    stats = LmVocabularyStats(
-        output_file, len(files), num_sentences, num_lines - num_sentences, num_tokens, len(counts), len(vocabulary),
-        covered, excluded,
-    )
-    logger.info(
-        "wrote %d tokens to %s (%d corpus tokens, %d types, coverage %.4f)",
-        stats.vocab_size, output_file, stats.num_tokens, stats.num_types, stats.coverage,
-    )
-    return stats
+    return CorpusCounts(counts, len(files), num_sentences, num_lines)
 
 
 def _starts_with_special_tokens(path: str) -> bool:
@@ -204,50 +228,6 @@ def _without_earlier_output(files: List[str], output_file: str, pattern_text: st
             "vocabulary; give the corpus files"
         )
     return remaining, excluded
-
-
-def read_bilm_tf_vocabulary(vocabulary_file: str) -> List[str]:
-    """The tokens of a bilm-tf vocabulary file, checked (one token a line, no blank lines or
-    duplicates, the special tokens anywhere); problems raise `ConfigurationError` naming ``file:line``."""
-    try:
-        path = cached_path(vocabulary_file)
-    except (FileNotFoundError, ValueError) as error:
-        raise ConfigurationError(f"vocabulary file not found: {vocabulary_file} ({error})") from None
-    if not os.path.isfile(path):
-        raise ConfigurationError(f"vocabulary file is not a file: {vocabulary_file}")
-    first_line: Dict[str, int] = {}  # token -> line number, in the file's order
-    for line_index, text, _ in decoded_lines(path):
-        line_number = line_index + 1
-        where = f"{vocabulary_file}:{line_number}"
-        parts = text.split()
-        if not parts:
-            raise ConfigurationError(f"{where}: blank line (a bilm-tf vocabulary file has exactly one token per line)")
-        if len(parts) > 1:
-            raise ConfigurationError(
-                f"{where}: {text.strip()!r} is more than one token (one token per line, no "
-                "counts or other columns)"
-            )
-        token = parts[0]
-        if token in first_line:
-            raise ConfigurationError(f"{where}: duplicate token {token!r} (first on line {first_line[token]})")
-        if _ALLENNLP_NEWLINE_MARKER in token:
-            raise ConfigurationError(
-                f"{where}: token {token!r} contains {_ALLENNLP_NEWLINE_MARKER}, which AllenNLP's "
-                "vocabulary files use for a newline; it would not survive a model archive"
-            )
-        if line_number == 1 and token == DEFAULT_PADDING_TOKEN:
-            raise ConfigurationError(
-                f"{where}: {DEFAULT_PADDING_TOKEN} as the first token would be dropped when "
-                "AllenNLP saves the vocabulary"
-            )
-        first_line[token] = line_number
-    missing = [token for token in SPECIAL_TOKENS if token not in first_line]
-    if missing:
-        raise ConfigurationError(
-            f"{vocabulary_file}: the vocabulary lacks {', '.join(missing)} (a bilm-tf vocabulary "
-            f"must contain {', '.join(SPECIAL_TOKENS)}; build one with 'allennlp elmo-vocab')"
-        )
-    return list(first_line)
 
 
 @dataclass
@@ -426,11 +406,17 @@ class BilmTfVocabulary(Vocabulary):
     def from_bilm_tf_file(cls, vocabulary_file: str, namespace: str = DEFAULT_LM_NAMESPACE) -> "BilmTfVocabulary":
         """Reads ``vocabulary_file`` (see `read_bilm_tf_vocabulary`) into ``namespace``."""
         tokens = read_bilm_tf_vocabulary(vocabulary_file)
+        vocab = cls.from_tokens(tokens, namespace)
+        vocab.bilm_tf_files[namespace] = vocabulary_file
+        logger.info("read %d tokens from %s into namespace %r", len(tokens), vocabulary_file, namespace)
+        return vocab
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str], namespace: str = DEFAULT_LM_NAMESPACE) -> "BilmTfVocabulary":
+        """A vocabulary whose ``namespace`` holds ``tokens``, id k the k-th (line k of a bilm-tf vocabulary)."""
         vocab = cls(non_padded_namespaces=(*DEFAULT_NON_PADDED_NAMESPACES, namespace), oov_token=UNK_TOKEN)
         vocab._token_to_index[namespace].update((token, index) for index, token in enumerate(tokens))
         vocab._index_to_token[namespace].update(enumerate(tokens))
-        vocab.bilm_tf_files[namespace] = vocabulary_file
-        logger.info("read %d tokens from %s into namespace %r", len(tokens), vocabulary_file, namespace)
         return vocab
 
     @classmethod
