@@ -7,7 +7,14 @@ public Python API is re-exported here; the task classes come from `elmo_plugin.t
 # First: AllenNLP without the tested environment's torchvision warnings (see the module).
 import elmo_plugin.patches.quiet_import  # noqa: F401, I001
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
-from elmo_plugin.commands import ElmoCommand, ElmoExportCommand, ElmoScoreCommand, ElmoTokenizeCommand, ElmoVocabCommand
+from elmo_plugin.commands import (
+    ElmoAdaptCommand,
+    ElmoCommand,
+    ElmoExportCommand,
+    ElmoScoreCommand,
+    ElmoTokenizeCommand,
+    ElmoVocabCommand,
+)
 from elmo_plugin.data.character_ids import ElmoCharacterIds, batch_to_ids
 from elmo_plugin.data.dataset_readers import BilmCorpusReader
 from elmo_plugin.data.stream_batches import BilmStreamDataLoader
@@ -57,7 +64,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BilmOptions", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTokenizeCommand", "ElmoVocabCommand",
+    "BilmOptions", "ElmoAdaptCommand", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTokenizeCommand",
+    "ElmoVocabCommand",
     "ElmoCharacterIds", "batch_to_ids", "BilmCorpusReader", "BilmStreamDataLoader", "ElmoCharactersIndexer",
     "KiwiTokenizer", "MecabKoTokenizer", "BilmTfVocabulary", "build_lm_vocabulary", "ElmoEmbedder", "EmbeddingsFile",
     "MissingShardError", "ParquetEmbeddings", "read_embeddings", "ElmoLanguageModel", "LanguageModelScorer", "ElmoBiLm",

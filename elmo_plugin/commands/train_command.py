@@ -24,6 +24,7 @@ from torch.multiprocessing import ProcessExitedException
 from elmo_plugin.commands.common import run_reporting_errors
 from elmo_plugin.commands.train_distributed import check_distributed
 from elmo_plugin.common.threads import use_idle_cores
+from elmo_plugin.training.callbacks import START_METRICS_FILE
 from elmo_plugin.training.console import (
     REPORT_LOGGER,
     duration,
@@ -196,8 +197,11 @@ def _remove_run_directory(serialization_dir: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float) -> None:
-    """The end of a run on the console: what, the held-out metrics, the time, the model."""
+def report_end(
+    params_dict: Dict[str, Any], config: str, serialization_dir: str, seconds: float, export_hint: bool = True
+) -> None:
+    """The end of a run on the console: what, the held-out metrics (and the starting model's, where
+    a ``continue_pretraining`` run measured them), the time, the model."""
     metrics_file = os.path.join(serialization_dir, "metrics.json")
     try:
         with open(metrics_file, encoding="utf-8") as handle:
@@ -217,7 +221,9 @@ def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str,
     if best:
         best_epoch = metrics.get("best_epoch")
         at = f" {best_epoch + 1}" if isinstance(best_epoch, int) else ""
-        report.info("  validation (best epoch%s): %s", at, best)
+        start = _start_metrics(serialization_dir)
+        before = metrics_line(start, "validation_", names) if start else ""
+        report.info("  validation (best epoch%s): %s%s", at, best, f" (before training: {before})" if before else "")
     test_names = sorted(key[len("test_"):] for key in metrics if key.startswith("test_"))
     test = metrics_line(metrics, "test_", [n for n in names if n in test_names] or test_names)
     if test:
@@ -225,9 +231,17 @@ def report_end(params_dict: Dict[str, Any], config: str, serialization_dir: str,
     archive = os.path.join(serialization_dir, "model.tar.gz")
     if os.path.isfile(archive):
         report.info("  model: %s (log: %s)", archive, os.path.join(serialization_dir, "out.log"))
-    if model_type == "elmo_bilm":
+    if model_type == "elmo_bilm" and export_hint:
         bilm = os.path.join(serialization_dir, "bilm")
         report.info("  to embed with it: allennlp elmo-export %s %s", serialization_dir, bilm)
+
+
+def _start_metrics(serialization_dir: str) -> Dict[str, Any]:
+    try:
+        with open(os.path.join(serialization_dir, START_METRICS_FILE), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
 
 
 def _log_to_files(message: str) -> None:
@@ -241,13 +255,15 @@ def _log_to_files(message: str) -> None:
 def train_model_from_file(
     parameter_filename: Any, serialization_dir: Any, overrides: Any = "", recover: bool = False, force: bool = False,
     node_rank: int = 0, include_package: Optional[List[str]] = None, dry_run: bool = False,
-    file_friendly_logging: bool = False, return_model: Optional[bool] = None,
+    file_friendly_logging: bool = False, return_model: Optional[bool] = None, *,
+    config_name: Optional[str] = None, export_hint: bool = True,
 ) -> Any:
     """
     AllenNLP's ``train_model_from_file`` (same parameters and result) with the plugin's checks
-    before the run directory is made and its report at the end. On a `ConfigurationError` or an
-    interruption, a run directory that this call made and that holds no checkpoint is removed
-    (never with ``recover``).
+    before the run directory is made and its report at the end (naming the config
+    ``config_name``, by default its path, and with the ``elmo-export`` command to run unless
+    ``export_hint`` is false). On a `ConfigurationError` or an interruption, a run directory that
+    this call made and that holds no checkpoint is removed (never with ``recover``).
     """
     from allennlp.commands import train
 
@@ -274,7 +290,10 @@ def train_model_from_file(
             _remove_run_directory(serialization_dir)
         raise
     if not dry_run:
-        report_end(params_dict, os.fspath(parameter_filename), serialization_dir, time.monotonic() - started)
+        report_end(
+            params_dict, config_name or os.fspath(parameter_filename), serialization_dir, time.monotonic() - started,
+            export_hint,
+        )
     return result
 
 

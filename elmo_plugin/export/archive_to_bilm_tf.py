@@ -11,7 +11,7 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.model_files.bilm_tf.directory import write_bilm_tf_directory
 from elmo_plugin.model_files.elmoformanylangs import refuse_bilm_tf_export
 from elmo_plugin.model_files.zip_model import is_zip_model
-from elmo_plugin.models.elmo_language_model import read_archived_language_model
+from elmo_plugin.models.language_model_source import read_archived_language_model
 from elmo_plugin.models.task_model_bilm import export_task_model_bilm
 
 

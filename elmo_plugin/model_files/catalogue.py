@@ -33,12 +33,17 @@ class PublishedModel:
         The number of parameters, as published ("93.6M").
     output_dim : `int`
         The width of every ELMo layer (forward and backward halves together).
+    softmax_file, vocabulary_file : `str`, optional
+        Where AllenNLP published the language model's softmax (``softmax/W``, ``softmax/b``) and
+        the vocabulary of its rows, under the models' address; None where it published neither.
     """
 
     name: str
     architecture: str
     parameters: str
     output_dim: int
+    softmax_file: Optional[str] = None
+    vocabulary_file: Optional[str] = None
 
     def options_url(self, base_url: Optional[str] = None) -> str:
         """The ``options.json`` under ``base_url`` (default: `models_url()`)."""
@@ -47,6 +52,16 @@ class PublishedModel:
     def weights_url(self, base_url: Optional[str] = None) -> str:
         """The ``weights.hdf5`` under ``base_url`` (default: `models_url()`)."""
         return self._file(base_url, WEIGHTS_NAME)
+
+    def softmax_url(self, base_url: Optional[str] = None) -> Optional[str]:
+        """The softmax's HDF5 under ``base_url`` (default: `models_url()`), or None."""
+        return None if self.softmax_file is None else f"{(base_url or models_url()).rstrip('/')}/{self.softmax_file}"
+
+    def vocabulary_url(self, base_url: Optional[str] = None) -> Optional[str]:
+        """The softmax rows' vocabulary file under ``base_url`` (default: `models_url()`), or None."""
+        if self.vocabulary_file is None:
+            return None
+        return f"{(base_url or models_url()).rstrip('/')}/{self.vocabulary_file}"
 
     def _file(self, base_url: Optional[str], suffix: str) -> str:
         base = (base_url or models_url()).rstrip("/")
@@ -58,8 +73,17 @@ PUBLISHED_MODELS: Dict[str, PublishedModel] = {
     for model in (
         PublishedModel("small", "2x1024_128_2048cnn_1xhighway", "13.6M", 256),
         PublishedModel("medium", "2x2048_256_2048cnn_1xhighway", "28.0M", 512),
-        PublishedModel("original", "2x4096_512_2048cnn_2xhighway", "93.6M", 1024),
-        PublishedModel("original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "93.6M", 1024),
+        # The softmaxes and vocabularies as AllenNLP's own perplexity command and LAMA read them.
+        PublishedModel(
+            "original", "2x4096_512_2048cnn_2xhighway", "93.6M", 1024,
+            "2x4096_512_2048cnn_2xhighway/elmo_2x4096_512_2048cnn_2xhighway_softmax_weights.hdf5",
+            "2x4096_512_2048cnn_2xhighway/vocab-2016-09-10.txt",
+        ),
+        PublishedModel(
+            "original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "93.6M", 1024,
+            "2x4096_512_2048cnn_2xhighway_5.5B/elmo_2x4096_512_2048cnn_2xhighway_5.5B_softmax_weights.hdf5",
+            "2x4096_512_2048cnn_2xhighway_5.5B/tf_checkpoint/vocab-enwiki-news-500000.txt",
+        ),
     )
 }
 
@@ -72,7 +96,8 @@ def models_url() -> str:
 def is_published_url(location: str) -> bool:
     """Whether ``location`` is a published model's file (at AllenNLP's address or the mirror's)."""
     return any(
-        location in (model.options_url(base), model.weights_url(base))
+        location in (model.options_url(base), model.weights_url(base), model.softmax_url(base),
+                     model.vocabulary_url(base))
         for model in PUBLISHED_MODELS.values()
         for base in (DEFAULT_MODELS_URL, models_url())
     )

@@ -11,7 +11,7 @@ import logging
 import os
 import tarfile
 import zipfile
-from typing import Optional
+from typing import Optional, Tuple
 from urllib.parse import urlparse
 
 import h5py
@@ -43,6 +43,8 @@ KINDS = {
     "weights": "a bilm-tf weight file",
     "archive": "an elmo_bilm model archive",
     "zip": "a ZIP archive",
+    "softmax": "a language model's softmax (softmax/W, softmax/b)",
+    "vocabulary": "a bilm-tf vocabulary file",
 }
 
 
@@ -182,6 +184,10 @@ def file_problem(path: str, kind: str) -> Optional[str]:
         return "the server sent an HTML or XML page (an error or login page?) instead of the file"
     if kind == "zip":
         return None if zipfile.is_zipfile(path) else _with_size(path, "not a ZIP archive")
+    if kind == "softmax":
+        return _hdf5_problem(path, ("softmax/W", "softmax/b"), "a softmax")
+    if kind == "vocabulary":
+        return None if b"<UNK>" in start else "not a bilm-tf vocabulary (no <UNK> among its first lines)"
     return _options_problem(path) if kind == "options" else _weights_problem(path)
 
 
@@ -197,20 +203,21 @@ def _options_problem(path: str) -> Optional[str]:
 
 
 def _weights_problem(path: str) -> Optional[str]:
+    return _hdf5_problem(path, _WEIGHT_GROUPS, "bilm-tf weights")
+
+
+def _hdf5_problem(path: str, names: Tuple[str, ...], what: str) -> Optional[str]:
     if not h5py.is_hdf5(path):
         return _with_size(path, "not an HDF5 file")
     try:
         # HDF5 records the file's length, so a file cut short fails to open.
         with h5py.File(path, "r") as handle:
             groups = set(handle.keys())
+            missing = [name for name in names if name not in handle]
     except OSError as error:
         return f"a damaged or incomplete HDF5 file ({error})"
-    missing = [name for name in _WEIGHT_GROUPS if name not in groups]
     if missing:
-        return (
-            f"an HDF5 file without bilm-tf weights (no {', '.join(missing)}; it has "
-            f"{', '.join(sorted(groups)) or 'nothing'})"
-        )
+        return f"an HDF5 file without {what} (no {', '.join(missing)}; it has {', '.join(sorted(groups)) or 'nothing'})"
     return None
 
 

@@ -7,18 +7,23 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
+from allennlp.common import Params
 from allennlp.common.checks import ConfigurationError
 from allennlp.data import TextFieldTensors, Vocabulary
 from allennlp.models import Model
 from allennlp.nn import InitializerApplicator
 
-from elmo_plugin.common.archive import ModelArchive
 from elmo_plugin.data.bilm_fields import character_ids, target_ids
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
-from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, BilmTfVocabulary, VocabularyOrderCheck
+from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, UNK_TOKEN, VocabularyOrderCheck
+from elmo_plugin.data.vocabulary_adaptation import added_row_log_shares
 from elmo_plugin.model_files.bilm_tf.options import BilmOptions
 from elmo_plugin.model_files.bilm_tf.weights import read_bilm_tf_weights
-from elmo_plugin.model_files.stored_bilm import read_archive_bilm
+from elmo_plugin.models.language_model_source import (  # noqa: F401 (read_archived_language_model: kept here)
+    LanguageModelSource,
+    read_archived_language_model,
+    read_language_model_source,
+)
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
 from elmo_plugin.modules.execution.plan import (
@@ -52,7 +57,16 @@ class ElmoLanguageModel(Model):
     vocab_namespace : `str`, optional (default = `"lm_targets"`)
         Where the target ids live in the vocabulary and in the ``TextField``s.
     initial_weight_file : `str`, optional (default = `None`)
-        A bilm-tf ``weights.hdf5`` of the same architecture to start from.
+        A bilm-tf ``weights.hdf5`` of the same architecture to start from (the softmax starts anew).
+    start_from : `str`, optional (default = `None`)
+        A trained language model to go on training (`read_language_model_source`: a run, an export
+        with its softmax, a published name, a bilm-tf checkpoint, or a biLM alone): its biLM, and
+        each word's softmax row that it has, wherever the vocabulary now puts the word (the
+        ``adapted_from_source`` vocabulary re-sorts it for the new corpus). A word it lacks starts
+        from ``<UNK>``'s row (`added_row_log_shares`); without a softmax the softmax starts anew.
+        Neither is read again when the trained model is loaded.
+    source_vocabulary_file : `str`, optional (default = `None`)
+        The vocabulary of a ``start_from`` bilm-tf checkpoint that has none beside it.
     mixed_precision : `bool`, optional (default = `False`)
         Train with the matrix products in bfloat16 on a device with native bfloat16 (elsewhere
         one warning and float32); evaluation in float32 (docs/implementation.md).
@@ -89,6 +103,8 @@ class ElmoLanguageModel(Model):
         tf32: bool = False,
         sparse_softmax_gradients: bool = False,
         fixed_shape_stream: bool = False,
+        start_from: Optional[str] = None,
+        source_vocabulary_file: Optional[str] = None,
     ) -> None:
         super().__init__(vocab)
         self._fixed_shape_stream = fixed_shape_stream
@@ -128,12 +144,72 @@ class ElmoLanguageModel(Model):
         self.softmax = SampledSoftmaxLoss(
             num_words, self._projection_dim, num_samples, sparse_gradients=sparse_softmax_gradients
         )
+        # Adagrad's accumulators of a start_from checkpoint, for the trainer's optimizer
+        # (`ContinuePretrainingCallback`); None otherwise.
+        self.source_adagrad: Optional[Dict[str, torch.Tensor]] = None
+        # Whether the softmax came from start_from (its perplexity at the start means something).
+        self.started_with_softmax = False
+        if start_from is not None:
+            if initial_weight_file is not None:
+                raise ConfigurationError("give model.start_from or model.initial_weight_file, not both")
+            self._start_from(read_language_model_source(start_from, source_vocabulary_file), vocab_namespace)
         # Per-direction sums of token losses and token counts since the last metrics reset, kept
         # on the model's device (made at the first batch) and read only by `get_metrics`.
         self._loss_sums: Optional[torch.Tensor] = None
         self._token_counts: Optional[torch.Tensor] = None
         if initializer is not None:
             initializer(self)
+
+    @classmethod
+    def _load(cls, config: Params, serialization_dir, weights_file=None, cuda_device: int = -1) -> Model:
+        # A trained model's weights hold what it started from, which may be gone by now: loading it
+        # never reads that again (as AllenNLP drops its initializers and pretrained files).
+        model_params = config.get("model")
+        for key in ("start_from", "source_vocabulary_file", "initial_weight_file"):
+            model_params.pop(key, None)
+        return super()._load(config, serialization_dir, weights_file, cuda_device)
+
+    def _start_from(self, source: LanguageModelSource, namespace: str) -> None:
+        """The biLM, the softmax rows and the Adagrad accumulators of ``source``, each softmax row
+        (and its accumulators) moved to where this model's vocabulary has its word."""
+        self.bilm.load_state_dict(source.bilm_state)
+        tokens = self.vocab.get_index_to_token_vocabulary(namespace)
+        tokens = [tokens[index] for index in range(len(tokens))]
+        if source.softmax is None or source.vocabulary is None:
+            logger.warning(
+                "%s has no softmax: the softmax starts anew; train it first with the biLM frozen "
+                "(the continue_pretraining callback's softmax_first_epochs)", source.description,
+            )
+            return
+        self.started_with_softmax = True
+        source_index = {token: index for index, token in enumerate(source.vocabulary)}
+        rows = [source_index.get(token) for token in tokens]
+        known = torch.tensor([index for index, row in enumerate(rows) if row is not None], dtype=torch.long)
+        from_rows = torch.tensor([row for row in rows if row is not None], dtype=torch.long)
+        weight, bias = source.softmax
+        with torch.no_grad():
+            self.softmax.softmax_weight[known] = weight[from_rows].to(self.softmax.softmax_weight.dtype)
+            self.softmax.softmax_bias[known] = bias[from_rows].to(self.softmax.softmax_bias.dtype)
+            shares = added_row_log_shares(tokens, rows)
+            if shares:
+                unknown = source_index[UNK_TOKEN]
+                added = torch.tensor(list(shares), dtype=torch.long)
+                self.softmax.softmax_weight[added] = weight[unknown].to(self.softmax.softmax_weight.dtype)
+                log_shares = torch.tensor(list(shares.values()), dtype=self.softmax.softmax_bias.dtype)
+                self.softmax.softmax_bias[added] = bias[unknown] + log_shares
+        if source.adagrad is not None:
+            self.source_adagrad = dict(source.adagrad)
+            for name in ("softmax.softmax_weight", "softmax.softmax_bias"):
+                if name in self.source_adagrad:
+                    sums = self.source_adagrad[name]
+                    # New words start as a new variable does, with Adagrad's initial accumulator.
+                    moved = torch.full((len(tokens), *sums.shape[1:]), 1.0, dtype=sums.dtype)
+                    moved[known] = sums[from_rows]
+                    self.source_adagrad[name] = moved
+        logger.info(
+            "started from %s: %d of %d words with their softmax rows%s", source.description, len(known), len(tokens),
+            f", {len(shares)} new ones from <UNK>'s" if shares else "",
+        )
 
     def _direction_loss(
         self, direction: int, outputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, sampled
@@ -304,22 +380,3 @@ class ElmoLanguageModel(Model):
             self._loss_sums = None
             self._token_counts = None
         return metrics
-
-
-def read_archived_language_model(
-    archive: ModelArchive,
-) -> Tuple[ElmoBiLm, List[str], Optional[Tuple[torch.Tensor, torch.Tensor]]]:
-    """
-    Of an ``elmo_bilm`` run's archive, open as ``archive``: the biLM (an archive of an earlier
-    version converted as it loads), the words of the softmax's rows, and the softmax's weight and
-    bias (``None`` when the weights lack them).
-    """
-    weights = archive.load_weights()
-    bilm = ElmoBiLm.from_stored(read_archive_bilm(archive, weights))
-    namespace = archive.config["model"].get("vocab_namespace", DEFAULT_LM_NAMESPACE)
-    tokens = BilmTfVocabulary.from_files(archive.vocabulary_directory).get_index_to_token_vocabulary(namespace)
-    if not tokens:
-        raise ConfigurationError(f"{archive.path}: the vocabulary has no namespace {namespace!r}")
-    keys = ("softmax.softmax_weight", "softmax.softmax_bias")
-    softmax = (weights[keys[0]], weights[keys[1]]) if all(key in weights for key in keys) else None
-    return bilm, [tokens[index] for index in range(len(tokens))], softmax

@@ -13,8 +13,6 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-import h5py
-import numpy as np
 import torch
 from allennlp.common.checks import ConfigurationError
 from allennlp.common.tqdm import Tqdm
@@ -25,11 +23,17 @@ from elmo_plugin.common.paths import PathLike
 from elmo_plugin.data.character_ids import BOS_TOKEN, EOS_TOKEN
 from elmo_plugin.data.sentence_file import check_sentence_file, read_sentences
 from elmo_plugin.data.vocabulary import UNK_TOKEN, read_bilm_tf_vocabulary
-from elmo_plugin.model_files.bilm_tf.directory import OPTIONS_NAME, SOFTMAX_NAME, VOCABULARY_NAME, WEIGHTS_NAME
+from elmo_plugin.model_files.bilm_tf.directory import (
+    OPTIONS_NAME,
+    SOFTMAX_NAME,
+    VOCABULARY_NAME,
+    WEIGHTS_NAME,
+    read_softmax,
+)
 from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.model_files.elmoformanylangs import is_elmoformanylangs_directory
 from elmo_plugin.model_files.tf_hub.elmo_module import is_tf_hub_module
-from elmo_plugin.models.elmo_language_model import read_archived_language_model
+from elmo_plugin.models.language_model_source import read_archived_language_model
 from elmo_plugin.modules.bilm import ElmoBiLm
 
 logger = logging.getLogger(__name__)
@@ -124,15 +128,7 @@ def _exported_language_model(directory: str) -> BilmLanguageModel:
             "export the run again with --include-softmax"
         )
     bilm = ElmoBiLm.from_files(os.path.join(directory, OPTIONS_NAME), os.path.join(directory, WEIGHTS_NAME))
-    try:
-        with h5py.File(softmax_file, "r") as handle:
-            weight, bias = (
-                torch.from_numpy(np.asarray(handle[name][...], np.float32)) for name in ("softmax/W", "softmax/b")
-            )
-    except (OSError, KeyError) as error:
-        raise ConfigurationError(
-            f"{softmax_file}: not a softmax written by elmo-export ({error}); it needs datasets softmax/W and softmax/b"
-        ) from None
+    weight, bias = read_softmax(softmax_file)
     return BilmLanguageModel(bilm, weight, bias, read_bilm_tf_vocabulary(vocabulary_file), directory)
 
 

@@ -4,6 +4,9 @@ Functions that the plugin's jsonnet configs call while they are read, ``std.nati
 plugin is not installed, so a config can fall back). ``elmo_output_dim(ELMO_JSON)``: the width of
 the biLM that ``elmo_token_embedder`` would load from the ``model``, ``options_file`` and
 ``weight_file`` of the JSON object, read from its options; its ``output_dim``, if given, must agree.
+``elmo_adaptation_source(JSON)``: of the language model ``start_from`` (``source_vocabulary`` for a
+bilm-tf checkpoint), what ``bilm_adapt.jsonnet`` needs: its options and whether it has a softmax
+and Adagrad accumulators (`SourceSummary`).
 One JSON string argument: the ``_jsonnet`` 0.20 binding mishandles several parameters and ``null``.
 """
 import itertools
@@ -83,8 +86,28 @@ def _elmo_output_dim_native(elmo_json: str) -> int:
     return elmo_output_dim(*(elmo.get(key) for key in ("model", "options_file", "weight_file", "output_dim")))
 
 
+def _elmo_adaptation_source_native(source_json: str) -> Dict[str, Any]:
+    from elmo_plugin.models.language_model_source import summarize_source
+
+    arguments = json.loads(source_json)
+    start_from = arguments.get("start_from")
+    if not isinstance(start_from, str):
+        raise ConfigurationError(
+            f"start_from must name the language model to adapt (a run, an export with its softmax, a published "
+            f"model's name, a bilm-tf checkpoint, any ELMo model), got {json.dumps(start_from)}"
+        )
+    summary = summarize_source(start_from, arguments.get("source_vocabulary"))
+    return {
+        "options": summary.options.to_dict(), "has_softmax": summary.has_softmax,
+        "has_adagrad": summary.has_adagrad, "vocabulary_size": summary.vocabulary_size,
+    }
+
+
 # Kept for the life of the process: the binding keeps no reference to the parameter names.
-_NATIVE_CALLBACKS: NativeCallbacks = {"elmo_output_dim": (("elmo",), _elmo_output_dim_native)}
+_NATIVE_CALLBACKS: NativeCallbacks = {
+    "elmo_output_dim": (("elmo",), _elmo_output_dim_native),
+    "elmo_adaptation_source": (("source",), _elmo_adaptation_source_native),
+}
 
 
 def native_callbacks() -> NativeCallbacks:

@@ -5,8 +5,10 @@ The plugin's one bilm-tf writer: ``options.json`` + ``weights.hdf5`` (+ ``vocabu
 import os
 from typing import Dict, Optional, Sequence, Tuple
 
+import h5py
 import numpy as np
 import torch
+from allennlp.common.checks import ConfigurationError
 
 from elmo_plugin.common.atomic_output import atomic_directory
 from elmo_plugin.common.write_errors import hdf5_for_writing
@@ -69,3 +71,19 @@ def write_bilm_tf_directory(
                 output.file.create_dataset("softmax/W", data=weight.detach().cpu().numpy().astype(np.float32))
                 output.file.create_dataset("softmax/b", data=bias.detach().cpu().numpy().astype(np.float32))
     return final
+
+
+def read_softmax(path: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The softmax's weight ``(V, D)`` and bias ``(V,)`` in float32 from ``path`` (``softmax/W``,
+    ``softmax/b``: what `write_bilm_tf_directory` writes and AllenNLP published); a `ConfigurationError`
+    naming the file otherwise."""
+    try:
+        with h5py.File(path, "r") as handle:
+            weight, bias = (
+                torch.from_numpy(np.asarray(handle[name][...], np.float32)) for name in ("softmax/W", "softmax/b")
+            )
+    except (OSError, KeyError) as error:
+        raise ConfigurationError(
+            f"{path}: not a language model's softmax ({error}); it needs datasets softmax/W and softmax/b"
+        ) from None
+    return weight, bias
