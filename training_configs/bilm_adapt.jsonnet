@@ -30,6 +30,11 @@ function(
   // Epochs of the softmax alone before num_epochs of everything; null: one for a source without a
   // softmax, none otherwise.
   softmax_first_epochs=null,
+  // Held-out text of the source's domain, measured at the start and after every epoch: what
+  // adapting costs there.
+  source_validation_data_path=null,
+  // Measure validation_data_path every this many batches too (long epochs); null: per epoch only.
+  validate_every_num_batches=null,
   checkpoint_seconds=600,
   cuda_device=-1,
 )
@@ -44,7 +49,7 @@ function(
   local large = source.vocabulary_size != null && source.vocabulary_size > 100000;
   local adagrad = source.has_adagrad;
   local first = if softmax_first_epochs != null then softmax_first_epochs else if source.has_softmax then 0 else 1;
-  common.config(
+  local config = common.config(
     options=source.options,
     train_data_path=train_data_path,
     validation_data_path=validation_data_path,
@@ -54,12 +59,18 @@ function(
     num_epochs=first + num_epochs,
     num_samples=if num_samples != null then num_samples else if large then 8192 else 1024,
     checkpoint_seconds=checkpoint_seconds,
-    optimizer=if adagrad then { type: "adagrad", lr: if learning_rate != null then learning_rate else 0.2,
+    // Above 100,000 words only the softmax rows a step uses are updated (their sparse gradients,
+    // the optimizers' row by row forms): the dense update would cost more than the rest of a step.
+    sparse_softmax=large,
+    optimizer=if adagrad then { type: if large then "dense_sparse_adagrad" else "adagrad",
+                                lr: if learning_rate != null then learning_rate else 0.2,
                                 initial_accumulator_value: 1.0 }
-              else { type: "adam", lr: if learning_rate != null then learning_rate else 0.001 },
+              else { type: if large then "dense_sparse_adam" else "adam",
+                     lr: if learning_rate != null then learning_rate else 0.001 },
     learning_rate_scheduler=if adagrad then null else common.linear_decay(),
     cuda_device=cuda_device,
-  ) + {
+  );
+  config + {
     vocabulary: {
       type: "adapted_from_source",
       source: start_from,
@@ -75,6 +86,9 @@ function(
       callbacks+: [{
         type: "continue_pretraining",
         softmax_first_epochs: first,
+        [if source_validation_data_path != null then "source_validation_data_path"]: source_validation_data_path,
+        [if source_validation_data_path != null then "source_validation_reader"]: config.validation_dataset_reader,
+        [if validate_every_num_batches != null then "validate_every_num_batches"]: validate_every_num_batches,
       }],
     },
   }

@@ -70,6 +70,15 @@ class ElmoAdaptCommand(Subcommand):
             "--validation-data", required=True, metavar="FILE",
             help="held-out text of the same kind, which measures the source and chooses the best epoch",
         )
+        subparser.add_argument(
+            "--source-validation-data", metavar="FILE", default=None,
+            help="held-out text of the source's domain, measured before training and after every epoch "
+            "(what adapting costs there)",
+        )
+        subparser.add_argument(
+            "--validate-every", type=positive_int, default=None, metavar="N",
+            help="measure --validation-data every N batches too (long epochs; default: after each epoch)",
+        )
         subparser.add_argument("--epochs", type=positive_int, default=1, help="epochs over TRAIN_DATA (default 1)")
         subparser.add_argument(
             "--extend-vocabulary", type=positive_int, nargs="?", const=DEFAULT_EXTEND_MIN_COUNT, default=None,
@@ -126,6 +135,8 @@ def adaptation_arguments(args: argparse.Namespace) -> Dict[str, Any]:
         "start_from": _local(args.source),
         "train_data_path": _local(args.train_data),
         "validation_data_path": _local(args.validation_data),
+        "source_validation_data_path": _local(args.source_validation_data) if args.source_validation_data else None,
+        "validate_every_num_batches": args.validate_every,
         "num_epochs": args.epochs,
         "extend_vocabulary": args.extend_vocabulary,
         "source_vocabulary": _local(args.source_vocabulary) if args.source_vocabulary else None,

@@ -28,6 +28,7 @@ from elmo_plugin.training.callbacks import START_METRICS_FILE
 from elmo_plugin.training.console import (
     REPORT_LOGGER,
     duration,
+    format_number,
     metrics_line,
     quiet_console_handlers,
     reported_metric_names,
@@ -224,6 +225,13 @@ def report_end(
         start = _start_metrics(serialization_dir)
         before = metrics_line(start, "validation_", names) if start else ""
         report.info("  validation (best epoch%s): %s%s", at, best, f" (before training: {before})" if before else "")
+    if "source_validation_ppl" in metrics:
+        before = _start_metrics(serialization_dir).get("source_validation_ppl")
+        report.info(
+            "  the source domain's held-out ppl: %s after the last epoch%s",
+            format_number(metrics["source_validation_ppl"]),
+            f" ({format_number(before)} before training)" if before is not None else "",
+        )
     test_names = sorted(key[len("test_"):] for key in metrics if key.startswith("test_"))
     test = metrics_line(metrics, "test_", [n for n in names if n in test_names] or test_names)
     if test:

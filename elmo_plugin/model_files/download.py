@@ -9,6 +9,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import tarfile
 import zipfile
 from typing import Optional, Tuple
@@ -180,14 +181,17 @@ def file_problem(path: str, kind: str) -> Optional[str]:
         return None if os.path.isdir(path) or tarfile.is_tarfile(path) else _with_size(path, "not a tar archive")
     with open(path, "rb") as handle:
         start = handle.read(512)
+    if kind == "vocabulary":
+        # Its first lines are <S>, </S> and <UNK>: a page is told apart by its markup instead.
+        if re.match(rb"\s*<(!doctype|html|\?xml|head|body)", start, re.IGNORECASE):
+            return "the server sent an HTML or XML page (an error or login page?) instead of the file"
+        return None if b"<UNK>" in start else "not a bilm-tf vocabulary (no <UNK> among its first lines)"
     if start.lstrip()[:1] == b"<":
         return "the server sent an HTML or XML page (an error or login page?) instead of the file"
     if kind == "zip":
         return None if zipfile.is_zipfile(path) else _with_size(path, "not a ZIP archive")
     if kind == "softmax":
         return _hdf5_problem(path, ("softmax/W", "softmax/b"), "a softmax")
-    if kind == "vocabulary":
-        return None if b"<UNK>" in start else "not a bilm-tf vocabulary (no <UNK> among its first lines)"
     return _options_problem(path) if kind == "options" else _weights_problem(path)
 
 

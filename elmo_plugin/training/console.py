@@ -111,7 +111,7 @@ def progress_bar_arguments(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
-def _number(value: Any) -> str:
+def format_number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
     return str(value)
@@ -119,7 +119,7 @@ def _number(value: Any) -> str:
 
 def metrics_line(metrics: Dict[str, Any], prefix: str, names: List[str]) -> str:
     """``name value`` pairs of ``metrics[prefix + name]`` for the names present."""
-    return ", ".join(f"{name} {_number(metrics[prefix + name])}" for name in names if prefix + name in metrics)
+    return ", ".join(f"{name} {format_number(metrics[prefix + name])}" for name in names if prefix + name in metrics)
 
 
 def reported_metric_names(metrics: Dict[str, Any], tracked: List[str]) -> List[str]:

@@ -59,6 +59,10 @@ NOT_RUN: Dict[str, str] = {
     "ray start --head":
         "a Ray cluster of several machines (and Kubernetes): tests/embedding_output/"
         "test_ray_engine.py runs --ray local, and the block before this one runs as typed",
+    "allennlp elmo-adapt original":
+        "downloads the Original model's published softmax (1.6 GB): no internet in tests; "
+        "docs/adapting.md's first block adapts a local model and runs here, and "
+        "tests/training/test_continue_pretraining.py reads a served published softmax",
     "MASTER_ADDR=node0.example.org":
         "two machines with four GPUs each: docs/pretraining.md's rehearsal block (the same "
         "commands, two nodes on one machine, CPU) runs here",
@@ -190,6 +194,10 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
         scores = (repo / arguments.output).read_text(encoding="utf-8").splitlines()
         assert len(scores) == len(lines), f"{where}: {len(scores)} scores for {len(lines)} lines"
         assert json.loads(scores[0])["tokens"] == len(lines[0].split()), where
+    elif subcommand == "elmo-adapt":
+        exported = repo / arguments.output_directory / "bilm"
+        for name in ("options.json", "weights.hdf5", "vocabulary.txt", "softmax.hdf5"):
+            assert (exported / name).is_file(), f"{where}: {exported} has no {name}"
     elif subcommand == "elmo-vocab":
         vocabulary = (repo / arguments.output_file).read_text(encoding="utf-8").splitlines()
         assert vocabulary[:3] == ["<S>", "</S>", "<UNK>"] and len(vocabulary) > 3, where

@@ -16,15 +16,19 @@ from typing import List
 import pytest
 import torch
 from allennlp.commands import ArgumentParserWithDefaults
+from allennlp.data import DatasetReader
+from allennlp.data.data_loaders import MultiProcessDataLoader
 from allennlp.models.archival import load_archive
+from allennlp.training.util import evaluate
 
 from elmo_plugin.commands.elmo_adapt import ElmoAdaptCommand, adaptation_config_text, resume_command
 from elmo_plugin.data.vocabulary import DEFAULT_LM_NAMESPACE, UNK_TOKEN, read_bilm_tf_vocabulary
 from elmo_plugin.model_files.bilm_tf.checkpoint import read_bilm_tf_checkpoint
 from elmo_plugin.model_files.bilm_tf.directory import read_softmax
+from elmo_plugin.model_files.catalogue import PUBLISHED_MODELS
 from elmo_plugin.models.elmo_language_model import ElmoLanguageModel
 from elmo_plugin.models.language_model_source import AdaptedBilmVocabulary, summarize_source
-from elmo_plugin.training.callbacks import START_METRICS_FILE, ContinuePretrainingCallback
+from elmo_plugin.training.callbacks import START_METRICS_FILE, WITHIN_EPOCHS_FILE, ContinuePretrainingCallback
 from elmo_plugin.training.config_functions import native_callbacks
 from tests.helpers import FIXTURES, REPO_ROOT
 
@@ -78,19 +82,45 @@ def test_an_adapted_run_exports_the_biLM_with_its_softmax_and_measured_the_sourc
     assert tokens != read_bilm_tf_vocabulary(str(CHECKPOINT / "vocabulary.txt"))
 
 
+def source_perplexity(archive_file: Path, data: Path) -> float:
+    """What ``allennlp evaluate`` gives the archive on ``data``."""
+    archive = load_archive(str(archive_file))
+    loader = MultiProcessDataLoader(
+        DatasetReader.from_params(archive.config["validation_dataset_reader"].duplicate()), str(data), batch_size=64
+    )
+    loader.index_with(archive.model.vocab)
+    return float(evaluate(archive.model, loader)["ppl"])
+
+
 def test_a_resorted_vocabulary_measures_exactly_the_source_perplexity(adapted_run, tmp_path):
     # From the export, on other training text: the vocabulary is re-sorted again (other counts),
-    # every softmax row must follow its word, and the model before training is the source.
+    # every softmax row must follow its word, and the model before training is the source, on the
+    # validation text and on the source domain's text alike.
+    source_text = tmp_path / "source_domain.txt"
+    source_text.write_text("\n".join((SAMPLE / "train.txt").read_text().splitlines()[:200]) + "\n")
     again = tmp_path / "again"
     assert run_adapt(
-        adapted_run / "bilm", SAMPLE / "heldout.txt", again, "--validation-data", SAMPLE / "heldout.txt", *SMALL_RUN
+        adapted_run / "bilm", SAMPLE / "heldout.txt", again, "--validation-data", SAMPLE / "heldout.txt",
+        "--source-validation-data", source_text, "--validate-every", "10", *SMALL_RUN,
     ) == 0
-    before = json_of(again / START_METRICS_FILE)["validation_ppl"]
+    start = json_of(again / START_METRICS_FILE)
     source = json_of(adapted_run / "metrics.json")["best_validation_ppl"]
     assert read_bilm_tf_vocabulary(str(again / "bilm" / "vocabulary.txt")) != read_bilm_tf_vocabulary(
         str(adapted_run / "bilm" / "vocabulary.txt")
     )
-    assert before == pytest.approx(source, rel=1e-5)
+    assert start["validation_ppl"] == pytest.approx(source, rel=1e-5)
+    assert start["source_validation_ppl"] == pytest.approx(
+        source_perplexity(adapted_run / "model.tar.gz", source_text), rel=1e-5
+    )
+    # After the epoch: the adapted model on the source domain's text, as evaluate measures it.
+    metrics = json_of(again / "metrics.json")
+    assert metrics["source_validation_ppl"] == pytest.approx(
+        source_perplexity(again / "model.tar.gz", source_text), rel=1e-5
+    )
+    # 400 sentences in batches of 16: 25 batches, measured at 10 and 20, improving.
+    within = [json.loads(line) for line in (again / WITHIN_EPOCHS_FILE).read_text().splitlines()]
+    assert [(line["epoch"], line["batch"]) for line in within] == [(0, 10), (0, 20)]
+    assert within[0]["validation_ppl"] > within[1]["validation_ppl"] > metrics["validation_ppl"]
 
 
 def test_a_trained_adapted_model_loads_without_its_source(adapted_run):
@@ -233,3 +263,24 @@ def test_extend_vocabulary_alone_takes_words_seen_three_times():
         ["elmo-adapt", "original", "t.txt", "out", "--validation-data", "d.txt", "--extend-vocabulary"]
     )
     assert args.extend_vocabulary == 3 and args.epochs == 1
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_a_published_model_goes_on_with_its_published_softmax(adapted_run, model_server, tmp_path):
+    # The adapted run's export served as "original": the biLM, the softmax and the vocabulary are
+    # downloaded, and the starting model is that export, to the last digit of its perplexity.
+    original = PUBLISHED_MODELS["original"]
+    exported = adapted_run / "bilm"
+    for url, name in (
+        (original.options_url(model_server.url), "options.json"),
+        (original.weights_url(model_server.url), "weights.hdf5"),
+        (original.softmax_url(model_server.url), "softmax.hdf5"),
+        (original.vocabulary_url(model_server.url), "vocabulary.txt"),
+    ):
+        model_server.files[model_server.path_of(url)] = (exported / name).read_bytes()
+    run = tmp_path / "run"
+    assert run_adapt("original", SAMPLE / "heldout.txt", run, "--validation-data", SAMPLE / "heldout.txt",
+                     *SMALL_RUN) == 0
+    before = json_of(run / START_METRICS_FILE)["validation_ppl"]
+    assert before == pytest.approx(json_of(adapted_run / "metrics.json")["best_validation_ppl"], rel=1e-5)
+    assert any(path.endswith(original.softmax_file) for path in model_server.gets())
