@@ -37,13 +37,14 @@ import torch
 from elmo_plugin.common.hardware import describe_run
 
 REPO = Path(__file__).resolve().parents[1]
-TASKS = ["ner_wikiann", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
+TASKS = ["ner_wikiann", "ner_wnut17", "pos_ewt", "srl_up_ewt", "genre_ewt", "nsmc_sentiment", "klue_ner"]
 KOREAN_TASKS = {"nsmc_sentiment", "klue_ner"}
 # The task functions that take elmo_at_output (ELMo at the encoder's output too).
 ELMO_AT_OUTPUT_TASKS = {"nsmc_sentiment", "klue_ner"}
 VARIANTS = ["baseline", "elmo", "elmo_io"]
 METRIC = {
     "ner_wikiann": ("test_f1-measure-overall", "span F1"),
+    "ner_wnut17": ("test_f1-measure-overall", "span F1"),
     "pos_ewt": ("test_accuracy", "accuracy"),
     "srl_up_ewt": ("test_f1-measure-overall", "span F1"),
     "genre_ewt": ("test_accuracy", "accuracy"),
@@ -52,6 +53,7 @@ METRIC = {
 }
 TITLE = {
     "ner_wikiann": "NER (WikiANN)",
+    "ner_wnut17": "NER (WNUT-17)",
     "pos_ewt": "POS (EWT UPOS)",
     "srl_up_ewt": "SRL (UP EWT)",
     "genre_ewt": "Genre (EWT)",

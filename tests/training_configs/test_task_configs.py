@@ -36,6 +36,7 @@ CONFIGS = sorted(path for path in TASKS.glob("*.jsonnet") if path.stem not in EL
 # Each task's files (relative to the data root) and the metric its test evaluation reports.
 TASK_FILES: Dict[str, List[str]] = {
     "ner_wikiann": ["en/ner/wikiann/train.txt", "en/ner/wikiann/dev.txt", "en/ner/wikiann/test.txt"],
+    "ner_wnut17": ["en/ner/wnut17/train.txt", "en/ner/wnut17/dev.txt", "en/ner/wnut17/test.txt"],
     "pos_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
     "genre_ewt": [f"en/pos/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")],
     "srl_up_ewt": ["en/srl/up_ewt/en_ewt-up-dev.conllu", "en/srl/up_ewt/en_ewt-up-test.conllu"],
@@ -44,6 +45,7 @@ TASK_FILES: Dict[str, List[str]] = {
 }
 TEST_METRIC = {
     "ner_wikiann": "test_f1-measure-overall",
+    "ner_wnut17": "test_f1-measure-overall",
     "pos_ewt": "test_accuracy",
     "genre_ewt": "test_accuracy",
     "srl_up_ewt": "test_f1-measure-overall",

@@ -16,6 +16,11 @@ TASK_DATA_SOURCES = {
         "WikiANN English, files WikiANN/en/{train,dev,test} of github.com/davidsbatista/NER-datasets "
         "(token<TAB>tag lines) as en/ner/wikiann/{train,dev,test}.txt",
     ),
+    "en/ner/wnut17": (
+        "ner_wnut17",
+        "WNUT-17 Emerging and Rare Entities, files WNUT17/ of github.com/davidsbatista/NER-datasets "
+        "(token<TAB>tag lines) as en/ner/wnut17/{train,dev,test}.txt",
+    ),
     "en/pos": (
         "pos_ewt, genre_ewt",
         "Universal Dependencies English-EWT v2.16, github.com/UniversalDependencies/UD_English-EWT, "
