@@ -12,6 +12,7 @@ from elmo_plugin.commands import (
     ElmoCommand,
     ElmoExportCommand,
     ElmoScoreCommand,
+    ElmoTaskTextCommand,
     ElmoTokenizeCommand,
     ElmoVocabCommand,
 )
@@ -64,8 +65,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BilmOptions", "ElmoAdaptCommand", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTokenizeCommand",
-    "ElmoVocabCommand",
+    "BilmOptions", "ElmoAdaptCommand", "ElmoCommand", "ElmoExportCommand", "ElmoScoreCommand", "ElmoTaskTextCommand",
+    "ElmoTokenizeCommand", "ElmoVocabCommand",
     "ElmoCharacterIds", "batch_to_ids", "BilmCorpusReader", "BilmStreamDataLoader", "ElmoCharactersIndexer",
     "KiwiTokenizer", "MecabKoTokenizer", "BilmTfVocabulary", "build_lm_vocabulary", "ElmoEmbedder", "EmbeddingsFile",
     "MissingShardError", "ParquetEmbeddings", "read_embeddings", "ElmoLanguageModel", "LanguageModelScorer", "ElmoBiLm",

@@ -55,7 +55,9 @@ REGISTERED = {
     "allennlp.training.Checkpointer": ["default"],
     "allennlp.training.metrics.Metric": ["klue_ner_f1"],
     "elmo_plugin.modules.scalar_mix.ScalarMix": ["softmax", "single_layer"],
-    "allennlp.commands.Subcommand": ["elmo", "elmo-vocab", "elmo-export", "elmo-tokenize", "elmo-score"],
+    "allennlp.commands.Subcommand": [
+        "elmo", "elmo-vocab", "elmo-export", "elmo-tokenize", "elmo-score", "elmo-adapt", "elmo-task-text",
+    ],
 }
 
 # Prints, as JSON, which of REGISTERED each class resolves to the plugin (module elmo_plugin.*).

@@ -198,6 +198,10 @@ def _check_products(command: List[str], repo: Path, where: str) -> None:
         exported = repo / arguments.output_directory / "bilm"
         for name in ("options.json", "weights.hdf5", "vocabulary.txt", "softmax.hdf5"):
             assert (exported / name).is_file(), f"{where}: {exported} has no {name}"
+    elif subcommand == "elmo-task-text":
+        for name in ("train.txt", "validation.txt"):
+            text = (repo / arguments.output_directory / name).read_text(encoding="utf-8")
+            assert text.strip() and "\t" not in text, f"{where}: {arguments.output_directory}/{name}"
     elif subcommand == "elmo-vocab":
         vocabulary = (repo / arguments.output_file).read_text(encoding="utf-8").splitlines()
         assert vocabulary[:3] == ["<S>", "</S>", "<UNK>"] and len(vocabulary) > 3, where
