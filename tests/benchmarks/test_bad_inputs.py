@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO_ROOT
 
 _PATH = REPO_ROOT / "benchmarks" / "bad_inputs.py"
@@ -56,6 +58,7 @@ def test_verdicts(tmp_path: Path):
     assert row["message"].endswith("contains no sentences")
 
 
+@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
 def test_a_few_cases_against_the_command_line():
     result = subprocess.run(
         [sys.executable, str(_PATH), "--only", "elmo-vocab: output = input",
