@@ -29,7 +29,7 @@ SMALL_DIR ?= build/en_small
 KO_DIR ?= build/ko
 ALLENNLP := $(VENV)/bin/allennlp
 
-.PHONY: venv check-python wheel demo test test-all docs docs-serve figure-speed-ratios clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
+.PHONY: venv check-python wheel demo test test-random test-all docs docs-serve figure-speed-ratios clean pretrain-small kn-baseline-small tasks-en tokenize-ko pretrain-ko kn-baseline-ko tasks-ko
 
 venv: check-python $(STAMP)
 
@@ -86,6 +86,12 @@ demo: venv
 test: venv
 	$(VENV)/bin/ruff check elmo_plugin tests benchmarks scripts examples
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The default tests in a random order (pytest-randomly; the seed is printed at the top, and
+# `$(PY) -m pytest -p randomly --randomly-seed=N` repeats one), to find tests that depend on what
+# ran before them.
+test-random: venv
+	$(PY) -m pytest -q -p no:cacheprovider -p randomly
 
 # Everything, the slow tests too (the wheel in a fresh environment, ...): what CI runs.
 test-all: venv

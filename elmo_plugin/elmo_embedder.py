@@ -12,6 +12,7 @@ from allennlp.common.checks import ConfigurationError
 from allennlp.common.util import lazy_groups_of
 
 from elmo_plugin.common.paths import PathLike
+from elmo_plugin.common.threads import fix_threads
 from elmo_plugin.embedding_output.batch_loop import write_embeddings
 from elmo_plugin.embedding_output.batching import DEFAULT_SORT_CHUNK_BATCHES
 from elmo_plugin.embedding_output.job import (
@@ -122,6 +123,10 @@ class ElmoEmbedder:
         Run the recurrence of unpadded batches with ``torch.compile``, as training's ``compile``.
     tf32 : `bool`, optional (default = `False`)
         On a CUDA GPU, run the float32 matrix products in TF32.
+    threads : `int`, optional
+        The CPU threads of this process from now on (`elmo_plugin.common.threads.fix_threads`).
+        By default a call of fewer than 8 sentences runs on one, a larger one on the cores that
+        other work leaves idle (at most PyTorch's setting); ``OMP_NUM_THREADS`` also fixes them.
     argument_names : `ArgumentNames`, optional (default = `PYTHON_ARGUMENTS`)
         How errors about the model spell its arguments (``--options-file`` for ``allennlp elmo``).
     """
@@ -137,7 +142,9 @@ class ElmoEmbedder:
         argument_names: ArgumentNames = PYTHON_ARGUMENTS,
         compile: Union[bool, str] = False,
         tf32: bool = False,
+        threads: Optional[int] = None,
     ) -> None:
+        fix_threads(threads)
         settings = InferenceSettings(precision, compile, tf32)
         # The device first: a missing GPU should not wait for a model download.
         self._device = cuda_device if isinstance(cuda_device, torch.device) else check_cuda_device(cuda_device)

@@ -2,12 +2,19 @@
 from pathlib import Path
 
 import pytest
+import torch
 from allennlp.common import file_utils
 
 import elmo_plugin  # noqa: F401  (registers the plugin's components with AllenNLP)
+from elmo_plugin.common import threads
 from elmo_plugin.model_files.catalogue import MODELS_URL_VARIABLE, PUBLISHED_MODELS
 from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, FIXTURES, make_random_bilm_files  # noqa: F401
 from tests.model_server import ModelServer
+
+# This process's threads fixed at PyTorch's number, so that no comparison of two runs here depends
+# on the load between them; the plugin's own choice, which follows the load, is tested with fakes in
+# tests/common/test_threads.py (the single_thread fixture below still sets one for its modules).
+threads.fix_threads(torch.get_num_threads())
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from elmo_plugin.commands.common import (
     subcommand_parser,
     use_file_friendly_logging,
 )
+from elmo_plugin.common.threads import fix_threads
 from elmo_plugin.common.torchrun import TorchrunProcess, torchrun_process
 from elmo_plugin.elmo_embedder import ElmoEmbedder
 from elmo_plugin.embedding_output.batch_loop import write_embeddings
@@ -211,6 +212,12 @@ class ElmoCommand(Subcommand):
             "--ray-workers", type=positive_int, default=1, metavar="N",
             help="with --ray: the number of workers, each holding the model (and a GPU with --cuda-device 0)",
         )
+        subparser.add_argument(
+            "--threads", type=positive_int, default=None, metavar="N",
+            help="the CPU threads of the computation (by default one for batches under 8 "
+            "sentences, else the cores that other work leaves idle, re-read as it runs; "
+            "OMP_NUM_THREADS also fixes the number)",
+        )
         add_file_friendly_logging(subparser)
         # The usage line without the options AllenNLP adds to every subcommand after this.
         subparser.set_defaults(func=elmo_command, elmo_usage=subparser.format_usage())
@@ -262,6 +269,7 @@ def elmo_command(args: argparse.Namespace) -> None:
             usage,
         )
     use_file_friendly_logging(args)
+    fix_threads(args.threads)
     process = torchrun_process()
     wrote = f"Wrote ELMo embeddings ({job.output_format}) of {job.input_path} to {job.output_path}"
     not_written = f"interrupted; {job.output_path} was not written."

@@ -23,7 +23,6 @@ from elmo_plugin.commands.common import (
     use_file_friendly_logging,
 )
 from elmo_plugin.commands.train_command import train_model_from_file
-from elmo_plugin.common.threads import use_idle_cores
 from elmo_plugin.export.archive_to_bilm_tf import export_to_bilm_tf
 from elmo_plugin.training.console import quiet_console_handlers
 
@@ -184,7 +183,6 @@ def _interrupted_message(output_directory: str, argv: Optional[List[str]]) -> st
 def elmo_adapt_command(args: argparse.Namespace) -> None:
     """Runs ``allennlp elmo-adapt`` for parsed arguments."""
     quiet_console_handlers()
-    use_idle_cores()
     use_file_friendly_logging(args)
     output_directory = os.fspath(args.output_directory)
 

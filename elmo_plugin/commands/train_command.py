@@ -23,7 +23,6 @@ from torch.multiprocessing import ProcessExitedException
 
 from elmo_plugin.commands.common import run_reporting_errors
 from elmo_plugin.commands.train_distributed import check_distributed
-from elmo_plugin.common.threads import use_idle_cores
 from elmo_plugin.training.callbacks import START_METRICS_FILE
 from elmo_plugin.training.console import (
     REPORT_LOGGER,
@@ -330,10 +329,9 @@ def interrupted_message(args: argparse.Namespace) -> str:
 
 
 def train_model_from_args(args: argparse.Namespace) -> None:
-    """The ``allennlp train`` command: `train_model_from_file` on the idle cores, errors and
-    interruptions as one line."""
+    """The ``allennlp train`` command: `train_model_from_file`, errors and interruptions as one
+    line."""
     quiet_console_handlers()  # the command's handler, until training sets up its own
-    use_idle_cores()
 
     def train() -> None:
         try:

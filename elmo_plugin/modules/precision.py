@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Union
 import torch
 from allennlp.common.checks import ConfigurationError
 
+from elmo_plugin.common.threads import threads_for_call
 from elmo_plugin.modules.bilm import ElmoBiLm
 from elmo_plugin.modules.execution.bfloat16 import NativeBfloat16
 from elmo_plugin.modules.execution.plan import ExecutionPlan, check_compile_setting, float32_products, running
@@ -78,7 +79,16 @@ def run_bilm(bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[
     """
     ``bilm(character_ids)`` run as ``plan`` says: an `ElmoBiLm` is handed the plan, another module
     (AllenNLP's ``_ElmoBiLm``) runs under it (`running`); the ``"activations"`` come back float32.
+    On the CPU, on the threads that `threads_for_call` chooses for the batch and the load.
     """
+    if character_ids.device.type != "cpu":
+        return _run_bilm(bilm, character_ids, plan)
+    with threads_for_call(character_ids.shape[0]):
+        return _run_bilm(bilm, character_ids, plan)
+
+
+def _run_bilm(bilm: torch.nn.Module, character_ids: torch.Tensor, plan: Optional[ExecutionPlan]
+              ) -> Dict[str, Union[torch.Tensor, List[torch.Tensor]]]:
     if plan is None:
         return bilm(character_ids)
     if isinstance(bilm, ElmoBiLm):

@@ -28,6 +28,7 @@ from allennlp.training.trainer import Trainer
 from elmo_plugin.common.atomic_output import atomic_output
 from elmo_plugin.common.registration import replace_registration
 from elmo_plugin.common.termination import raise_if_interrupted
+from elmo_plugin.common.threads import follow_the_load
 from elmo_plugin.modules.sampled_softmax_loss import row_sums_of, sparse_row_gradient
 from elmo_plugin.training.console import EpochSummaryCallback, validating
 
@@ -180,6 +181,8 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             )
         super().__init__(*args, **kwargs)
         self._metrics_every_num_batches = metrics_every_num_batches
+        # The most intra-op threads a batch runs on; fewer while other work takes cores.
+        self._most_threads = torch.get_num_threads()
         # True on the device once a training loss of this epoch was NaN (read at the intervals).
         self._nan_loss: Optional[torch.Tensor] = None
         # The console's line per epoch (elmo_plugin.training.console), beside AllenNLP's table.
@@ -330,6 +333,7 @@ class DeviceCheckingGradientDescentTrainer(GradientDescentTrainer):
             # A Ctrl-C or SIGTERM swallowed on the way (common/termination.py) stops the run here, not at
             # the next checkpoint, which may be hours away.
             raise_if_interrupted()
+            follow_the_load(self._most_threads)
             if (self._epochs_completed, self._batches_in_epoch_completed) < start_after:
                 self._batches_in_epoch_completed += 1
                 self._total_batches_completed += 1
