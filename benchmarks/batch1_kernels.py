@@ -1,5 +1,5 @@
 """
-Where batch 1 goes (issue 56): ours against ONNX Runtime on our own export of the same random
+Where batch 1's time goes: ours against ONNX Runtime on our own export of the same random
 weights, operator by operator, and the matrix products that make the gap timed alone with the
 kernels PyTorch has for them.
 

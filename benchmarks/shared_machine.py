@@ -11,11 +11,11 @@ Each cell runs in a fresh process, so that the OpenMP settings are those a user'
 with: ``own`` sets nothing (the plugin chooses: `elmo_plugin.common.threads`), ``one`` sets
 ``OMP_NUM_THREADS=1``, ``default`` sets it to the cores (PyTorch's own number, fixed), ``passive``
 is ``default`` with ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP's threads sleep at once when idle instead
-of spinning). Reports sentences/s (training: sentences of 20 tokens/s) over at least
-``--seconds`` and 3 calls, quiet and busy, the median of ``--repeats``, and the ratios that issue
-55 asks for: busy against one thread's busy speed, and quiet against the faster of one thread and
-the default quiet. Random weights (speed does not depend on them); real held-out sentences cut to
-20 tokens. Run it on an otherwise idle machine.
+of spinning). Reports sentences/s (training: sentences of 20 tokens/s) over at least ``--seconds``
+and 3 calls, quiet and busy, the median of ``--repeats``, and two ratios: busy against one thread's
+busy speed, and quiet against the faster of one thread and the default quiet. Random weights (speed
+does not depend on them); real held-out sentences cut to 20 tokens. Run it on an otherwise idle
+machine.
 """
 import argparse
 import json

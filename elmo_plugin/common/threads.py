@@ -17,8 +17,8 @@ PROC_STAT = "/proc/stat"
 BUSY_THRESHOLD = 0.25
 # How old a reading of the load may be before it is read again, between calls, never inside one.
 WATCH_SECONDS = 1.0
-# Calls of fewer rows (sentences) run on one thread: a second one gains at most 6% there, and under
-# load it is the thread that waits (benchmarks/shared_machine.py).
+# Calls of fewer rows (sentences) run on one thread: a second one gains little there, and under load
+# it is the thread that waits (docs/implementation.md, "Threads").
 ONE_THREAD_BELOW_ROWS = 8
 
 CpuTimes = Dict[int, Tuple[int, int]]

@@ -58,7 +58,7 @@ def test_verdicts(tmp_path: Path):
     assert row["message"].endswith("contains no sentences")
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_a_few_cases_against_the_command_line():
     result = subprocess.run(
         [sys.executable, str(_PATH), "--only", "elmo-vocab: output = input",

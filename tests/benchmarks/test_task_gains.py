@@ -62,7 +62,7 @@ def test_train_all_runs_jobs_at_a_time_skips_finished_runs_and_reports_failures(
     assert failed == ["nsmc_sentiment_seed2 failed (exit 1)"]
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_train_raises_naming_the_log_when_allennlp_fails(tmp_path):
     config = tmp_path / "broken.jsonnet"
     config.write_text("{")  # not Jsonnet: allennlp train exits with an error

@@ -66,7 +66,7 @@ def test_one_node_without_a_port_is_accepted():
     check_distributed({})
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_a_process_whose_peer_never_comes_gives_up_in_one_line(tmp_path):
     port = free_port()
     # What AllenNLP's worker does once it has imported its plugins: rank 1 of 2 joins the primary,

@@ -161,7 +161,7 @@ def wait_for(path_pattern: Path, process: subprocess.Popen, timeout: float = 300
         time.sleep(0.1)
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_ctrl_c_of_allennlp_train_is_one_line_and_the_same_command_then_runs(tmp_path):
     run = tmp_path / "run"
     overrides = tiny_run(tmp_path, pause_after_epoch=-1)

@@ -34,7 +34,7 @@ def faults_per_step(mode: str) -> int:
 
 
 @pytest.mark.skipif(memory_allocator._LIBC is None, reason="glibc only")
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_training_allocator_reuses_freed_blocks():
     # 64 MB is 16,384 pages: by default every step faults them all in again.
     assert faults_per_step("default") > 10_000

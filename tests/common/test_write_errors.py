@@ -48,7 +48,7 @@ def _error_lines(stderr: str):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs RLIMIT_FSIZE (POSIX)")
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_every_command_reports_a_write_that_does_not_fit_on_one_line(tmp_path):
     (tmp_path / ".allennlp_plugins").write_text("elmo_plugin\n", encoding="utf-8")
     sentences = tmp_path / "sentences.txt"

@@ -170,7 +170,7 @@ print(unpacked_zip_model(path, cache_dir))
 """
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_processes_asking_at_once_unpack_it_once(tmp_path, cache_dir):
     model = write_zip(tmp_path / "999.zip")
     start = tmp_path / "start"

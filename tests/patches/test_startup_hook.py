@@ -60,7 +60,7 @@ def run_installed(tmp_path: Path, folder: Path, *arguments: str, **variables: st
 # -- the command, installed ----------------------------------------------------------------------
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_the_commands_work_from_any_folder_and_no_file_there_is_imported(tmp_path):
     folder = folder_with_traps(tmp_path / "my data")
     assert not (folder / ".allennlp_plugins").exists()

@@ -47,7 +47,7 @@ PACKAGE = str(REPO_ROOT / "elmo_plugin")
 @pytest.fixture(autouse=True)
 def no_compiled_code_of_earlier_tests():
     """Forgets what earlier tests compiled: its guards read the host (in torch/_dynamo's
-    eval_frame.py) when a later test's modules pass through them (issue 55)."""
+    eval_frame.py) when a later test's modules pass through them."""
     torch._dynamo.reset()
     yield
 

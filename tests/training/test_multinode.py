@@ -201,7 +201,7 @@ def _node(rank: int, port: int, tmp: str) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow  # subprocesses, 7-14 s: in `make test-all` (CI), out of `make test`'s 10 minutes
+@pytest.mark.slow  # subprocesses: in `make test-all` (CI), kept out of `make test`'s time
 def test_two_gloo_processes_agree(tmp_path: Path):
     (tmp_path / "corpus.txt").write_text("".join(f"s{i} x\n" for i in range(10)), encoding="utf-8")
     for rank in range(2):
