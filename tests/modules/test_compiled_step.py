@@ -34,6 +34,15 @@ from tests.helpers import FIXTURE_OPTIONS, FIXTURE_WEIGHTS, assert_clips_exercis
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_compiled_by_earlier_modules():
+    """Starts the module from a clean compiled state: other modules' compilations of the same
+    functions (other shapes) count towards dynamo's recompile limit, which this module would reach
+    after them in an order that runs them first (``-m slow`` alone)."""
+    torch._dynamo.reset()
+    yield
+
 WORDS = ["<S>", "</S>", "<UNK>", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "."]
 BATCH, WINDOW = 3, 6
 # Float32 rounding, accumulated over the steps of a window and two layers: the compiled and eager
