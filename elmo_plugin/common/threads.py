@@ -114,7 +114,7 @@ class LoadWatch:
         """The cores that others leave idle, at least one, as last read."""
         now = self._clock()
         then, own_then, times_then = self._reading
-        if now - then < self.interval:
+        if now - then < self.interval or now <= then:
             return self._idle
         own_now, times_now = self._own_seconds(), self._read_times()
         self._reading = (now, own_now, times_now)
